@@ -1,0 +1,207 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// UpdateStrategy says how a new signing key enters the published set.
+// +kubebuilder:validation:Enum=rolling;immediate
+type UpdateStrategy string
+
+const (
+	// UpdateStrategyRolling adds the new key next to the old ones (graceful rotation).
+	UpdateStrategyRolling UpdateStrategy = "rolling"
+	// UpdateStrategyImmediate replaces the whole set with the new key.
+	UpdateStrategyImmediate UpdateStrategy = "immediate"
+)
+
+// JWKSConfigSpec is the desired publication of one TLS Secret's key as a JWK Set.
+type JWKSConfigSpec struct {
+	// certificateSecret is the name of a Secret in the same namespace whose `tls.crt`
+	// holds a PEM certificate chain, leaf first (as cert-manager writes it).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	CertificateSecret string `json:"certificateSecret"`
+
+	// configMapName is the ConfigMap that receives the JWK Set under the data key
+	// `jwks.json`. Defaults to `<name>-jwks`.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	ConfigMapName string `json:"configMapName,omitempty"`
+
+	// nginxConfigMapName is the ConfigMap that receives the generated nginx
+	// configuration. Defaults to `<name>-nginx`.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	NginxConfigMapName string `json:"nginxConfigMapName,omitempty"`
+
+	// endpoint is the path clients are told to fetch the set from. nginx serves the set
+	// on every path, so this is informational and kept for compatibility.
+	// +kubebuilder:default="/jwks.json"
+	// +kubebuilder:validation:Pattern=`^/`
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
+
+	// updateStrategy is how a new key enters the set: `rolling` keeps old keys (when
+	// keepOldKeys is true) so tokens signed with them still verify; `immediate` replaces
+	// the set at once.
+	// +kubebuilder:default=rolling
+	// +optional
+	UpdateStrategy UpdateStrategy `json:"updateStrategy,omitempty"`
+
+	// keepOldKeys keeps retired keys in the set until oldKeysTTL has passed since their
+	// retirement. Only used with the rolling strategy.
+	// +kubebuilder:default=true
+	// +optional
+	KeepOldKeys *bool `json:"keepOldKeys,omitempty"`
+
+	// oldKeysTTL is how long a retired key stays published after it stopped being the
+	// current key.
+	// +kubebuilder:default="720h"
+	// +optional
+	OldKeysTTL *metav1.Duration `json:"oldKeysTTL,omitempty"`
+
+	// cleanupOnDelete also deletes the JWK Set ConfigMap when this JWKSConfig is deleted.
+	// By default the ConfigMap is kept, because consumers may read it directly.
+	// +kubebuilder:default=false
+	// +optional
+	CleanupOnDelete bool `json:"cleanupOnDelete,omitempty"`
+
+	// algorithm overrides the JWS algorithm published for the key. By default it follows
+	// the key: RS256 for RSA, ES256/ES384/ES512 for EC P-256/P-384/P-521, EdDSA for
+	// Ed25519. An override must fit the key type.
+	// +kubebuilder:validation:Enum=RS256;RS384;RS512;PS256;PS384;PS512;ES256;ES384;ES512;EdDSA
+	// +optional
+	Algorithm string `json:"algorithm,omitempty"`
+
+	// cacheMaxAge is the Cache-Control max-age that the servers send with the set.
+	// +kubebuilder:default="5m"
+	// +optional
+	CacheMaxAge *metav1.Duration `json:"cacheMaxAge,omitempty"`
+
+	// issuer, when set, makes trustplane's own server publish an OpenID discovery
+	// document for it (`/<namespace>/<name>/.well-known/openid-configuration`).
+	// +kubebuilder:validation:Pattern=`^https://`
+	// +optional
+	Issuer string `json:"issuer,omitempty"`
+
+	// nginx configures the nginx Deployment that serves the set inside the cluster.
+	// +optional
+	Nginx NginxSpec `json:"nginx,omitempty"`
+}
+
+// NginxSpec configures the nginx Deployment and Service that serve the set.
+type NginxSpec struct {
+	// enabled deploys nginx. Set it to false to publish only the ConfigMap (and
+	// trustplane's own endpoint).
+	// +kubebuilder:default=true
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// image is the nginx container image. It must run as a non-root user.
+	// +kubebuilder:default="nginxinc/nginx-unprivileged:1.29-alpine"
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// replicas is the number of nginx pods.
+	// +kubebuilder:default=2
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// resources are the nginx container's compute resources.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+}
+
+// PublishedKey describes one key in the published set.
+type PublishedKey struct {
+	// kid is the key ID: the RFC 7638 SHA-256 thumbprint of the public key.
+	KeyID string `json:"kid"`
+
+	// alg is the JWS algorithm published for the key.
+	Algorithm string `json:"alg"`
+
+	// notAfter is the expiry of the key's certificate.
+	// +optional
+	NotAfter *metav1.Time `json:"notAfter,omitempty"`
+
+	// retiredAt is when the key stopped being the current key. Empty for the current key.
+	// +optional
+	RetiredAt *metav1.Time `json:"retiredAt,omitempty"`
+}
+
+// JWKSConfigStatus is the observed state of a JWKSConfig.
+type JWKSConfigStatus struct {
+	// conditions: Ready says whether the current certificate is published.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the generation the status was computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// lastUpdateTime is when the published set last changed.
+	// +optional
+	LastUpdateTime *metav1.Time `json:"lastUpdateTime,omitempty"`
+
+	// lastKeyID is the kid of the current key.
+	// +optional
+	LastKeyID string `json:"lastKeyID,omitempty"`
+
+	// keyCount is the number of keys in the published set.
+	// +optional
+	KeyCount int32 `json:"keyCount,omitempty"`
+
+	// nginxConfigUpdated is when the nginx configuration last changed.
+	// +optional
+	NginxConfigUpdated *metav1.Time `json:"nginxConfigUpdated,omitempty"`
+
+	// keys lists the published keys, current first.
+	// +listType=atomic
+	// +optional
+	Keys []PublishedKey `json:"keys,omitempty"`
+}
+
+// JWKSConfig publishes the public key of a TLS Secret as a JSON Web Key Set, in a
+// ConfigMap, through nginx and through trustplane's own HTTP server.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=jwks,categories=trustplane
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Key ID",type=string,JSONPath=`.status.lastKeyID`,priority=1
+// +kubebuilder:printcolumn:name="Keys",type=integer,JSONPath=`.status.keyCount`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type JWKSConfig struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired publication.
+	// +required
+	Spec JWKSConfigSpec `json:"spec"`
+
+	// status is the observed state.
+	// +optional
+	Status JWKSConfigStatus `json:"status,omitempty"`
+}
+
+// JWKSConfigList is a list of JWKSConfig.
+//
+// +kubebuilder:object:root=true
+type JWKSConfigList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	// items are the JWKSConfigs.
+	Items []JWKSConfig `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&JWKSConfig{}, &JWKSConfigList{})
+}

@@ -1,0 +1,10 @@
+//go:build tools
+
+// Package k8sbins pins the Kubernetes commands this module builds.
+package k8sbins
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)

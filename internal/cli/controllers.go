@@ -1,0 +1,8 @@
+package cli
+
+import "github.com/trustplane/trustplane/internal/manager"
+
+// controllers is every controller `trustplane manager` knows, in start order.
+func controllers() []manager.Controller {
+	return []manager.Controller{}
+}

@@ -1,0 +1,162 @@
+package jwks
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+)
+
+// PublishedKey is a key in a published set, with its rotation state.
+type PublishedKey struct {
+	Key
+	// RetiredAt is when the key stopped being the current key; nil for the current key.
+	RetiredAt *time.Time
+}
+
+// Policy is how keys leave the set.
+type Policy struct {
+	// KeepOldKeys keeps retired keys until OldKeysTTL after retirement (rolling
+	// strategy with keepOldKeys). Without it the set holds only the current key.
+	KeepOldKeys bool
+	// OldKeysTTL is how long a retired key stays.
+	OldKeysTTL time.Duration
+}
+
+// Plan computes the next published set from the current key and the previous set.
+//
+//   - The current key is always first and never removed. When it is already published
+//     (same kid: a renewed certificate for the same key) its x5c/x5t are updated in place.
+//   - With KeepOldKeys, every other key is retired at the moment it stops being current
+//     (now, unless it was retired before) and removed once OldKeysTTL has passed since
+//     then. Without it, the set is replaced by the current key.
+//
+// nextRemoval is when the earliest kept retired key is due to go (zero if none), so the
+// caller can come back on time even if nothing else changes.
+func Plan(current Key, previous []PublishedKey, p Policy, now time.Time) (next []PublishedKey, nextRemoval time.Time) {
+	next = []PublishedKey{{Key: current}}
+	if !p.KeepOldKeys {
+		return next, time.Time{}
+	}
+	var retired []PublishedKey
+	seen := map[string]bool{current.KeyID(): true}
+	for _, k := range previous {
+		if seen[k.KeyID()] {
+			continue
+		}
+		seen[k.KeyID()] = true
+		retiredAt := now
+		if k.RetiredAt != nil {
+			retiredAt = *k.RetiredAt
+		}
+		removeAt := retiredAt.Add(p.OldKeysTTL)
+		if !now.Before(removeAt) {
+			continue
+		}
+		if nextRemoval.IsZero() || removeAt.Before(nextRemoval) {
+			nextRemoval = removeAt
+		}
+		k.RetiredAt = &retiredAt
+		retired = append(retired, k)
+	}
+	// Most recently retired first; kid breaks ties so the output is deterministic.
+	sort.Slice(retired, func(i, j int) bool {
+		a, b := retired[i], retired[j]
+		if !a.RetiredAt.Equal(*b.RetiredAt) {
+			return a.RetiredAt.After(*b.RetiredAt)
+		}
+		return a.KeyID() < b.KeyID()
+	})
+	return append(next, retired...), nextRemoval
+}
+
+// Marshal renders keys as a JWK Set document. Equal input gives byte-identical output.
+func Marshal(keys []PublishedKey) ([]byte, error) {
+	set := jose.JSONWebKeySet{Keys: make([]jose.JSONWebKey, 0, len(keys))}
+	for _, k := range keys {
+		set.Keys = append(set.Keys, k.JWK)
+	}
+	out, err := json.Marshal(set)
+	if err != nil {
+		return nil, fmt.Errorf("encoding JWK Set: %w", err)
+	}
+	// Check what consumers will parse before it is published (seed phase 3, step 4).
+	if _, err := Unmarshal(out); err != nil {
+		return nil, fmt.Errorf("generated JWK Set does not parse back: %w", err)
+	}
+	return out, nil
+}
+
+// Unmarshal parses a published JWK Set. Each key must be a valid public key; its
+// certificate chain (x5c) is verified against the key by go-jose.
+func Unmarshal(data []byte) ([]jose.JSONWebKey, error) {
+	var set jose.JSONWebKeySet
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&set); err != nil {
+		return nil, err
+	}
+	for i, k := range set.Keys {
+		if !k.Valid() || !k.IsPublic() {
+			return nil, fmt.Errorf("key %d (kid %q) is not a valid public key", i, k.KeyID)
+		}
+	}
+	return set.Keys, nil
+}
+
+// Restore rebuilds a published set from its document and the retirement times recorded
+// beside it (see EncodeRetirements). A non-current key with no recorded time counts as
+// retired now: losing the record can only keep a key longer, never drop it early.
+func Restore(doc []byte, retirements map[string]time.Time) ([]PublishedKey, error) {
+	jwks, err := Unmarshal(doc)
+	if err != nil {
+		return nil, &InputError{Reason: ReasonInvalidPublished, Message: "the published JWK Set does not parse: " + err.Error()}
+	}
+	keys := make([]PublishedKey, 0, len(jwks))
+	for _, j := range jwks {
+		k := PublishedKey{Key: Key{JWK: j}}
+		if len(j.Certificates) > 0 {
+			k.NotAfter = j.Certificates[0].NotAfter
+		}
+		if t, ok := retirements[j.KeyID]; ok {
+			k.RetiredAt = &t
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
+}
+
+// EncodeRetirements records the retirement times of a set (kid → RFC 3339), to be kept
+// next to the set so that rotation state survives restarts.
+func EncodeRetirements(keys []PublishedKey) string {
+	m := map[string]string{}
+	for _, k := range keys {
+		if k.RetiredAt != nil {
+			m[k.KeyID()] = k.RetiredAt.UTC().Format(time.RFC3339)
+		}
+	}
+	out, _ := json.Marshal(m) // map keys are sorted: deterministic
+	return string(out)
+}
+
+// DecodeRetirements parses EncodeRetirements' output; empty input is no record.
+func DecodeRetirements(s string) (map[string]time.Time, error) {
+	out := map[string]time.Time{}
+	if s == "" {
+		return out, nil
+	}
+	var raw map[string]string
+	if err := json.Unmarshal([]byte(s), &raw); err != nil {
+		return nil, fmt.Errorf("retirement record: %w", err)
+	}
+	for kid, v := range raw {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			return nil, fmt.Errorf("retirement record for kid %q: %w", kid, err)
+		}
+		out[kid] = t
+	}
+	return out, nil
+}

@@ -1,0 +1,144 @@
+// Package localcp runs a local Kubernetes control plane (etcd + kube-apiserver built from
+// source) for `make run`. Unlike a test control plane, its state lives in a directory
+// and survives restarts, so objects created in one session are there in the next.
+package localcp
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// ControlPlane is a running local control plane.
+type ControlPlane struct {
+	// Config reaches the API server as a cluster admin.
+	Config *rest.Config
+	// KubeconfigPath is where the admin kubeconfig was written.
+	KubeconfigPath string
+
+	env *envtest.Environment
+}
+
+// Start starts etcd with its data under dir/etcd and a kube-apiserver in front of it,
+// and writes an admin kubeconfig to dir/kubeconfig. binDir holds the binaries.
+func Start(dir, binDir string) (*ControlPlane, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "etcd"), 0o700); err != nil {
+		return nil, err
+	}
+	// A previous run killed with SIGKILL leaves etcd holding the data directory's lock.
+	killStale(dir)
+	certDir := filepath.Join(dir, "apiserver")
+	// The API server's serving certificates are issued anew for every start.
+	if err := os.RemoveAll(certDir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(certDir, 0o700); err != nil {
+		return nil, err
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: binDir,
+		ControlPlane: envtest.ControlPlane{
+			Etcd:      &envtest.Etcd{DataDir: filepath.Join(dir, "etcd")},
+			APIServer: &envtest.APIServer{CertDir: certDir},
+		},
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting local control plane: %w", err)
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
+		_ = env.Stop()
+		return nil, fmt.Errorf("writing kubeconfig: %w", err)
+	}
+	return &ControlPlane{Config: cfg, KubeconfigPath: kubeconfig, env: env}, nil
+}
+
+// Stop stops kube-apiserver and etcd; the etcd data stays.
+func (cp *ControlPlane) Stop() error { return cp.env.Stop() }
+
+// killStale ends processes left over from an earlier run on the same directory: their
+// command lines name it (etcd's --data-dir, the API server's --cert-dir).
+func killStale(dir string) {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	self := os.Getpid()
+	for _, p := range procs {
+		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		if err != nil || pid == self {
+			continue
+		}
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(bytes.TrimRight(raw, "\x00")), "\x00")
+		if len(args) == 0 || !isControlPlaneBinary(args[0]) {
+			continue
+		}
+		for _, a := range args[1:] {
+			if a == "--data-dir="+filepath.Join(dir, "etcd") || a == "--cert-dir="+filepath.Join(dir, "apiserver") {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				break
+			}
+		}
+	}
+}
+
+func isControlPlaneBinary(path string) bool {
+	base := filepath.Base(path)
+	return base == "etcd" || base == "kube-apiserver"
+}
+
+// InstallCRDs applies the CRDs with server-side apply and waits until they are served.
+func InstallCRDs(ctx context.Context, c client.Client, crds []*apiextensionsv1.CustomResourceDefinition) error {
+	for _, crd := range crds {
+		content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(crd)
+		if err != nil {
+			return fmt.Errorf("converting CRD %s: %w", crd.Name, err)
+		}
+		u := &unstructured.Unstructured{Object: content}
+		u.SetAPIVersion("apiextensions.k8s.io/v1")
+		u.SetKind("CustomResourceDefinition")
+		unstructured.RemoveNestedField(u.Object, "status")
+		unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("trustplane-install"), client.ForceOwnership); err != nil {
+			return fmt.Errorf("applying CRD %s: %w", crd.Name, err)
+		}
+	}
+	for _, crd := range crds {
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			got := &apiextensionsv1.CustomResourceDefinition{}
+			if err := c.Get(ctx, client.ObjectKey{Name: crd.Name}, got); err != nil {
+				return false, client.IgnoreNotFound(err)
+			}
+			for _, cond := range got.Status.Conditions {
+				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			return fmt.Errorf("waiting for CRD %s to be established: %w", crd.Name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,87 @@
+package localcp
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
+	"github.com/trustplane/trustplane/config"
+	"github.com/trustplane/trustplane/internal/scheme"
+	"github.com/trustplane/trustplane/internal/testenv"
+)
+
+// TestObjectsSurviveRestart is make run's promise: stop and start again, and what was
+// created before is still there, reachable through the rewritten kubeconfig.
+func TestObjectsSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(testenv.RepoRoot(), "bin", "k8s")
+	ctx := context.Background()
+
+	cp, err := Start(dir, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := clientFromKubeconfig(t, cp.KubeconfigPath)
+	crds, err := config.CRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := InstallCRDs(ctx, c, crds); err != nil {
+		t.Fatal(err)
+	}
+	// Installing twice is a no-op, as on every make run.
+	if err := InstallCRDs(ctx, c, crds); err != nil {
+		t.Fatalf("second install: %v", err)
+	}
+	obj := &jwksv1alpha1.JWKSConfig{
+		ObjectMeta: metav1.ObjectMeta{Name: "survivor", Namespace: "default"},
+		Spec:       jwksv1alpha1.JWKSConfigSpec{CertificateSecret: "tls"},
+	}
+	if err := c.Create(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "etcd", "member")); err != nil {
+		t.Fatalf("etcd data not kept: %v", err)
+	}
+
+	cp, err = Start(dir, bin)
+	if err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	defer cp.Stop()
+	c = clientFromKubeconfig(t, cp.KubeconfigPath)
+	got := &jwksv1alpha1.JWKSConfig{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), got); err != nil {
+		t.Fatalf("object created before the restart: %v", err)
+	}
+	if got.Spec.CertificateSecret != "tls" || got.Spec.UpdateStrategy != jwksv1alpha1.UpdateStrategyRolling {
+		t.Errorf("object after restart = %+v", got.Spec)
+	}
+	ns := &corev1.Namespace{}
+	if err := c.Get(ctx, client.ObjectKey{Name: "kube-system"}, ns); err != nil {
+		t.Errorf("kube-system: %v", err)
+	}
+}
+
+func clientFromKubeconfig(t *testing.T, path string) client.Client {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}

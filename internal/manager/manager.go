@@ -1,0 +1,127 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/trustplane/trustplane/internal/scheme"
+)
+
+// Options are the manager-wide settings (flags of `trustplane manager`).
+type Options struct {
+	// Controllers is the --controllers selection, e.g. ["*", "-jwks"].
+	Controllers []string
+	// MetricsBindAddress serves Prometheus metrics; "0" turns them off.
+	MetricsBindAddress string
+	// MetricsSecure serves metrics over HTTPS, guarded by TokenReview/SubjectAccessReview.
+	MetricsSecure bool
+	// HealthProbeBindAddress serves /healthz and /readyz.
+	HealthProbeBindAddress string
+	// LeaderElect makes only one replica run the controllers at a time.
+	LeaderElect bool
+	// LeaderElectionNamespace holds the Lease; empty means the pod's own namespace.
+	LeaderElectionNamespace string
+	// LeaderElectionID names the Lease.
+	LeaderElectionID string
+	// GracefulShutdownTimeout bounds how long runnables may take to stop.
+	GracefulShutdownTimeout time.Duration
+}
+
+// DefaultOptions are the defaults of the manager flags. Leader election is on when
+// running inside a cluster, where several replicas may run, and off on a laptop.
+func DefaultOptions() Options {
+	return Options{
+		Controllers:             []string{"*"},
+		MetricsBindAddress:      ":8080",
+		HealthProbeBindAddress:  ":8081",
+		LeaderElect:             inCluster(),
+		LeaderElectionID:        "trustplane-manager",
+		GracefulShutdownTimeout: 30 * time.Second,
+	}
+}
+
+// AddFlags registers the options as flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet, known []Controller) {
+	fs.StringSliceVar(&o.Controllers, "controllers", o.Controllers,
+		"Controllers to run: '*' runs every controller that is on by default, 'name' adds one, '-name' removes one. Known controllers:\n"+Describe(known))
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of the Prometheus /metrics endpoint; '0' disables it.")
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "Serve /metrics over HTTPS, allowing only callers authorized to 'get' the /metrics non-resource URL.")
+	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address of the /healthz and /readyz endpoints.")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Run controllers only while holding the leader Lease (default on inside a cluster).")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "Namespace of the leader Lease (default: the pod's namespace).")
+	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader Lease.")
+	fs.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", o.GracefulShutdownTimeout, "How long controllers and servers may take to stop.")
+}
+
+// New builds a manager with the selected controllers set up, ready to Start.
+func New(cfg *rest.Config, opts Options, known []Controller) (ctrl.Manager, error) {
+	selected, err := Select(known, opts.Controllers)
+	if err != nil {
+		return nil, err
+	}
+	if len(selected) == 0 {
+		return nil, errors.New("--controllers selects no controller")
+	}
+	metricsOpts := metricsserver.Options{BindAddress: opts.MetricsBindAddress, SecureServing: opts.MetricsSecure}
+	if opts.MetricsSecure {
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	leaderNamespace := opts.LeaderElectionNamespace
+	if opts.LeaderElect && leaderNamespace == "" && !inCluster() {
+		return nil, errors.New("--leader-elect outside a cluster needs --leader-election-namespace")
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        scheme.New(),
+		Metrics:                       metricsOpts,
+		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
+		LeaderElection:                opts.LeaderElect,
+		LeaderElectionID:              opts.LeaderElectionID,
+		LeaderElectionNamespace:       leaderNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       &opts.GracefulShutdownTimeout,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("adding health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("informers-synced", cachesSynced(mgr)); err != nil {
+		return nil, fmt.Errorf("adding readiness check: %w", err)
+	}
+	for _, c := range selected {
+		if err := c.Setup(mgr); err != nil {
+			return nil, fmt.Errorf("setting up controller %s: %w", c.Name, err)
+		}
+		ctrl.Log.WithName("setup").Info("controller enabled", "controller", c.Name)
+	}
+	return mgr, nil
+}
+
+// cachesSynced reports ready once the informer caches are filled, so a rollout does not
+// route traffic (the JWKS server) to a replica that would answer from an empty cache.
+func cachesSynced(mgr ctrl.Manager) healthz.Checker {
+	return func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return errors.New("informer caches are not synced yet")
+		}
+		return nil
+	}
+}
+
+func inCluster() bool {
+	return os.Getenv("KUBERNETES_SERVICE_HOST") != "" && os.Getenv("KUBERNETES_SERVICE_PORT") != ""
+}

@@ -1,0 +1,138 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/trustplane/trustplane/internal/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env)) }
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// TestManagerRunsSelectedControllersWithProbesMetricsAndLeaderElection starts the manager
+// against the real API server with two controllers, one of them deselected.
+func TestManagerRunsSelectedControllersWithProbesMetricsAndLeaderElection(t *testing.T) {
+	var seen, deselectedRan atomic.Int32
+	watchConfigMaps := func(counter *atomic.Int32, name string) func(ctrl.Manager) error {
+		return func(mgr ctrl.Manager) error {
+			return ctrl.NewControllerManagedBy(mgr).Named(name).For(&corev1.ConfigMap{}).
+				Complete(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
+					counter.Add(1)
+					return reconcile.Result{}, nil
+				}))
+		}
+	}
+	known := []Controller{
+		{Name: "watcher", Setup: watchConfigMaps(&seen, "watcher")},
+		{Name: "other", Setup: watchConfigMaps(&deselectedRan, "other")},
+	}
+	opts := DefaultOptions()
+	opts.Controllers = []string{"*", "-other"}
+	opts.MetricsBindAddress = freeAddr(t)
+	opts.HealthProbeBindAddress = freeAddr(t)
+	opts.LeaderElect = true
+	opts.LeaderElectionNamespace = "default"
+	opts.LeaderElectionID = "trustplane-manager-test"
+
+	mgr, err := New(env.Config, opts, known)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- mgr.Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager stopped with error: %v", err)
+		}
+	}()
+
+	waitFor(t, "readyz OK", func() bool { return httpGet(opts.HealthProbeBindAddress, "/readyz") == 200 })
+	if code := httpGet(opts.HealthProbeBindAddress, "/healthz"); code != 200 {
+		t.Errorf("/healthz = %d", code)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "manager-test", Namespace: "default"}}
+	if err := env.Client.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "selected controller reconciles", func() bool { return seen.Load() > 0 })
+	if n := deselectedRan.Load(); n != 0 {
+		t.Errorf("deselected controller reconciled %d times", n)
+	}
+	lease := &coordinationv1.Lease{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: opts.LeaderElectionID}, lease); err != nil {
+		t.Errorf("leader Lease: %v", err)
+	}
+	body := httpBody(t, opts.MetricsBindAddress, "/metrics")
+	if !strings.Contains(body, `controller_runtime_reconcile_total{controller="watcher"`) {
+		t.Errorf("/metrics lacks the watcher controller's reconcile counter")
+	}
+}
+
+func TestNewRejectsEmptySelection(t *testing.T) {
+	opts := DefaultOptions()
+	opts.Controllers = []string{"-a"}
+	_, err := New(env.Config, opts, []Controller{{Name: "a"}})
+	if err == nil || !strings.Contains(err.Error(), "selects no controller") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func httpGet(addr, path string) int {
+	resp, err := http.Get(fmt.Sprintf("http://%s%s", addr, path))
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func httpBody(t *testing.T, addr, path string) string {
+	t.Helper()
+	resp, err := http.Get(fmt.Sprintf("http://%s%s", addr, path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,89 @@
+// Package manager runs trustplane's controllers in one controller-runtime manager:
+// controller selection, leader election, metrics, health probes.
+package manager
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/spf13/pflag"
+	ctrl "sigs.k8s.io/controller-runtime"
+)
+
+// Controller is one controller that the manager can run.
+type Controller struct {
+	// Name is what --controllers selects it by.
+	Name string
+	// Help is the one-line description listed in --help.
+	Help string
+	// DisabledByDefault keeps it out of "*"; it runs only when named.
+	DisabledByDefault bool
+	// AddFlags registers the controller's own flags; may be nil.
+	AddFlags func(fs *pflag.FlagSet)
+	// Setup wires the controller into the manager.
+	Setup func(mgr ctrl.Manager) error
+}
+
+// Select resolves a --controllers value the way kube-controller-manager does: "*" means
+// every controller that is on by default, "name" turns one on, "-name" turns one off, and
+// the later of "name"/"-name" wins over "*". Unknown names are an error, so a typo never
+// silently disables a controller.
+func Select(known []Controller, spec []string) ([]Controller, error) {
+	byName := make(map[string]Controller, len(known))
+	for _, c := range known {
+		byName[c.Name] = c
+	}
+	star := false
+	explicit := map[string]bool{}
+	for _, raw := range spec {
+		item := strings.TrimSpace(raw)
+		switch {
+		case item == "":
+			continue
+		case item == "*":
+			star = true
+			continue
+		}
+		name, on := strings.TrimPrefix(item, "-"), !strings.HasPrefix(item, "-")
+		if _, ok := byName[name]; !ok {
+			return nil, fmt.Errorf("unknown controller %q in --controllers (known: %s)", name, strings.Join(Names(known), ", "))
+		}
+		explicit[name] = on
+	}
+	var selected []Controller
+	for _, c := range known {
+		on, named := explicit[c.Name]
+		if !named {
+			on = star && !c.DisabledByDefault
+		}
+		if on {
+			selected = append(selected, c)
+		}
+	}
+	return selected, nil
+}
+
+// Names lists controller names in sorted order.
+func Names(cs []Controller) []string {
+	names := make([]string, 0, len(cs))
+	for _, c := range cs {
+		names = append(names, c.Name)
+	}
+	sort.Strings(names)
+	return slices.Compact(names)
+}
+
+// Describe is the controller list printed in --help.
+func Describe(cs []Controller) string {
+	var b strings.Builder
+	for _, c := range cs {
+		def := ""
+		if c.DisabledByDefault {
+			def = " (off by default)"
+		}
+		fmt.Fprintf(&b, "  %-26s %s%s\n", c.Name, c.Help, def)
+	}
+	return b.String()
+}

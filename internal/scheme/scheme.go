@@ -1,0 +1,20 @@
+// Package scheme builds the runtime.Scheme that knows every type trustplane reads or writes.
+package scheme
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
+)
+
+// New returns a scheme with the Kubernetes built-in types, CRDs and every trustplane API.
+func New() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
+	utilruntime.Must(jwksv1alpha1.AddToScheme(s))
+	return s
+}
