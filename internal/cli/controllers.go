@@ -1,8 +1,13 @@
 package cli
 
-import "github.com/trustplane/trustplane/internal/manager"
+import (
+	"github.com/trustplane/trustplane/internal/controller/jwks"
+	"github.com/trustplane/trustplane/internal/manager"
+)
 
 // controllers is every controller `trustplane manager` knows, in start order.
 func controllers() []manager.Controller {
-	return []manager.Controller{}
+	return []manager.Controller{
+		jwks.Controller(),
+	}
 }

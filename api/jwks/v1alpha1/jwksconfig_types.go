@@ -173,6 +173,7 @@ type JWKSConfigStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=jwks,categories=trustplane
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$') && size(self.metadata.name) <= 57",message="name must be a DNS label of at most 57 characters: it names the nginx Deployment and Service and the <name>-jwks ConfigMap"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Key ID",type=string,JSONPath=`.status.lastKeyID`,priority=1
 // +kubebuilder:printcolumn:name="Keys",type=integer,JSONPath=`.status.keyCount`

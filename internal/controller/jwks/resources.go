@@ -1,0 +1,186 @@
+package jwks
+
+import (
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
+	"github.com/trustplane/trustplane/internal/jwks"
+)
+
+const (
+	// OwnerLabel marks every object made for a JWKSConfig with its name. The controller's
+	// private cache holds only objects with this label.
+	OwnerLabel = "jwks.trustplane.io/jwksconfig"
+	// RetirementsAnnotation on the JWKS ConfigMap records when each old key was retired,
+	// so that rotation state survives restarts of the manager.
+	RetirementsAnnotation = "jwks.trustplane.io/retired-at"
+	// DesiredHashAnnotation is the hash of what the controller last applied; equal
+	// hashes mean nothing to write.
+	DesiredHashAnnotation = "jwks.trustplane.io/desired-hash"
+	// PodContentAnnotation is bumped on running nginx pods when the set changes: a pod
+	// update makes the kubelet resync the pod's ConfigMap volumes at once, instead of on
+	// its periodic sync a minute or more later. Not on the pod template, so no restart.
+	PodContentAnnotation = "jwks.trustplane.io/jwks-hash"
+
+	nginxPort      = 8080
+	nginxHTMLDir   = "/usr/share/nginx/html"
+	nginxConfigKey = "default.conf"
+	defaultMaxAge  = 5 * time.Minute
+	defaultTTL     = 720 * time.Hour
+)
+
+// spec accessors apply the API defaults also to objects stored before a default existed.
+
+func jwksConfigMapName(c *jwksv1alpha1.JWKSConfig) string {
+	if c.Spec.ConfigMapName != "" {
+		return c.Spec.ConfigMapName
+	}
+	return c.Name + "-jwks"
+}
+
+func nginxConfigMapName(c *jwksv1alpha1.JWKSConfig) string {
+	if c.Spec.NginxConfigMapName != "" {
+		return c.Spec.NginxConfigMapName
+	}
+	return c.Name + "-nginx"
+}
+
+func policyOf(c *jwksv1alpha1.JWKSConfig) jwks.Policy {
+	ttl := defaultTTL
+	if c.Spec.OldKeysTTL != nil {
+		ttl = c.Spec.OldKeysTTL.Duration
+	}
+	return jwks.Policy{
+		KeepOldKeys: c.Spec.UpdateStrategy != jwksv1alpha1.UpdateStrategyImmediate && ptr.Deref(c.Spec.KeepOldKeys, true),
+		OldKeysTTL:  ttl,
+	}
+}
+
+func cacheMaxAge(c *jwksv1alpha1.JWKSConfig) time.Duration {
+	if c.Spec.CacheMaxAge != nil {
+		return c.Spec.CacheMaxAge.Duration
+	}
+	return defaultMaxAge
+}
+
+func nginxEnabled(c *jwksv1alpha1.JWKSConfig) bool { return ptr.Deref(c.Spec.Nginx.Enabled, true) }
+
+func labelsFor(c *jwksv1alpha1.JWKSConfig) map[string]string {
+	return map[string]string{
+		OwnerLabel:                     c.Name,
+		"app.kubernetes.io/managed-by": "trustplane",
+	}
+}
+
+func podLabels(c *jwksv1alpha1.JWKSConfig) map[string]string {
+	return map[string]string{OwnerLabel: c.Name, "app.kubernetes.io/name": "jwks-nginx"}
+}
+
+func ownerRef(c *jwksv1alpha1.JWKSConfig) []metav1.OwnerReference {
+	return []metav1.OwnerReference{*metav1.NewControllerRef(c, jwksv1alpha1.GroupVersion.WithKind("JWKSConfig"))}
+}
+
+// desiredJWKSConfigMap holds the set. It has no ownerReference: unless cleanupOnDelete,
+// it outlives its JWKSConfig, because consumers (Envoy Gateway, ...) read it directly.
+func desiredJWKSConfigMap(c *jwksv1alpha1.JWKSConfig, doc []byte, retirements string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: jwksConfigMapName(c), Namespace: c.Namespace, Labels: labelsFor(c),
+			Annotations: map[string]string{RetirementsAnnotation: retirements},
+		},
+		Data: map[string]string{jwks.DocumentKey: string(doc)},
+	}
+}
+
+func desiredNginxConfigMap(c *jwksv1alpha1.JWKSConfig) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: nginxConfigMapName(c), Namespace: c.Namespace, Labels: labelsFor(c), OwnerReferences: ownerRef(c),
+		},
+		Data: map[string]string{nginxConfigKey: jwks.NginxServer(nginxPort, nginxHTMLDir, cacheMaxAge(c))},
+	}
+}
+
+func desiredDeployment(c *jwksv1alpha1.JWKSConfig) *appsv1.Deployment {
+	n := c.Spec.Nginx
+	image := n.Image
+	if image == "" {
+		image = "nginxinc/nginx-unprivileged:1.29-alpine"
+	}
+	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("http")}}}
+	return &appsv1.Deployment{
+		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: c.Name, Namespace: c.Namespace, Labels: labelsFor(c), OwnerReferences: ownerRef(c),
+		},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(ptr.Deref(n.Replicas, 2)),
+			Selector: &metav1.LabelSelector{MatchLabels: podLabels(c)},
+			// Never fewer serving pods than asked for while the config changes.
+			Strategy: appsv1.DeploymentStrategy{
+				Type:          appsv1.RollingUpdateDeploymentStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDeployment{MaxUnavailable: ptr.To(intstr.FromInt32(0)), MaxSurge: ptr.To(intstr.FromInt32(1))},
+			},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels(c)},
+				Spec: corev1.PodSpec{
+					AutomountServiceAccountToken: ptr.To(false),
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot:   ptr.To(true),
+						RunAsUser:      ptr.To[int64](101),
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					},
+					Containers: []corev1.Container{{
+						Name:           "nginx",
+						Image:          image,
+						Ports:          []corev1.ContainerPort{{Name: "http", ContainerPort: nginxPort}},
+						Resources:      n.Resources,
+						ReadinessProbe: probe,
+						LivenessProbe:  probe,
+						SecurityContext: &corev1.SecurityContext{
+							AllowPrivilegeEscalation: ptr.To(false),
+							ReadOnlyRootFilesystem:   ptr.To(true),
+							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+						},
+						VolumeMounts: []corev1.VolumeMount{
+							{Name: "config", MountPath: "/etc/nginx/conf.d", ReadOnly: true},
+							// The whole directory, not a subPath: subPath mounts never see updates.
+							{Name: "jwks", MountPath: nginxHTMLDir, ReadOnly: true},
+							{Name: "tmp", MountPath: "/tmp"},
+						},
+					}},
+					Volumes: []corev1.Volume{
+						{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+							LocalObjectReference: corev1.LocalObjectReference{Name: nginxConfigMapName(c)}}}},
+						{Name: "jwks", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+							LocalObjectReference: corev1.LocalObjectReference{Name: jwksConfigMapName(c)},
+							Items:                []corev1.KeyToPath{{Key: jwks.DocumentKey, Path: jwks.DocumentKey}}}}},
+						{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+					},
+				},
+			},
+		},
+	}
+}
+
+func desiredService(c *jwksv1alpha1.JWKSConfig) *corev1.Service {
+	return &corev1.Service{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: c.Name, Namespace: c.Namespace, Labels: labelsFor(c), OwnerReferences: ownerRef(c),
+		},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: podLabels(c),
+			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}},
+		},
+	}
+}

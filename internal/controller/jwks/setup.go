@@ -1,0 +1,166 @@
+package jwks
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
+	"github.com/trustplane/trustplane/internal/manager"
+)
+
+// Name is the controller's name in --controllers.
+const Name = "jwks"
+
+// secretIndex indexes JWKSConfigs by the Secret they read, so a Secret event finds its
+// JWKSConfigs without listing them all.
+const secretIndex = ".spec.certificateSecret"
+
+// Options are the controller's flags.
+type Options struct {
+	// Workers is the number of concurrent reconciles.
+	Workers int
+	// MinUpdateInterval is the least time between two updates of one published set.
+	MinUpdateInterval time.Duration
+	// RetryBaseDelay and RetryMaxDelay bound the exponential backoff of transient errors.
+	RetryBaseDelay, RetryMaxDelay time.Duration
+	// ServerBindAddress is where trustplane serves every set; "0" turns it off.
+	ServerBindAddress string
+	// Clock is the time source (tests inject a fake one).
+	Clock clock.PassiveClock
+}
+
+// DefaultOptions are the flag defaults.
+func DefaultOptions() Options {
+	return Options{
+		Workers:           4,
+		MinUpdateInterval: time.Minute,
+		RetryBaseDelay:    5 * time.Second,
+		RetryMaxDelay:     5 * time.Minute,
+		ServerBindAddress: ":8082",
+		Clock:             clock.RealClock{},
+	}
+}
+
+// AddFlags registers the options as flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&o.Workers, "jwks-workers", o.Workers, "Concurrent JWKSConfig reconciles.")
+	fs.DurationVar(&o.MinUpdateInterval, "jwks-min-update-interval", o.MinUpdateInterval, "Least time between two updates of one JWK Set; the first change after a quiet period is published at once, the rest of a burst in one write at the end of the interval. 0 disables.")
+	fs.DurationVar(&o.RetryBaseDelay, "jwks-retry-base-delay", o.RetryBaseDelay, "First retry delay after a transient error; doubles on each failure.")
+	fs.DurationVar(&o.RetryMaxDelay, "jwks-retry-max-delay", o.RetryMaxDelay, "Longest retry delay after transient errors.")
+	fs.StringVar(&o.ServerBindAddress, "jwks-server-bind-address", o.ServerBindAddress, "Address of trustplane's own JWKS server (/<namespace>/<name>/jwks.json); '0' disables it.")
+}
+
+// Controller is the registry entry for `trustplane manager`.
+func Controller() manager.Controller {
+	opts := DefaultOptions()
+	return manager.Controller{
+		Name:     Name,
+		Help:     "JWKSConfig: TLS Secret → JWK Set ConfigMap, nginx, and trustplane's own JWKS server",
+		AddFlags: opts.AddFlags,
+		Setup:    func(mgr ctrl.Manager) error { _, err := Setup(mgr, opts); return err },
+	}
+}
+
+// RetryLimiter is the backoff of transient errors: base, 2×base, 4×base, … up to max.
+func RetryLimiter(base, maxDelay time.Duration) workqueue.TypedRateLimiter[reconcile.Request] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](base, maxDelay)
+}
+
+// Setup adds the controller and the JWKS server to mgr.
+func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
+	owned, err := newOwnedCache(mgr)
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(owned); err != nil {
+		return nil, err
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &jwksv1alpha1.JWKSConfig{}, secretIndex, func(o client.Object) []string {
+		return []string{o.(*jwksv1alpha1.JWKSConfig).Spec.CertificateSecret}
+	}); err != nil {
+		return nil, fmt.Errorf("indexing JWKSConfigs by Secret: %w", err)
+	}
+	r := &Reconciler{
+		Client:    mgr.GetClient(),
+		Owned:     owned,
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("trustplane-" + Name),
+		Clock:     opts.Clock,
+		Throttle:  NewThrottle(opts.MinUpdateInterval),
+		Metrics:   defaultMetrics,
+	}
+	toOwner := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetLabels()[OwnerLabel]}}}
+	})
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named(Name).
+		For(&jwksv1alpha1.JWKSConfig{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.configsForSecret)).
+		WatchesRawSource(source.Kind(owned, client.Object(&corev1.ConfigMap{}), toOwner)).
+		WatchesRawSource(source.Kind(owned, client.Object(&appsv1.Deployment{}), toOwner)).
+		WatchesRawSource(source.Kind(owned, client.Object(&corev1.Service{}), toOwner)).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: opts.Workers,
+			RateLimiter:             RetryLimiter(opts.RetryBaseDelay, opts.RetryMaxDelay),
+		}).
+		Complete(r)
+	if err != nil {
+		return nil, err
+	}
+	if opts.ServerBindAddress != "" && opts.ServerBindAddress != "0" {
+		srv := &Server{Addr: opts.ServerBindAddress, Configs: mgr.GetCache(), ConfigMaps: owned, Metrics: defaultMetrics}
+		if err := mgr.Add(srv); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// newOwnedCache is a cache of only the objects this controller made (they carry
+// OwnerLabel), so the manager does not hold every ConfigMap, Deployment and Service of
+// the cluster in memory.
+func newOwnedCache(mgr ctrl.Manager) (cache.Cache, error) {
+	hasOwner, err := labels.NewRequirement(OwnerLabel, selection.Exists, nil)
+	if err != nil {
+		return nil, err
+	}
+	return cache.New(mgr.GetConfig(), cache.Options{
+		HTTPClient:           mgr.GetHTTPClient(),
+		Scheme:               mgr.GetScheme(),
+		Mapper:               mgr.GetRESTMapper(),
+		DefaultLabelSelector: labels.NewSelector().Add(*hasOwner),
+	})
+}
+
+// configsForSecret maps a Secret event to the JWKSConfigs that read it.
+func (r *Reconciler) configsForSecret(ctx context.Context, secret client.Object) []reconcile.Request {
+	list := &jwksv1alpha1.JWKSConfigList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(secret.GetNamespace()), client.MatchingFields{secretIndex: secret.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing JWKSConfigs for a Secret", "secret", secret.GetName())
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, c := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Name}})
+	}
+	return reqs
+}

@@ -1,0 +1,175 @@
+package jwks
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/trustplane/trustplane/internal/testcerts"
+)
+
+func kids(keys []PublishedKey) []string {
+	var out []string
+	for _, k := range keys {
+		out = append(out, k.KeyID())
+	}
+	return out
+}
+
+func mustParse(t *testing.T, c testcerts.Chain) Key {
+	t.Helper()
+	k, err := ParseChain(c.PEM(), "", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// roundTrip publishes keys and reads them back as the controller does on its next
+// reconcile: from the document and the retirement record, nothing in memory.
+func roundTrip(t *testing.T, keys []PublishedKey) []PublishedKey {
+	t.Helper()
+	doc, err := Marshal(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ret, err := DecodeRetirements(EncodeRetirements(keys))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Restore(doc, ret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestRollingRotationTimeline is the seed's T0..T3 diagram.
+func TestRollingRotationTimeline(t *testing.T) {
+	policy := Policy{KeepOldKeys: true, OldKeysTTL: 30 * 24 * time.Hour}
+	key1, key2 := mustParse(t, newChain(t, testcerts.P256)), mustParse(t, newChain(t, testcerts.RSA2048))
+
+	t0 := now
+	set, due := Plan(key1, nil, policy, t0)
+	if got := kids(set); len(got) != 1 || got[0] != key1.KeyID() || !due.IsZero() {
+		t.Fatalf("T0: %v due %v", got, due)
+	}
+
+	t1 := t0.Add(time.Hour)
+	set, due = Plan(key2, roundTrip(t, set), policy, t1)
+	if got := kids(set); len(got) != 2 || got[0] != key2.KeyID() || got[1] != key1.KeyID() {
+		t.Fatalf("T1: want [key2 key1], got %v", got)
+	}
+	if set[1].RetiredAt == nil || !set[1].RetiredAt.Equal(t1) {
+		t.Errorf("key1 retiredAt = %v, want T1", set[1].RetiredAt)
+	}
+	if want := t1.Add(policy.OldKeysTTL); !due.Equal(want) {
+		t.Errorf("next removal = %v, want %v (TTL counts from retirement)", due, want)
+	}
+
+	// T2: still inside the TTL; restored from the ConfigMap, retirement time kept.
+	t2 := t1.Add(policy.OldKeysTTL - time.Second)
+	set, _ = Plan(key2, roundTrip(t, set), policy, t2)
+	if got := kids(set); len(got) != 2 {
+		t.Fatalf("T2: key1 removed early: %v", got)
+	}
+	if !set[1].RetiredAt.Equal(t1) {
+		t.Errorf("T2: retiredAt moved to %v", set[1].RetiredAt)
+	}
+
+	// T3: TTL over: only the new key.
+	t3 := t1.Add(policy.OldKeysTTL)
+	set, due = Plan(key2, roundTrip(t, set), policy, t3)
+	if got := kids(set); len(got) != 1 || got[0] != key2.KeyID() || !due.IsZero() {
+		t.Fatalf("T3: %v due %v", got, due)
+	}
+}
+
+func TestReplacingStrategies(t *testing.T) {
+	key1, key2 := mustParse(t, newChain(t, testcerts.P256)), mustParse(t, newChain(t, testcerts.P384))
+	prev, _ := Plan(key1, nil, Policy{}, now)
+	set, due := Plan(key2, roundTrip(t, prev), Policy{KeepOldKeys: false}, now)
+	if got := kids(set); len(got) != 1 || got[0] != key2.KeyID() || !due.IsZero() {
+		t.Fatalf("replace: %v", got)
+	}
+}
+
+// TestRenewalWithSameKeyKeepsKid: cert-manager renews without rotating the private key.
+func TestRenewalWithSameKeyKeepsKid(t *testing.T) {
+	policy := Policy{KeepOldKeys: true, OldKeysTTL: time.Hour}
+	first := newChain(t, testcerts.P256)
+	renewed, err := testcerts.NewChain(first.LeafKey, "issuer.example", now, now.Add(180*24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k1, k2 := mustParse(t, first), mustParse(t, renewed)
+	if k1.KeyID() != k2.KeyID() {
+		t.Fatal("kid changed for the same public key")
+	}
+	set, _ := Plan(k1, nil, policy, now)
+	set, due := Plan(k2, roundTrip(t, set), policy, now.Add(time.Minute))
+	if len(set) != 1 || !due.IsZero() {
+		t.Fatalf("renewal added a key: %v", kids(set))
+	}
+	if !bytes.Equal(set[0].JWK.Certificates[0].Raw, renewed.Leaf.Raw) || !bytes.Equal(set[0].JWK.CertificateThumbprintSHA256, k2.JWK.CertificateThumbprintSHA256) {
+		t.Error("x5c/x5t not updated in place")
+	}
+	if !set[0].NotAfter.Equal(renewed.Leaf.NotAfter) {
+		t.Error("notAfter not updated")
+	}
+}
+
+func TestRetiredKeyBecomingCurrentAgainIsUnretired(t *testing.T) {
+	policy := Policy{KeepOldKeys: true, OldKeysTTL: time.Hour}
+	k1, k2 := mustParse(t, newChain(t, testcerts.P256)), mustParse(t, newChain(t, testcerts.P256))
+	set, _ := Plan(k1, nil, policy, now)
+	set, _ = Plan(k2, roundTrip(t, set), policy, now.Add(time.Minute))
+	set, _ = Plan(k1, roundTrip(t, set), policy, now.Add(2*time.Minute))
+	if got := kids(set); got[0] != k1.KeyID() || set[0].RetiredAt != nil || set[1].RetiredAt == nil {
+		t.Fatalf("rollback: %v", got)
+	}
+}
+
+// TestUnknownRetirementKeepsKeyLonger: a lost retirement record must not drop keys.
+func TestUnknownRetirementKeepsKeyLonger(t *testing.T) {
+	policy := Policy{KeepOldKeys: true, OldKeysTTL: time.Hour}
+	k1, k2 := mustParse(t, newChain(t, testcerts.P256)), mustParse(t, newChain(t, testcerts.P256))
+	doc, _ := Marshal([]PublishedKey{{Key: k2}, {Key: k1}})
+	prev, err := Restore(doc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := now.Add(10 * time.Hour)
+	set, due := Plan(k2, prev, policy, later)
+	if len(set) != 2 || !set[1].RetiredAt.Equal(later) || !due.Equal(later.Add(time.Hour)) {
+		t.Fatalf("set %v retired %v due %v", kids(set), set[1].RetiredAt, due)
+	}
+}
+
+func TestMarshalIsDeterministic(t *testing.T) {
+	policy := Policy{KeepOldKeys: true, OldKeysTTL: time.Hour}
+	k1, k2, k3 := mustParse(t, newChain(t, testcerts.P256)), mustParse(t, newChain(t, testcerts.Ed25519)), mustParse(t, newChain(t, testcerts.P384))
+	same := now.Add(-time.Minute)
+	prev := []PublishedKey{{Key: k2, RetiredAt: &same}, {Key: k1, RetiredAt: &same}}
+	a, _ := Plan(k3, prev, policy, now)
+	b, _ := Plan(k3, []PublishedKey{prev[1], prev[0]}, policy, now)
+	da, _ := Marshal(a)
+	db, _ := Marshal(b)
+	if !bytes.Equal(da, db) {
+		t.Error("input order changed the document")
+	}
+	if EncodeRetirements(a) != EncodeRetirements(b) {
+		t.Error("input order changed the retirement record")
+	}
+}
+
+func TestRestoreRejectsCorruptDocuments(t *testing.T) {
+	for _, doc := range []string{`{`, `{"keys":[{"kty":"RSA"}]}`, `{"keys":[{"kty":"EC","crv":"P-256","x":"AA","y":"AA","d":"AA"}]}`} {
+		if _, err := Restore([]byte(doc), nil); err == nil {
+			t.Errorf("Restore(%s) accepted", doc)
+		}
+	}
+	if _, err := DecodeRetirements(`{"k":"yesterday"}`); err == nil {
+		t.Error("bad retirement time accepted")
+	}
+}
