@@ -24,7 +24,7 @@ run: k8s-bins ## Run every controller against a local control plane (or $$KUBECO
 	go run -ldflags '$(LDFLAGS)' ./hack/run --dir .local
 
 .PHONY: test
-test: k8s-bins tools ## Vet and run every test against a real kube-apiserver + etcd.
+test: k8s-bins tools test-deps ## Vet and run every test against a real kube-apiserver + etcd.
 	go vet ./...
 	go test $(GO_TEST_FLAGS) ./...
 
@@ -54,6 +54,10 @@ k8s-bins: ## Build kube-apiserver, etcd, kube-controller-manager and kubectl v1.
 .PHONY: tools
 tools: ## Build the pinned controller-gen and helm into bin/ (once).
 	hack/build-cached.sh hack/tools $(BIN) sigs.k8s.io/controller-tools/cmd/controller-gen helm.sh/helm/v4/cmd/helm
+
+.PHONY: test-deps
+test-deps: ## Install the Debian packages tests run for real (nginx, openssl) when missing.
+	hack/install-test-deps.sh
 
 .PHONY: help
 help: ## Show this help.

@@ -1,0 +1,252 @@
+package jwks
+
+import (
+	"context"
+	"crypto"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
+	"github.com/trustplane/trustplane/internal/scheme"
+	"github.com/trustplane/trustplane/internal/testcerts"
+	"github.com/trustplane/trustplane/internal/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	if os.Getenv("TEST_LOGS") != "" {
+		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
+	} else {
+		ctrl.SetLogger(logr.Discard())
+	}
+	os.Exit(testenv.Main(m, &env))
+}
+
+// runningManager is a manager with only the jwks controller, started for one test.
+type runningManager struct {
+	serverAddr string
+	reconciler *Reconciler
+	stop       func()
+}
+
+// startManager runs the controller against the test API server until the test ends
+// (or stop is called).
+func startManager(t *testing.T, mutate ...func(*Options)) *runningManager {
+	t.Helper()
+	opts := DefaultOptions()
+	opts.MinUpdateInterval = 0
+	opts.ServerBindAddress = freeAddr(t)
+	for _, m := range mutate {
+		m(&opts)
+	}
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 scheme.New(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		// Each test starts its own manager with the same controller name.
+		Controller: crconfig.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Setup(mgr, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	var stopped bool
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		t.Fatal("caches did not sync")
+	}
+	return &runningManager{serverAddr: opts.ServerBindAddress, reconciler: r, stop: stop}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+var nsCounter int
+
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	nsCounter++
+	name := fmt.Sprintf("jwks-%s-%d", strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name())), nsCounter)
+	if len(name) > 60 {
+		name = fmt.Sprintf("jwks-test-%d", nsCounter)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := env.Client.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+func newChain(t *testing.T, kt testcerts.KeyType) testcerts.Chain {
+	t.Helper()
+	key, err := testcerts.NewKey(kt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return issue(t, key)
+}
+
+// renew issues a new certificate for the same key, as cert-manager does with
+// rotationPolicy: Never.
+func renew(t *testing.T, c testcerts.Chain) testcerts.Chain {
+	t.Helper()
+	return issue(t, c.LeafKey)
+}
+
+func issue(t *testing.T, key crypto.Signer) testcerts.Chain {
+	t.Helper()
+	c, err := testcerts.NewChain(key, "issuer.example", time.Now().Add(-time.Hour), time.Now().Add(90*24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// putSecret creates or replaces a kubernetes.io/tls Secret's data.
+func putSecret(t *testing.T, ns, name string, data map[string][]byte) {
+	t.Helper()
+	ctx := context.Background()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Type: corev1.SecretTypeOpaque, Data: data}
+	err := env.Client.Create(ctx, s)
+	if apierrors.IsAlreadyExists(err) {
+		cur := &corev1.Secret{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(s), cur); err != nil {
+			t.Fatal(err)
+		}
+		cur.Data = data
+		err = env.Client.Update(ctx, cur)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func tlsData(c testcerts.Chain) map[string][]byte {
+	return map[string][]byte{corev1.TLSCertKey: c.PEM(), corev1.TLSPrivateKeyKey: c.KeyPEM()}
+}
+
+func newJWKSConfig(t *testing.T, ns, name, secret string, mutate ...func(*jwksv1alpha1.JWKSConfig)) *jwksv1alpha1.JWKSConfig {
+	t.Helper()
+	cfg := &jwksv1alpha1.JWKSConfig{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       jwksv1alpha1.JWKSConfigSpec{CertificateSecret: secret},
+	}
+	for _, m := range mutate {
+		m(cfg)
+	}
+	if err := env.Client.Create(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func getConfig(t *testing.T, ns, name string) *jwksv1alpha1.JWKSConfig {
+	t.Helper()
+	cfg := &jwksv1alpha1.JWKSConfig{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func getConfigMap(t *testing.T, ns, name string) *corev1.ConfigMap {
+	t.Helper()
+	cm := &corev1.ConfigMap{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, cm); err != nil {
+		t.Fatalf("ConfigMap %s: %v", name, err)
+	}
+	return cm
+}
+
+// waitFor polls the test's own observation of the API server (not the controller).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func readyCondition(cfg *jwksv1alpha1.JWKSConfig) *metav1.Condition {
+	return meta.FindStatusCondition(cfg.Status.Conditions, ConditionReady)
+}
+
+// waitReady waits until Ready has the given status and reason for the current generation.
+func waitReady(t *testing.T, ns, name string, status metav1.ConditionStatus, reason string) *jwksv1alpha1.JWKSConfig {
+	t.Helper()
+	return waitReadyMessage(t, ns, name, status, reason, "")
+}
+
+// waitReadyMessage is waitReady that also waits for the message to contain msg.
+func waitReadyMessage(t *testing.T, ns, name string, status metav1.ConditionStatus, reason, msg string) *jwksv1alpha1.JWKSConfig {
+	t.Helper()
+	var cfg *jwksv1alpha1.JWKSConfig
+	waitFor(t, fmt.Sprintf("%s/%s Ready=%s %s %q", ns, name, status, reason, msg), func() bool {
+		cfg = getConfig(t, ns, name)
+		c := readyCondition(cfg)
+		return c != nil && c.Status == status && c.Reason == reason && c.ObservedGeneration == cfg.Generation && strings.Contains(c.Message, msg)
+	})
+	return cfg
+}
+
+// eventsFor lists events about the named object with the given reason.
+func eventsFor(t *testing.T, ns, name, reason string) []eventsv1.Event {
+	t.Helper()
+	list := &eventsv1.EventList{}
+	if err := env.Client.List(context.Background(), list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var out []eventsv1.Event
+	for _, e := range list.Items {
+		if e.Regarding.Name == name && e.Reason == reason {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func boolPtr(b bool) *bool { return ptr.To(b) }
