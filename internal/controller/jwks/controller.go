@@ -351,19 +351,15 @@ func (r *Reconciler) deleteOwned(ctx context.Context, cfg *jwksv1alpha1.JWKSConf
 // apply server-side applies obj with the controller's field owner, recording the hash
 // of the desired state so that an unchanged object is never written again.
 func (r *Reconciler) apply(ctx context.Context, obj client.Object) error {
-	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	u, hash, err := applyObject(obj)
 	if err != nil {
 		return err
 	}
-	u := &unstructured.Unstructured{Object: content}
-	unstructured.RemoveNestedField(u.Object, "status")
-	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
-	unstructured.RemoveNestedField(u.Object, "spec", "template", "metadata", "creationTimestamp")
 	annotations := u.GetAnnotations()
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
-	annotations[DesiredHashAnnotation] = hashOf(content)
+	annotations[DesiredHashAnnotation] = hash
 	u.SetAnnotations(annotations)
 	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying %s %s: %w", u.GetKind(), u.GetName(), err)
@@ -372,13 +368,24 @@ func (r *Reconciler) apply(ctx context.Context, obj client.Object) error {
 	return nil
 }
 
+// applyObject is obj as an apply configuration (no status, no zero timestamps) and the
+// hash of that configuration.
+func applyObject(obj client.Object) (*unstructured.Unstructured, string, error) {
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, "", fmt.Errorf("converting %T: %w", obj, err)
+	}
+	u := &unstructured.Unstructured{Object: content}
+	unstructured.RemoveNestedField(u.Object, "status")
+	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	unstructured.RemoveNestedField(u.Object, "spec", "template", "metadata", "creationTimestamp")
+	return u, hashOf(u.Object), nil
+}
+
 // changed says whether current differs from desired, by the hash recorded at apply.
 func changed(current, desired client.Object) bool {
-	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(desired)
-	if err != nil {
-		return true
-	}
-	return current.GetAnnotations()[DesiredHashAnnotation] != hashOf(content)
+	_, hash, err := applyObject(desired)
+	return err != nil || current.GetAnnotations()[DesiredHashAnnotation] != hash
 }
 
 func hashOf(v any) string {
