@@ -68,7 +68,8 @@ func TestHelpListsControllers(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("manager --help exited %d", code)
 	}
-	for _, want := range []string{"--controllers", "--leader-elect", "--metrics-bind-address", "--health-probe-bind-address", "--zap-log-level", "--kubeconfig"} {
+	for _, want := range []string{"--controllers", "--leader-elect", "--metrics-bind-address", "--health-probe-bind-address", "--zap-log-level", "--kubeconfig",
+		"jwks ", "--jwks-server-bind-address", "--jwks-min-update-interval"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("manager --help lacks %s", want)
 		}

@@ -239,4 +239,3 @@ func readTestdata(t *testing.T, name string) []byte {
 	}
 	return b
 }
-

@@ -9,11 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/trustplane/trustplane/internal/testcerts"
+	"github.com/trustplane/trustplane/internal/testenv"
 )
 
 // TestNginxServesTheSetOnEveryPath runs the generated server block in Debian's nginx on
@@ -38,7 +40,8 @@ func TestNginxServesTheSetOnEveryPath(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(html, DocumentKey), doc, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
+	_, portText, _ := net.SplitHostPort(testenv.FreeAddr(t))
+	port, _ := strconv.Atoi(portText)
 	server := NginxServer(port, html, 7*time.Minute)
 	// The server block goes into the http block exactly as it goes into conf.d in the pod;
 	// only the process settings around it are the test's own.
@@ -105,16 +108,6 @@ http {
 	if resp.StatusCode != 204 || resp.Header.Get("Access-Control-Allow-Origin") != "*" {
 		t.Errorf("CORS preflight: %d, allow-origin %q", resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"))
 	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func waitForHTTP(t *testing.T, url string, logs *bytes.Buffer) {

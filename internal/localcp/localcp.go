@@ -60,6 +60,7 @@ func Start(dir, binDir string) (*ControlPlane, error) {
 			APIServer: &envtest.APIServer{CertDir: certDir},
 		},
 	}
+	env.ControlPlane.APIServer.Configure().Set("service-cluster-ip-range", "10.96.0.0/12")
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting local control plane: %w", err)

@@ -28,6 +28,7 @@ func TestObjectsSurviveRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = cp.Stop() })
 	c := clientFromKubeconfig(t, cp.KubeconfigPath)
 	crds, err := config.CRDs()
 	if err != nil {
@@ -58,7 +59,6 @@ func TestObjectsSurviveRestart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("restart: %v", err)
 	}
-	defer cp.Stop()
 	c = clientFromKubeconfig(t, cp.KubeconfigPath)
 	got := &jwksv1alpha1.JWKSConfig{}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), got); err != nil {

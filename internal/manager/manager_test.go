@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -26,16 +25,6 @@ var env *testenv.Env
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env)) }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // TestManagerRunsSelectedControllersWithProbesMetricsAndLeaderElection starts the manager
 // against the real API server with two controllers, one of them deselected.
 func TestManagerRunsSelectedControllersWithProbesMetricsAndLeaderElection(t *testing.T) {
@@ -55,8 +44,8 @@ func TestManagerRunsSelectedControllersWithProbesMetricsAndLeaderElection(t *tes
 	}
 	opts := DefaultOptions()
 	opts.Controllers = []string{"*", "-other"}
-	opts.MetricsBindAddress = freeAddr(t)
-	opts.HealthProbeBindAddress = freeAddr(t)
+	opts.MetricsBindAddress = testenv.FreeAddr(t)
+	opts.HealthProbeBindAddress = testenv.FreeAddr(t)
 	opts.LeaderElect = true
 	opts.LeaderElectionNamespace = "default"
 	opts.LeaderElectionID = "trustplane-manager-test"

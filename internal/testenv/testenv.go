@@ -5,6 +5,7 @@ package testenv
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -45,6 +46,7 @@ func Start() (*Env, error) {
 		CRDs:                  crds,
 		ErrorIfCRDPathMissing: true,
 	}
+	WidenServiceRange(&env.ControlPlane)
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting test control plane: %w", err)
@@ -96,4 +98,24 @@ func RepoRoot() string {
 func isTrustplaneModule(gomod []byte) bool {
 	const want = "module github.com/trustplane/trustplane\n"
 	return len(gomod) >= len(want) && string(gomod[:len(want)]) == want
+}
+
+// WidenServiceRange gives the API server a cluster's usual Service range (10.96.0.0/12)
+// instead of envtest's /24, which runs out of ClusterIPs after 253 Services.
+func WidenServiceRange(cp *envtest.ControlPlane) {
+	if cp.APIServer == nil {
+		cp.APIServer = &envtest.APIServer{}
+	}
+	cp.APIServer.Configure().Set("service-cluster-ip-range", "10.96.0.0/12")
+}
+
+// FreeAddr is a loopback address with a port nothing listens on right now.
+func FreeAddr(tb testing.TB) string {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }

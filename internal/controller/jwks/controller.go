@@ -164,7 +164,9 @@ func (r *Reconciler) publish(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, 
 		if err := r.apply(ctx, desired); err != nil {
 			return ctrl.Result{}, err
 		}
-		r.Throttle.Wrote(id, now)
+		if cm != nil { // creating a set is not an update: it does not start a window
+			r.Throttle.Wrote(id, now)
+		}
 		r.announce(cfg, previous, next, now)
 		cfg.Status.LastUpdateTime = &metav1.Time{Time: now}
 		if nginxEnabled(cfg) {

@@ -15,7 +15,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	"github.com/trustplane/trustplane/internal/jwks"
@@ -410,5 +412,33 @@ func TestNameValidation(t *testing.T) {
 	}
 	if !bytes.Contains([]byte(err.Error()), []byte("name must be a DNS label")) {
 		t.Errorf("message: %v", err)
+	}
+}
+
+// TestSamplesBecomeReady applies config/samples as a newcomer would.
+func TestSamplesBecomeReady(t *testing.T) {
+	startManager(t)
+	ns := newNamespace(t)
+	files, _ := filepath.Glob(filepath.Join(testenv.RepoRoot(), "config/samples/*.yaml"))
+	if len(files) < 2 {
+		t.Fatalf("samples: %v", files)
+	}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(raw, &obj.Object); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		obj.SetNamespace(ns)
+		if err := env.Client.Create(context.Background(), obj); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	cfg := waitReady(t, ns, "issuer", metav1.ConditionTrue, ReasonPublished)
+	if cfg.Status.KeyCount != 1 || cfg.Status.Keys[0].Algorithm != "ES256" {
+		t.Errorf("sample status: %+v", cfg.Status)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto"
 	"fmt"
-	"net"
 	"os"
 	"strings"
 	"testing"
@@ -53,7 +52,7 @@ func startManager(t *testing.T, mutate ...func(*Options)) *runningManager {
 	t.Helper()
 	opts := DefaultOptions()
 	opts.MinUpdateInterval = 0
-	opts.ServerBindAddress = freeAddr(t)
+	opts.ServerBindAddress = testenv.FreeAddr(t)
 	for _, m := range mutate {
 		m(&opts)
 	}
@@ -90,16 +89,6 @@ func startManager(t *testing.T, mutate ...func(*Options)) *runningManager {
 		t.Fatal("caches did not sync")
 	}
 	return &runningManager{serverAddr: opts.ServerBindAddress, reconciler: r, stop: stop}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 var nsCounter int

@@ -1,0 +1,399 @@
+// Command jwks is `make bench-jwks`: it runs the real `trustplane manager` binary (jwks
+// controller only) against a real kube-apiserver + etcd and prints
+//
+//  1. Secret update → ConfigMap updated latency over 100 rotations (p50, p99);
+//  2. 1,000 JWKSConfigs created at once: time until all are Ready, and the manager's
+//     peak resident memory (VmHWM);
+//  3. a full resync of those 1,000 (a manager restart) with nothing changed: the API
+//     writes it makes, counted by the API server's own request metrics.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
+	"github.com/trustplane/trustplane/internal/jwks"
+	"github.com/trustplane/trustplane/internal/testcerts"
+	"github.com/trustplane/trustplane/internal/testenv"
+)
+
+var (
+	rotations = flag.Int("rotations", 100, "Secret rotations to time.")
+	configs   = flag.Int("configs", 1000, "JWKSConfigs to create at once.")
+)
+
+func main() {
+	flag.Parse()
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-jwks:", err)
+		os.Exit(1)
+	}
+}
+
+type bench struct {
+	env        *testenv.Env
+	c          client.Client
+	kubeconfig string
+	binary     string
+	certs      []testcerts.Chain // a pool: parsing, not key generation, is measured
+}
+
+func run() error {
+	ctx := context.Background()
+	env, err := testenv.Start()
+	if err != nil {
+		return err
+	}
+	defer env.Stop()
+	dir, err := os.MkdirTemp("", "bench-jwks")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	b := &bench{env: env, c: env.Client, kubeconfig: filepath.Join(dir, "kubeconfig"), binary: filepath.Join(dir, "trustplane")}
+	if err := os.WriteFile(b.kubeconfig, env.Environment().KubeConfig, 0o600); err != nil {
+		return err
+	}
+	if out, err := exec.Command("go", "build", "-o", b.binary, "./cmd/trustplane").CombinedOutput(); err != nil {
+		return fmt.Errorf("building trustplane: %v\n%s", err, out)
+	}
+	for range 16 {
+		key, _ := testcerts.NewKey(testcerts.P256)
+		chain, err := testcerts.NewChain(key, "bench", time.Now().Add(-time.Hour), time.Now().Add(365*24*time.Hour))
+		if err != nil {
+			return err
+		}
+		b.certs = append(b.certs, chain)
+	}
+	fmt.Printf("bench-jwks: real kube-apiserver + etcd, trustplane manager binary, %d CPUs\n", numCPU())
+
+	mgr, err := b.startManager()
+	if err != nil {
+		return err
+	}
+	if err := b.rotationLatency(ctx); err != nil {
+		mgr.stop()
+		return err
+	}
+	elapsed, err := b.createMany(ctx)
+	if err != nil {
+		mgr.stop()
+		return err
+	}
+	peak := mgr.peakRSS()
+	mgr.stop()
+	fmt.Printf("create %d JWKSConfigs at once: all Ready after %.1fs (target < 60s); manager peak RSS %.0f MiB (target < 300 MiB)\n",
+		*configs, elapsed.Seconds(), float64(peak)/(1<<20))
+
+	return b.resyncWrites(ctx)
+}
+
+// rotationLatency creates N sets, then rotates each Secret once and times how long the
+// new key takes to reach the ConfigMap, observed through a watch.
+func (b *bench) rotationLatency(ctx context.Context) error {
+	ns := "bench-rotation"
+	if err := b.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		return err
+	}
+	for i := range *rotations {
+		if err := b.createPair(ctx, ns, i, b.certs[0]); err != nil {
+			return err
+		}
+	}
+	if _, err := b.waitAllReady(ctx, ns, *rotations); err != nil {
+		return err
+	}
+	cs := kubernetes.NewForConfigOrDie(b.env.Config)
+	w, err := cs.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	var latencies []time.Duration
+	for i := range *rotations {
+		chain := b.certs[1+i%(len(b.certs)-1)]
+		key, _ := jwks.ParseChain(chain.PEM(), "", time.Now())
+		start := time.Now()
+		if err := b.putSecret(ctx, ns, i, chain); err != nil {
+			return err
+		}
+		if err := waitForKid(w, fmt.Sprintf("set-%d-jwks", i), key.KeyID()); err != nil {
+			return err
+		}
+		latencies = append(latencies, time.Since(start))
+	}
+	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
+	pct := func(p float64) time.Duration { return latencies[int(p*float64(len(latencies)-1)+0.5)] }
+	fmt.Printf("secret update → ConfigMap updated, %d rotations: p50 %v, p99 %v, max %v (target p99 < 1s)\n",
+		len(latencies), pct(0.50).Round(time.Millisecond), pct(0.99).Round(time.Millisecond), latencies[len(latencies)-1].Round(time.Millisecond))
+	return nil
+}
+
+func waitForKid(w watch.Interface, name, kid string) error {
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return fmt.Errorf("watch closed")
+			}
+			if cm, ok := ev.Object.(*corev1.ConfigMap); ok && cm.Name == name && strings.Contains(cm.Data[jwks.DocumentKey], `"kid":"`+kid+`"`) {
+				return nil
+			}
+		case <-timeout:
+			return fmt.Errorf("%s never got kid %s", name, kid)
+		}
+	}
+}
+
+// createMany creates N Secrets and JWKSConfigs from 32 goroutines and times until all
+// are Ready.
+func (b *bench) createMany(ctx context.Context) (time.Duration, error) {
+	ns := "bench-many"
+	if err := b.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	work := make(chan int)
+	errs := make(chan error, 32)
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				if err := b.createPair(ctx, ns, i, b.certs[i%len(b.certs)]); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for i := range *configs {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return 0, err
+	default:
+	}
+	if _, err := b.waitAllReady(ctx, ns, *configs); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+// resyncWrites restarts the manager over the 1,000 published sets and counts the
+// mutating requests the API server receives for the controller's resources.
+func (b *bench) resyncWrites(ctx context.Context) error {
+	before, err := b.mutatingRequests(ctx)
+	if err != nil {
+		return err
+	}
+	mgr, err := b.startManager()
+	if err != nil {
+		return err
+	}
+	// The restarted manager reconciles every JWKSConfig once; wait for its queue to drain.
+	if err := mgr.waitReconciles(*configs + *rotations); err != nil {
+		mgr.stop()
+		return err
+	}
+	after, err := b.mutatingRequests(ctx)
+	mgr.stop()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("full resync of %d JWKSConfigs with nothing changed: %d API writes (target 0; %d counted before it)\n", *configs+*rotations, after-before, before)
+	return nil
+}
+
+func (b *bench) createPair(ctx context.Context, ns string, i int, chain testcerts.Chain) error {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("tls-%d", i)}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{corev1.TLSCertKey: chain.PEM(), corev1.TLSPrivateKeyKey: chain.KeyPEM()}}
+	if err := b.c.Create(ctx, s); err != nil {
+		return err
+	}
+	cfg := &jwksv1alpha1.JWKSConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("set-%d", i)},
+		Spec: jwksv1alpha1.JWKSConfigSpec{CertificateSecret: s.Name}}
+	return b.c.Create(ctx, cfg)
+}
+
+func (b *bench) putSecret(ctx context.Context, ns string, i int, chain testcerts.Chain) error {
+	s := &corev1.Secret{}
+	if err := b.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("tls-%d", i)}, s); err != nil {
+		return err
+	}
+	s.Data = map[string][]byte{corev1.TLSCertKey: chain.PEM(), corev1.TLSPrivateKeyKey: chain.KeyPEM()}
+	return b.c.Update(ctx, s)
+}
+
+func (b *bench) waitAllReady(ctx context.Context, ns string, n int) (time.Duration, error) {
+	start := time.Now()
+	for time.Since(start) < 10*time.Minute {
+		list := &jwksv1alpha1.JWKSConfigList{}
+		if err := b.c.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return 0, err
+		}
+		ready := 0
+		for _, c := range list.Items {
+			if meta.IsStatusConditionTrue(c.Status.Conditions, "Ready") {
+				ready++
+			}
+		}
+		if ready == n {
+			return time.Since(start), nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return 0, fmt.Errorf("not all %d JWKSConfigs in %s became Ready", n, ns)
+}
+
+// mutatingRequests sums apiserver_request_total for writes to the resources the jwks
+// controller writes.
+func (b *bench) mutatingRequests(ctx context.Context) (int, error) {
+	cs := kubernetes.NewForConfigOrDie(b.env.Config)
+	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		if !hasAny(line, `verb="POST"`, `verb="PUT"`, `verb="PATCH"`, `verb="APPLY"`, `verb="DELETE"`) ||
+			!hasAny(line, `resource="jwksconfigs"`, `resource="configmaps"`, `resource="deployments"`, `resource="services"`, `resource="pods"`) {
+			continue
+		}
+		v, _ := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+		total += int(v)
+	}
+	return total, nil
+}
+
+func hasAny(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+type managerProcess struct {
+	cmd         *exec.Cmd
+	metricsAddr string
+}
+
+func (b *bench) startManager() (*managerProcess, error) {
+	metrics, probes := freeAddr(), freeAddr()
+	cmd := exec.Command(b.binary, "manager", "--kubeconfig", b.kubeconfig, "--controllers", "jwks",
+		"--leader-elect=false", "--metrics-bind-address", metrics, "--health-probe-bind-address", probes,
+		"--jwks-server-bind-address", "0")
+	logs, err := os.Create(filepath.Join(filepath.Dir(b.binary), "manager.log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = logs // shutdown cancels in-flight reconciles; their errors are not results
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	m := &managerProcess{cmd: cmd, metricsAddr: metrics}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if out, err := exec.Command("curl", "-sf", "http://"+probes+"/readyz").Output(); err == nil && string(out) == "ok" {
+			return m, nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	m.stop()
+	return nil, fmt.Errorf("manager did not become ready")
+}
+
+// waitReconciles waits until the controller has finished n reconciles and its queue is empty.
+func (m *managerProcess) waitReconciles(n int) error {
+	deadline := time.Now().Add(5 * time.Minute)
+	for time.Now().Before(deadline) {
+		out, err := exec.Command("curl", "-sf", "http://"+m.metricsAddr+"/metrics").Output()
+		if err == nil {
+			done, depth := 0.0, -1.0
+			for _, line := range strings.Split(string(out), "\n") {
+				switch {
+				case strings.HasPrefix(line, `controller_runtime_reconcile_total{controller="jwks",result="success"}`),
+					strings.HasPrefix(line, `controller_runtime_reconcile_total{controller="jwks",result="requeue_after"}`):
+					v, _ := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+					done += v
+				case strings.HasPrefix(line, `workqueue_depth{controller="jwks",name="jwks"`):
+					v, _ := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+					depth = max(depth, 0) + v
+				}
+			}
+			if int(done) >= n && depth == 0 {
+				return nil
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("the restarted manager did not finish %d reconciles", n)
+}
+
+// peakRSS is the manager process's high-water resident set size.
+func (m *managerProcess) peakRSS() int64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", m.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			kb, _ := strconv.ParseInt(strings.Fields(line)[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+func (m *managerProcess) stop() {
+	_ = m.cmd.Process.Signal(os.Interrupt)
+	_ = m.cmd.Wait()
+}
+
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func numCPU() int {
+	out, _ := exec.Command("nproc").Output()
+	n, _ := strconv.Atoi(strings.TrimSpace(string(out)))
+	return n
+}
