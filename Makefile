@@ -62,6 +62,10 @@ tools: ## Build the pinned controller-gen and helm into bin/ (once).
 bench-jwks: k8s-bins ## JWKS: rotation latency, 1,000 sets at once (time, memory), resync writes.
 	go run ./test/bench/jwks
 
+.PHONY: fuzz-jwks
+fuzz-jwks: ## Fuzz the certificate → JWK path for FUZZTIME (default 3m).
+	go test ./internal/jwks -run '^$$' -fuzz FuzzParseChain -fuzztime $(or $(FUZZTIME),3m)
+
 .PHONY: test-deps
 test-deps: ## Install the Debian packages tests run for real (nginx, openssl) when missing.
 	hack/install-test-deps.sh

@@ -118,7 +118,7 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 					assertHardened(t, obj)
 				}
 			}
-			for _, kind := range []string{"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "ServiceAccount", "Deployment"} {
+			for _, kind := range []string{"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "ServiceAccount", "Deployment", "Service"} {
 				if kinds[kind] == 0 {
 					t.Errorf("render has no %s (kinds: %v)", kind, kinds)
 				}
