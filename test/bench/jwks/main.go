@@ -17,11 +17,13 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -65,6 +67,14 @@ func run() error {
 		return err
 	}
 	defer env.Stop()
+	// Ctrl-C still stops kube-apiserver and etcd; the manager dies with its parent.
+	interrupted := make(chan os.Signal, 1)
+	signal.Notify(interrupted, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-interrupted
+		_ = env.Stop()
+		os.Exit(130)
+	}()
 	dir, err := os.MkdirTemp("", "bench-jwks")
 	if err != nil {
 		return err
@@ -320,6 +330,7 @@ func (b *bench) startManager() (*managerProcess, error) {
 	if err != nil {
 		return nil, err
 	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // never outlive the bench
 	cmd.Stderr = logs // shutdown cancels in-flight reconciles; their errors are not results
 	if err := cmd.Start(); err != nil {
 		return nil, err
