@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"github.com/trustplane/trustplane/internal/controller/clusterroleaggregation"
 	"github.com/trustplane/trustplane/internal/controller/jwks"
+	"github.com/trustplane/trustplane/internal/controller/roleaggregation"
 	"github.com/trustplane/trustplane/internal/manager"
 )
 
@@ -9,5 +11,7 @@ import (
 func controllers() []manager.Controller {
 	return []manager.Controller{
 		jwks.Controller(),
+		clusterroleaggregation.Controller(),
+		roleaggregation.Controller(),
 	}
 }

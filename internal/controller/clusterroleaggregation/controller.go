@@ -1,0 +1,203 @@
+// Package clusterroleaggregation is kube-controller-manager's clusterrole-aggregation
+// controller, with the same results byte for byte, but event fan-out through an index of
+// aggregation selectors instead of re-evaluating every aggregated role on every change.
+package clusterroleaggregation
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/pflag"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/trustplane/trustplane/internal/manager"
+	"github.com/trustplane/trustplane/internal/rbac"
+)
+
+const (
+	// Name is the controller's name in --controllers (and upstream's).
+	Name = "clusterrole-aggregation"
+	// FieldManager is upstream's field manager, so that both controllers own the same
+	// fields and either can take over from the other.
+	FieldManager = "clusterrole-aggregation-controller"
+)
+
+// Options are the controller's flags.
+type Options struct {
+	// Workers is the number of concurrent syncs (upstream runs 5).
+	Workers int
+}
+
+// Controller is the registry entry for `trustplane manager`.
+func Controller() manager.Controller {
+	opts := Options{Workers: 5}
+	return manager.Controller{
+		Name: Name,
+		Help: "ClusterRole aggregationRule → rules, as kube-controller-manager does it",
+		AddFlags: func(fs *pflag.FlagSet) {
+			fs.IntVar(&opts.Workers, "clusterrole-aggregation-workers", opts.Workers, "Concurrent ClusterRole aggregation syncs.")
+		},
+		Setup: func(mgr ctrl.Manager) error { _, err := Setup(mgr, opts); return err },
+	}
+}
+
+// Reconciler aggregates the rules of one ClusterRole.
+type Reconciler struct {
+	// Reader reads ClusterRoles from the informer cache.
+	Reader client.Reader
+	// Writer applies and updates ClusterRoles.
+	Writer client.Client
+	// Index knows every aggregator's selectors, for event fan-out.
+	Index *rbac.Index
+}
+
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=get;list;watch;create;update;patch;escalate
+
+// Setup adds the controller to mgr.
+func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
+	if opts.Workers < 1 {
+		return nil, fmt.Errorf("--clusterrole-aggregation-workers must be positive, not %d", opts.Workers)
+	}
+	r := &Reconciler{Reader: mgr.GetCache(), Writer: mgr.GetClient(), Index: rbac.NewIndex()}
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named(Name).
+		Watches(&rbacv1.ClusterRole{}, r.fanOut()).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: opts.Workers,
+			// Upstream's queue: per-item exponential backoff with an overall token bucket.
+			RateLimiter: workqueue.DefaultTypedControllerRateLimiter[reconcile.Request](),
+		}).
+		Complete(r)
+	return r, err
+}
+
+// Reconcile is upstream's syncClusterRole.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	role := &rbacv1.ClusterRole{}
+	if err := r.Reader.Get(ctx, req.NamespacedName, role); err != nil {
+		if apierrors.IsNotFound(err) {
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, err
+	}
+	if role.AggregationRule == nil {
+		return reconcile.Result{}, nil
+	}
+	selectors, err := parseSelectors(role.AggregationRule.ClusterRoleSelectors)
+	if err != nil {
+		return reconcile.Result{}, err // rate-limited retry, as upstream
+	}
+	all := &rbacv1.ClusterRoleList{}
+	// Read-only use: skip the cache's deep copy of every ClusterRole on every sync.
+	if err := r.Reader.List(ctx, all, client.UnsafeDisableDeepCopy); err != nil {
+		return reconcile.Result{}, err
+	}
+	rules := rbac.Aggregate(role.Name, selectors, sources(all.Items))
+	if rbac.RulesEqual(rules, role.Rules) {
+		return reconcile.Result{}, nil
+	}
+	return reconcile.Result{}, r.write(ctx, role, rules)
+}
+
+// write server-side applies only the rules, with upstream's field manager and Force; a
+// server without apply support (415) gets an Update of the role with the new rules.
+func (r *Reconciler) write(ctx context.Context, role *rbacv1.ClusterRole, rules []rbacv1.PolicyRule) error {
+	apply := rbacv1ac.ClusterRole(role.Name).WithRules(rbac.ApplyRules(rules)...)
+	err := r.Writer.Apply(ctx, apply, client.FieldOwner(FieldManager), client.ForceOwnership)
+	if !apierrors.IsUnsupportedMediaType(err) {
+		return err
+	}
+	updated := role.DeepCopy()
+	updated.Rules = rules
+	return r.Writer.Update(ctx, updated)
+}
+
+func parseSelectors(in []metav1.LabelSelector) ([]labels.Selector, error) {
+	out := make([]labels.Selector, 0, len(in))
+	for i := range in {
+		s, err := metav1.LabelSelectorAsSelector(&in[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func sources(roles []rbacv1.ClusterRole) []rbac.Source {
+	out := make([]rbac.Source, len(roles))
+	for i := range roles {
+		out[i] = rbac.Source{Name: roles[i].Name, Labels: roles[i].Labels, Rules: roles[i].Rules}
+	}
+	return out
+}
+
+// fanOut enqueues, for a ClusterRole event, the role itself if it aggregates (before or
+// after) and every aggregator whose selectors match its labels before or after — the
+// only roles whose result can change. Upstream enqueues every aggregator instead.
+func (r *Reconciler) fanOut() handler.EventHandler {
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.changed(nil, e.Object.(*rbacv1.ClusterRole), q)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.changed(e.ObjectOld.(*rbacv1.ClusterRole), e.ObjectNew.(*rbacv1.ClusterRole), q)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if role, ok := e.Object.(*rbacv1.ClusterRole); ok {
+				r.changed(role, nil, q)
+			}
+		},
+	}
+}
+
+func (r *Reconciler) changed(old, cur *rbacv1.ClusterRole, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	if old != nil && cur != nil && sameForAggregation(old, cur) {
+		return // e.g. an annotation or a status-only change: no result can differ
+	}
+	var key types.NamespacedName
+	var oldLabels, curLabels map[string]string
+	if old != nil {
+		key, oldLabels = types.NamespacedName{Name: old.Name}, old.Labels
+	}
+	if cur != nil {
+		key, curLabels = types.NamespacedName{Name: cur.Name}, cur.Labels
+	}
+	switch {
+	case cur != nil && cur.AggregationRule != nil:
+		// A selector that does not parse is left out; the role's own sync reports it.
+		selectors := make([]labels.Selector, 0, len(cur.AggregationRule.ClusterRoleSelectors))
+		for i := range cur.AggregationRule.ClusterRoleSelectors {
+			if s, err := metav1.LabelSelectorAsSelector(&cur.AggregationRule.ClusterRoleSelectors[i]); err == nil {
+				selectors = append(selectors, s)
+			}
+		}
+		r.Index.Set(key, selectors)
+		q.Add(reconcile.Request{NamespacedName: key})
+	default:
+		r.Index.Delete(key)
+	}
+	for _, agg := range r.Index.Affected("", oldLabels, curLabels) {
+		q.Add(reconcile.Request{NamespacedName: agg})
+	}
+}
+
+// sameForAggregation: nothing that aggregation reads changed.
+func sameForAggregation(a, b *rbacv1.ClusterRole) bool {
+	return equality.Semantic.DeepEqual(a.Labels, b.Labels) &&
+		equality.Semantic.DeepEqual(a.AggregationRule, b.AggregationRule) &&
+		rbac.RulesEqual(a.Rules, b.Rules)
+}

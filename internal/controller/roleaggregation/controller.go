@@ -1,0 +1,168 @@
+// Package roleaggregation brings ClusterRole-style aggregation to namespaced Roles, which
+// Kubernetes does not have: a Role annotated with a label selector gets the rules of the
+// matching Roles in its own namespace, with the same ordering and dedup rules.
+package roleaggregation
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/trustplane/trustplane/internal/manager"
+	"github.com/trustplane/trustplane/internal/rbac"
+)
+
+const (
+	// Name is the controller's name in --controllers.
+	Name = "role-aggregation"
+	// FieldManager owns the rules this controller writes.
+	FieldManager = "trustplane-role-aggregation"
+	// SelectorAnnotation holds the label selector, in kubectl syntax
+	// (e.g. "rbac.example.com/aggregate-to-dev=true,tier in (a,b)").
+	SelectorAnnotation = "rbac.trustplane.io/aggregate-from"
+	// ReasonInvalidSelector is the Warning event for a selector that does not parse.
+	ReasonInvalidSelector = "InvalidSelector"
+)
+
+// Options are the controller's flags.
+type Options struct {
+	// Workers is the number of concurrent syncs.
+	Workers int
+}
+
+// Controller is the registry entry for `trustplane manager`.
+func Controller() manager.Controller {
+	opts := Options{Workers: 2}
+	return manager.Controller{
+		Name: Name,
+		Help: "Role annotated " + SelectorAnnotation + " → rules of matching Roles in its namespace",
+		AddFlags: func(fs *pflag.FlagSet) {
+			fs.IntVar(&opts.Workers, "role-aggregation-workers", opts.Workers, "Concurrent Role aggregation syncs.")
+		},
+		Setup: func(mgr ctrl.Manager) error { _, err := Setup(mgr, opts); return err },
+	}
+}
+
+// Reconciler aggregates the rules of one annotated Role.
+type Reconciler struct {
+	Reader   client.Reader
+	Writer   client.Client
+	Recorder events.EventRecorder
+	Index    *rbac.Index
+}
+
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles,verbs=get;list;watch;create;update;patch;escalate
+
+// Setup adds the controller to mgr.
+func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
+	if opts.Workers < 1 {
+		return nil, fmt.Errorf("--role-aggregation-workers must be positive, not %d", opts.Workers)
+	}
+	r := &Reconciler{Reader: mgr.GetCache(), Writer: mgr.GetClient(), Recorder: mgr.GetEventRecorder("trustplane-" + Name), Index: rbac.NewIndex()}
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named(Name).
+		Watches(&rbacv1.Role{}, r.fanOut()).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).
+		Complete(r)
+	return r, err
+}
+
+// Reconcile aggregates like the ClusterRole controller, scoped to the Role's namespace.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	role := &rbacv1.Role{}
+	if err := r.Reader.Get(ctx, req.NamespacedName, role); err != nil {
+		if apierrors.IsNotFound(err) {
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, err
+	}
+	raw, ok := role.Annotations[SelectorAnnotation]
+	if !ok {
+		return reconcile.Result{}, nil
+	}
+	selector, err := labels.Parse(raw)
+	if err != nil {
+		// The Role is left untouched; the annotation's next change brings it back.
+		r.Recorder.Eventf(role, nil, corev1.EventTypeWarning, ReasonInvalidSelector, "Aggregate",
+			"annotation %s is not a valid label selector, rules left unchanged: %v", SelectorAnnotation, err)
+		return reconcile.Result{}, nil
+	}
+	all := &rbacv1.RoleList{}
+	if err := r.Reader.List(ctx, all, client.InNamespace(role.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return reconcile.Result{}, err
+	}
+	candidates := make([]rbac.Source, len(all.Items))
+	for i := range all.Items {
+		candidates[i] = rbac.Source{Name: all.Items[i].Name, Labels: all.Items[i].Labels, Rules: all.Items[i].Rules}
+	}
+	rules := rbac.Aggregate(role.Name, []labels.Selector{selector}, candidates)
+	if rbac.RulesEqual(rules, role.Rules) {
+		return reconcile.Result{}, nil
+	}
+	apply := rbacv1ac.Role(role.Name, role.Namespace).WithRules(rbac.ApplyRules(rules)...)
+	return reconcile.Result{}, r.Writer.Apply(ctx, apply, client.FieldOwner(FieldManager), client.ForceOwnership)
+}
+
+func (r *Reconciler) fanOut() handler.EventHandler {
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.changed(nil, e.Object.(*rbacv1.Role), q)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.changed(e.ObjectOld.(*rbacv1.Role), e.ObjectNew.(*rbacv1.Role), q)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if role, ok := e.Object.(*rbacv1.Role); ok {
+				r.changed(role, nil, q)
+			}
+		},
+	}
+}
+
+func (r *Reconciler) changed(old, cur *rbacv1.Role, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	if old != nil && cur != nil && equality.Semantic.DeepEqual(old.Labels, cur.Labels) &&
+		old.Annotations[SelectorAnnotation] == cur.Annotations[SelectorAnnotation] && rbac.RulesEqual(old.Rules, cur.Rules) {
+		return
+	}
+	var key types.NamespacedName
+	var oldLabels, curLabels map[string]string
+	if old != nil {
+		key, oldLabels = types.NamespacedName{Namespace: old.Namespace, Name: old.Name}, old.Labels
+	}
+	if cur != nil {
+		key, curLabels = types.NamespacedName{Namespace: cur.Namespace, Name: cur.Name}, cur.Labels
+	}
+	raw, aggregates := "", false
+	if cur != nil {
+		raw, aggregates = cur.Annotations[SelectorAnnotation]
+	}
+	if aggregates {
+		var selectors []labels.Selector
+		if s, err := labels.Parse(raw); err == nil {
+			selectors = append(selectors, s)
+		}
+		r.Index.Set(key, selectors)
+		q.Add(reconcile.Request{NamespacedName: key})
+	} else {
+		r.Index.Delete(key)
+	}
+	for _, agg := range r.Index.Affected(key.Namespace, oldLabels, curLabels) {
+		q.Add(reconcile.Request{NamespacedName: agg})
+	}
+}

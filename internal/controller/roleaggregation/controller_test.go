@@ -1,0 +1,154 @@
+package roleaggregation
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/trustplane/trustplane/internal/rbac"
+	"github.com/trustplane/trustplane/internal/scheme"
+	"github.com/trustplane/trustplane/internal/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env)) }
+
+var ctx = context.Background()
+
+func startManager(t *testing.T) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme: scheme.New(), Metrics: metricsserver.Options{BindAddress: "0"},
+		Controller: crconfig.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Setup(mgr, Options{Workers: 2}); err != nil {
+		t.Fatal(err)
+	}
+	c, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(c) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+var nsCounter int
+
+func namespace(t *testing.T) string {
+	t.Helper()
+	nsCounter++
+	name := fmt.Sprintf("roleagg-%d", nsCounter)
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+func rule(verb, resource string) rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{Verbs: []string{verb}, APIGroups: []string{""}, Resources: []string{resource}}
+}
+
+func createRole(t *testing.T, ns, name string, lbls, annotations map[string]string, rules ...rbacv1.PolicyRule) {
+	t.Helper()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: lbls, Annotations: annotations}, Rules: rules}
+	if err := env.Client.Create(ctx, role); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func getRole(t *testing.T, ns, name string) *rbacv1.Role {
+	t.Helper()
+	role := &rbacv1.Role{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, role); err != nil {
+		t.Fatal(err)
+	}
+	return role
+}
+
+func waitRules(t *testing.T, ns, name string, want ...rbacv1.PolicyRule) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !rbac.RulesEqual(getRole(t, ns, name).Rules, want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s/%s rules = %v, want %v", ns, name, getRole(t, ns, name).Rules, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestNamespacedAggregation(t *testing.T) {
+	startManager(t)
+	ns, other := namespace(t), namespace(t)
+	agg := map[string]string{"aggregate-to-dev": "true"}
+	createRole(t, ns, "zz-logs", agg, nil, rule("get", "pods/log"), rule("get", "pods"))
+	createRole(t, ns, "aa-pods", agg, nil, rule("get", "pods"), rule("list", "pods"))
+	createRole(t, ns, "unrelated", map[string]string{"x": "y"}, nil, rule("delete", "pods"))
+	createRole(t, other, "elsewhere", agg, nil, rule("get", "secrets"))
+	createRole(t, ns, "dev", agg, map[string]string{SelectorAnnotation: "aggregate-to-dev=true"})
+	// Name order, self skipped, duplicates dropped, other namespaces never included.
+	waitRules(t, ns, "dev", rule("get", "pods"), rule("list", "pods"), rule("get", "pods/log"))
+
+	role := getRole(t, ns, "aa-pods")
+	role.Labels = nil
+	if err := env.Client.Update(ctx, role); err != nil {
+		t.Fatal(err)
+	}
+	waitRules(t, ns, "dev", rule("get", "pods/log"), rule("get", "pods"))
+
+	owned := false
+	for _, mf := range getRole(t, ns, "dev").ManagedFields {
+		owned = owned || (mf.Manager == FieldManager && mf.Operation == metav1.ManagedFieldsOperationApply)
+	}
+	if !owned {
+		t.Errorf("rules not applied by %s", FieldManager)
+	}
+}
+
+func TestInvalidSelectorLeavesRoleUntouchedWithAWarning(t *testing.T) {
+	startManager(t)
+	ns := namespace(t)
+	createRole(t, ns, "src", map[string]string{"a": "b"}, nil, rule("get", "pods"))
+	createRole(t, ns, "broken", nil, map[string]string{SelectorAnnotation: "a in (b"}, rule("get", "mine"))
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		list := &eventsv1.EventList{}
+		if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, e := range list.Items {
+			found = found || (e.Regarding.Name == "broken" && e.Reason == ReasonInvalidSelector && e.Type == corev1.EventTypeWarning)
+		}
+		if found {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no InvalidSelector Warning event")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	role := getRole(t, ns, "broken")
+	if !rbac.RulesEqual(role.Rules, []rbacv1.PolicyRule{rule("get", "mine")}) {
+		t.Errorf("rules changed: %v", role.Rules)
+	}
+	// Fixing the annotation aggregates.
+	role.Annotations[SelectorAnnotation] = "a=b"
+	if err := env.Client.Update(ctx, role); err != nil {
+		t.Fatal(err)
+	}
+	waitRules(t, ns, "broken", rule("get", "pods"))
+}
