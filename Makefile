@@ -62,6 +62,10 @@ tools: ## Build the pinned controller-gen and helm into bin/ (once).
 bench-jwks: k8s-bins ## JWKS: rotation latency, 1,000 sets at once (time, memory), resync writes.
 	go run ./test/bench/jwks
 
+.PHONY: bench-aggregation
+bench-aggregation: k8s-bins ## ClusterRole aggregation vs kube-controller-manager: convergence, writes, CPU.
+	go run ./test/bench/aggregation
+
 .PHONY: fuzz-jwks
 fuzz-jwks: ## Fuzz the certificate → JWK path for FUZZTIME (default 3m).
 	go test ./internal/jwks -run '^$$' -fuzz FuzzParseChain -fuzztime $(or $(FUZZTIME),3m)

@@ -69,7 +69,8 @@ func TestHelpListsControllers(t *testing.T) {
 		t.Fatalf("manager --help exited %d", code)
 	}
 	for _, want := range []string{"--controllers", "--leader-elect", "--metrics-bind-address", "--health-probe-bind-address", "--zap-log-level", "--kubeconfig",
-		"jwks ", "--jwks-server-bind-address", "--jwks-min-update-interval"} {
+		"jwks ", "--jwks-server-bind-address", "--jwks-min-update-interval",
+		"clusterrole-aggregation ", "--clusterrole-aggregation-workers", "role-aggregation ", "--role-aggregation-workers"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("manager --help lacks %s", want)
 		}

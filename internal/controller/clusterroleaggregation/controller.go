@@ -6,6 +6,7 @@ package clusterroleaggregation
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/spf13/pflag"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -39,16 +41,28 @@ const (
 type Options struct {
 	// Workers is the number of concurrent syncs (upstream runs 5).
 	Workers int
+	// QuietPeriod is how long an aggregator's inputs must stay unchanged before it syncs,
+	// so that a burst of changes costs one sync and at most one write.
+	QuietPeriod time.Duration
+	// MaxDelay bounds how long continuous changes can hold a sync back.
+	MaxDelay time.Duration
+}
+
+// DefaultOptions are the flag defaults.
+func DefaultOptions() Options {
+	return Options{Workers: 5, QuietPeriod: 200 * time.Millisecond, MaxDelay: 10 * time.Second}
 }
 
 // Controller is the registry entry for `trustplane manager`.
 func Controller() manager.Controller {
-	opts := Options{Workers: 5}
+	opts := DefaultOptions()
 	return manager.Controller{
 		Name: Name,
 		Help: "ClusterRole aggregationRule → rules, as kube-controller-manager does it",
 		AddFlags: func(fs *pflag.FlagSet) {
 			fs.IntVar(&opts.Workers, "clusterrole-aggregation-workers", opts.Workers, "Concurrent ClusterRole aggregation syncs.")
+			fs.DurationVar(&opts.QuietPeriod, "clusterrole-aggregation-quiet-period", opts.QuietPeriod, "How long an aggregator's inputs must be unchanged before it syncs (bursts cost one sync).")
+			fs.DurationVar(&opts.MaxDelay, "clusterrole-aggregation-max-delay", opts.MaxDelay, "Longest a sync waits while its inputs keep changing.")
 		},
 		Setup: func(mgr ctrl.Manager) error { _, err := Setup(mgr, opts); return err },
 	}
@@ -62,6 +76,8 @@ type Reconciler struct {
 	Writer client.Client
 	// Index knows every aggregator's selectors, for event fan-out.
 	Index *rbac.Index
+	// Debounce holds syncs back until an aggregator's inputs are quiet.
+	Debounce *Debouncer
 }
 
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=get;list;watch;create;update;patch;escalate
@@ -71,7 +87,8 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if opts.Workers < 1 {
 		return nil, fmt.Errorf("--clusterrole-aggregation-workers must be positive, not %d", opts.Workers)
 	}
-	r := &Reconciler{Reader: mgr.GetCache(), Writer: mgr.GetClient(), Index: rbac.NewIndex()}
+	r := &Reconciler{Reader: mgr.GetCache(), Writer: mgr.GetClient(), Index: rbac.NewIndex(),
+		Debounce: NewDebouncer(opts.QuietPeriod, opts.MaxDelay, clock.RealClock{})}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
 		Watches(&rbacv1.ClusterRole{}, r.fanOut()).
@@ -84,8 +101,11 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	return r, err
 }
 
-// Reconcile is upstream's syncClusterRole.
+// Reconcile is upstream's syncClusterRole, once the role's inputs are quiet.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if wait := r.Debounce.Wait(req.Name); wait > 0 {
+		return reconcile.Result{RequeueAfter: wait}, nil
+	}
 	role := &rbacv1.ClusterRole{}
 	if err := r.Reader.Get(ctx, req.NamespacedName, role); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -186,13 +206,17 @@ func (r *Reconciler) changed(old, cur *rbacv1.ClusterRole, q workqueue.TypedRate
 			}
 		}
 		r.Index.Set(key, selectors)
-		q.Add(reconcile.Request{NamespacedName: key})
+		r.enqueue(q, key)
 	default:
 		r.Index.Delete(key)
 	}
 	for _, agg := range r.Index.Affected("", oldLabels, curLabels) {
-		q.Add(reconcile.Request{NamespacedName: agg})
+		r.enqueue(q, agg)
 	}
+}
+
+func (r *Reconciler) enqueue(q workqueue.TypedRateLimitingInterface[reconcile.Request], key types.NamespacedName) {
+	q.AddAfter(reconcile.Request{NamespacedName: key}, r.Debounce.Touch(key.Name))
 }
 
 // sameForAggregation: nothing that aggregation reads changed.

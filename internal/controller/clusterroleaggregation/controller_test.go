@@ -42,7 +42,7 @@ func startManager(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Setup(mgr, Options{Workers: 5}); err != nil {
+	if _, err := Setup(mgr, DefaultOptions()); err != nil {
 		t.Fatal(err)
 	}
 	c, cancel := context.WithCancel(ctx)
