@@ -8,6 +8,8 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
+	tenginev1 "github.com/trustplane/trustplane/api/tengine/v1"
+	tenginev1alpha1 "github.com/trustplane/trustplane/api/tengine/v1alpha1"
 )
 
 // New returns a scheme with the Kubernetes built-in types, CRDs and every trustplane API.
@@ -16,5 +18,7 @@ func New() *runtime.Scheme {
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	utilruntime.Must(jwksv1alpha1.AddToScheme(s))
+	utilruntime.Must(tenginev1.AddToScheme(s))
+	utilruntime.Must(tenginev1alpha1.AddToScheme(s))
 	return s
 }

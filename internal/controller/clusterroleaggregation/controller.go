@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/trustplane/trustplane/internal/debounce"
 	"github.com/trustplane/trustplane/internal/manager"
 	"github.com/trustplane/trustplane/internal/rbac"
 )
@@ -77,7 +78,7 @@ type Reconciler struct {
 	// Index knows every aggregator's selectors, for event fan-out.
 	Index *rbac.Index
 	// Debounce holds syncs back until an aggregator's inputs are quiet.
-	Debounce *Debouncer
+	Debounce *debounce.Debouncer
 }
 
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=get;list;watch;create;update;patch;escalate
@@ -88,7 +89,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		return nil, fmt.Errorf("--clusterrole-aggregation-workers must be positive, not %d", opts.Workers)
 	}
 	r := &Reconciler{Reader: mgr.GetCache(), Writer: mgr.GetClient(), Index: rbac.NewIndex(),
-		Debounce: NewDebouncer(opts.QuietPeriod, opts.MaxDelay, clock.RealClock{})}
+		Debounce: debounce.New(opts.QuietPeriod, opts.MaxDelay, clock.RealClock{})}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
 		Watches(&rbacv1.ClusterRole{}, r.fanOut()).

@@ -1,4 +1,4 @@
-package clusterroleaggregation
+package debounce
 
 import (
 	"testing"
@@ -9,7 +9,7 @@ import (
 
 func TestDebouncer(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
-	d := NewDebouncer(200*time.Millisecond, time.Second, clk)
+	d := New(200*time.Millisecond, time.Second, clk)
 	if d.Wait("a") != 0 {
 		t.Fatal("nothing pending must sync at once")
 	}
@@ -39,7 +39,7 @@ func TestDebouncer(t *testing.T) {
 	if got := d.Wait("b"); got != 0 {
 		t.Fatalf("after a quiet period: wait %v", got)
 	}
-	if NewDebouncer(0, 0, clk).Touch("x") != 0 {
+	if New(0, 0, clk).Touch("x") != 0 {
 		t.Error("quiet 0 must not delay")
 	}
 }

@@ -1,4 +1,5 @@
-package clusterroleaggregation
+// Package debounce holds work back until its inputs have been quiet for a while.
+package debounce
 
 import (
 	"sync"
@@ -7,10 +8,9 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// Debouncer holds an aggregator's sync back until its inputs have been quiet for a
-// while, but never longer than a maximum delay after the first unsynced change. A burst
-// of changes to the roles an aggregator selects then costs one sync and at most one
-// write, where upstream may write every intermediate result.
+// Debouncer holds a key's work back until its inputs have been quiet for a while, but
+// never longer than a maximum delay after the first unhandled change: a burst of changes
+// costs one sync and at most one write.
 type Debouncer struct {
 	quiet, maxDelay time.Duration
 	clock           clock.PassiveClock
@@ -21,8 +21,8 @@ type Debouncer struct {
 
 type window struct{ first, last time.Time }
 
-// NewDebouncer returns a debouncer; quiet 0 syncs at once.
-func NewDebouncer(quiet, maxDelay time.Duration, c clock.PassiveClock) *Debouncer {
+// New returns a debouncer; quiet 0 syncs at once.
+func New(quiet, maxDelay time.Duration, c clock.PassiveClock) *Debouncer {
 	return &Debouncer{quiet: quiet, maxDelay: maxDelay, clock: c, pending: map[string]window{}}
 }
 
