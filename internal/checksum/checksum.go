@@ -4,7 +4,7 @@
 package checksum
 
 import (
-	"crypto/md5" //nolint:gosec // the wire format is MD5; it detects drift, it does not authenticate
+	"crypto/md5"  //nolint:gosec // the wire format is MD5; it detects drift, it does not authenticate
 	"crypto/sha1" //nolint:gosec // PemSHA is defined as the SHA-1 fingerprint
 	"crypto/x509"
 	"encoding/hex"

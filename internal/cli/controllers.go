@@ -4,6 +4,7 @@ import (
 	"github.com/trustplane/trustplane/internal/controller/clusterroleaggregation"
 	"github.com/trustplane/trustplane/internal/controller/jwks"
 	"github.com/trustplane/trustplane/internal/controller/roleaggregation"
+	"github.com/trustplane/trustplane/internal/controller/secretchecksum"
 	"github.com/trustplane/trustplane/internal/manager"
 )
 
@@ -13,5 +14,6 @@ func controllers() []manager.Controller {
 		jwks.Controller(),
 		clusterroleaggregation.Controller(),
 		roleaggregation.Controller(),
+		secretchecksum.Controller(),
 	}
 }

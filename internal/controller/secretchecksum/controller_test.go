@@ -1,0 +1,316 @@
+package secretchecksum
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	tenginev1 "github.com/trustplane/trustplane/api/tengine/v1"
+	tenginev1alpha1 "github.com/trustplane/trustplane/api/tengine/v1alpha1"
+	"github.com/trustplane/trustplane/internal/checksum"
+	"github.com/trustplane/trustplane/internal/scheme"
+	"github.com/trustplane/trustplane/internal/testcerts"
+	"github.com/trustplane/trustplane/internal/testenv"
+)
+
+var (
+	env *testenv.Env
+	ctx = context.Background()
+)
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(logr.Discard())
+	os.Exit(testenv.Main(m, &env))
+}
+
+// startManager runs the control plane for the test's namespace.
+func startManager(t *testing.T, ns string) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme: scheme.New(), Metrics: metricsserver.Options{BindAddress: "0"},
+		Controller: crconfig.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := DefaultOptions()
+	opts.Namespaces = []string{ns}
+	opts.QuietPeriod = 300 * time.Millisecond
+	if _, err := Setup(mgr, opts); err != nil {
+		t.Fatal(err)
+	}
+	c, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(c) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+var nsCounter int
+
+func namespace(t *testing.T) string {
+	t.Helper()
+	nsCounter++
+	name := fmt.Sprintf("checksum-%d", nsCounter)
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+func newCert(t *testing.T) testcerts.Chain {
+	t.Helper()
+	key, _ := testcerts.NewKey(testcerts.P256)
+	c, err := testcerts.NewChain(key, "example.com", time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func putSecret(t *testing.T, ns, name, version string, c testcerts.Chain) string {
+	t.Helper()
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{corev1.TLSCertKey: c.PEM(), corev1.TLSPrivateKeyKey: c.KeyPEM()},
+	}
+	if version != "" {
+		s.Annotations = map[string]string{checksum.DefaultVersionAnnotation: version}
+	}
+	if err := env.Client.Create(ctx, s); err != nil {
+		cur := &corev1.Secret{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(s), cur); err != nil {
+			t.Fatal(err)
+		}
+		cur.Data, cur.Annotations = s.Data, s.Annotations
+		if err := env.Client.Update(ctx, cur); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id, err := checksum.SecretID(name, s.Annotations, checksum.DefaultVersionAnnotation, c.PEM())
+	if err != nil {
+		return ""
+	}
+	return id
+}
+
+func published(t *testing.T, ns string) []tenginev1.SecretCheckSum {
+	t.Helper()
+	list := &tenginev1.SecretCheckSumList{}
+	if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+// waitPublished waits until exactly one SecretCheckSum with the checksum of ids exists.
+func waitPublished(t *testing.T, ns string, ids ...string) tenginev1.SecretCheckSum {
+	t.Helper()
+	want := checksum.Sum(ids)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		items := published(t, ns)
+		if len(items) == 1 && items[0].Spec.Checksum == want {
+			return items[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("want one SecretCheckSum with %s (ids %v), have %+v", want, ids, items)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+func counter(t *testing.T, c interface{ Write(*dto.Metric) error }) float64 {
+	t.Helper()
+	m := &dto.Metric{}
+	if err := c.Write(m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Counter != nil {
+		return m.Counter.GetValue()
+	}
+	return m.Gauge.GetValue()
+}
+
+func TestPublishesReplacesAndReportsLeftOut(t *testing.T) {
+	ns := namespace(t)
+	a, b := newCert(t), newCert(t)
+	id1 := putSecret(t, ns, "example-com-1", "3", a)
+	id2 := putSecret(t, ns, "shop-example-com-027", "1", b)
+	putSecret(t, ns, "no-version-5", "", a)
+	putSecret(t, ns, "noid", "1", a)
+	other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "opaque-9"}, StringData: map[string]string{"password": "x"}}
+	if err := env.Client.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	startManager(t, ns)
+
+	first := waitPublished(t, ns, id1, id2)
+	if !sort.StringsAreSorted(first.Spec.IDs) || len(first.Spec.IDs) != 2 || first.Spec.Timestamp.IsZero() {
+		t.Errorf("published spec: %+v", first.Spec)
+	}
+	if !strings.HasPrefix(first.Name, "secret-") || first.Annotations[ScopeAnnotation] == "" {
+		t.Errorf("object %s, scope %q", first.Name, first.Annotations[ScopeAnnotation])
+	}
+	// Left-out secrets: a Warning event each, with the reason and never the contents.
+	for name, reason := range map[string]string{"no-version-5": "annotation", "noid": "no numeric ID"} {
+		waitForEvent(t, ns, name, reason)
+	}
+	for _, e := range listEvents(t, ns) {
+		if strings.Contains(e.Note, "BEGIN") {
+			t.Errorf("an event carries key material: %s", e.Note)
+		}
+	}
+	if len(eventsAbout(t, ns, "opaque-9")) != 0 {
+		t.Error("a non-TLS secret was reported")
+	}
+
+	// A change publishes a new object, then the old one goes.
+	id1b := putSecret(t, ns, "example-com-1", "4", a)
+	second := waitPublished(t, ns, id1b, id2)
+	if second.UID == first.UID {
+		t.Error("the change was published by updating the old object (the data plane only sees adds and deletes)")
+	}
+
+	// The v1alpha1 view of the same object is served too.
+	alpha := &tenginev1alpha1.SecretCheckSumList{}
+	if err := env.Client.List(ctx, alpha, client.InNamespace(ns)); err != nil || len(alpha.Items) != 1 || alpha.Items[0].Spec.Checksum != second.Spec.Checksum {
+		t.Errorf("v1alpha1 list: %v %+v", err, alpha.Items)
+	}
+}
+
+func TestNoChangeNoWriteBurstOnePublicationIncrementalParse(t *testing.T) {
+	ns := namespace(t)
+	certs := make([]testcerts.Chain, 10)
+	var ids []string
+	for i := range certs {
+		certs[i] = newCert(t)
+		ids = append(ids, putSecret(t, ns, fmt.Sprintf("site-%d", i), "1", certs[i]))
+	}
+	startManager(t, ns)
+	first := waitPublished(t, ns, ids...)
+
+	// Unrelated changes (labels, other annotations, tls.key) write nothing.
+	s := &corev1.Secret{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "site-3"}, s); err != nil {
+		t.Fatal(err)
+	}
+	s.Labels = map[string]string{"touched": "yes"}
+	if err := env.Client.Update(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if items := published(t, ns); len(items) != 1 || items[0].UID != first.UID || items[0].ResourceVersion != first.ResourceVersion {
+		t.Fatalf("an unrelated change wrote: %+v", items)
+	}
+
+	// One secret changes: exactly one certificate is parsed.
+	parsedBefore := counter(t, defaultMetrics.parsed)
+	ids[4] = putSecret(t, ns, "site-4", "2", newCert(t))
+	waitPublished(t, ns, ids...)
+	if n := counter(t, defaultMetrics.parsed) - parsedBefore; n != 1 {
+		t.Errorf("one changed secret parsed %v certificates", n)
+	}
+
+	// A burst of changes: one publication.
+	pubs := defaultMetrics.publications.WithLabelValues(trackSecrets, ns)
+	before := counter(t, pubs)
+	for i := range certs {
+		ids[i] = putSecret(t, ns, fmt.Sprintf("site-%d", i), "3", newCert(t))
+	}
+	waitPublished(t, ns, ids...)
+	time.Sleep(time.Second)
+	if n := counter(t, pubs) - before; n != 1 {
+		t.Errorf("a burst of %d changes made %v publications, want 1", len(certs), n)
+	}
+
+	// Our object deleted by someone: published again.
+	cur := published(t, ns)[0]
+	if err := env.Client.Delete(ctx, &cur); err != nil {
+		t.Fatal(err)
+	}
+	if again := waitPublished(t, ns, ids...); again.UID == cur.UID {
+		t.Error("not republished")
+	}
+}
+
+func TestIngressChecksum(t *testing.T) {
+	ns := namespace(t)
+	for name, version := range map[string]string{"web-12": "7", "api-0003": "2", "bad": "1"} {
+		ing := &networkingv1.Ingress{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{checksum.DefaultVersionAnnotation: version}},
+			Spec:       networkingv1.IngressSpec{DefaultBackend: &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "s", Port: networkingv1.ServiceBackendPort{Number: 80}}}},
+		}
+		if err := env.Client.Create(ctx, ing); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startManager(t, ns)
+	want := checksum.Sum([]string{"12-7", "3-2"})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		list := &tenginev1.IngressCheckSumList{}
+		if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) == 1 && list.Items[0].Spec.Checksum == want && strings.HasPrefix(list.Items[0].Name, "ingress-") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("IngressCheckSum: %+v", list.Items)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	waitForEvent(t, ns, "bad", "no numeric ID")
+}
+
+func listEvents(t *testing.T, ns string) []eventsv1.Event {
+	t.Helper()
+	list := &eventsv1.EventList{}
+	if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+func eventsAbout(t *testing.T, ns, name string) []eventsv1.Event {
+	var out []eventsv1.Event
+	for _, e := range listEvents(t, ns) {
+		if e.Regarding.Name == name && e.Reason == ReasonLeftOut {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func waitForEvent(t *testing.T, ns, name, text string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		for _, e := range eventsAbout(t, ns, name) {
+			if e.Type == corev1.EventTypeWarning && strings.Contains(e.Note, text) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s event on %s mentioning %q", ReasonLeftOut, name, text)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
