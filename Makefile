@@ -66,6 +66,10 @@ bench-jwks: k8s-bins ## JWKS: rotation latency, 1,000 sets at once (time, memory
 bench-aggregation: k8s-bins ## ClusterRole aggregation vs kube-controller-manager: convergence, writes, CPU.
 	go run ./test/bench/aggregation
 
+.PHONY: bench-checksum
+bench-checksum: ## Secret checksum over 50,000 TLS Secrets: initial, incremental vs full recompute.
+	go run ./test/bench/checksum
+
 .PHONY: fuzz-jwks
 fuzz-jwks: ## Fuzz the certificate → JWK path for FUZZTIME (default 3m).
 	go test ./internal/jwks -run '^$$' -fuzz FuzzParseChain -fuzztime $(or $(FUZZTIME),3m)

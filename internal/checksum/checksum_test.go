@@ -1,6 +1,8 @@
 package checksum
 
 import (
+	"fmt"
+	"math/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -193,5 +195,46 @@ func TestDiff(t *testing.T) {
 	l, p := Diff([]string{"a", "b", "c", "c"}, []string{"b", "c", "d"})
 	if strings.Join(l, ",") != "a,c" || strings.Join(p, ",") != "d" {
 		t.Errorf("Diff = %v / %v", l, p)
+	}
+}
+
+// TestSetCheckpointsMatchFullRecompute: thousands of IDs (many MD5 checkpoints) and
+// random changes anywhere in the order, each checked against a full recompute.
+func TestSetCheckpointsMatchFullRecompute(t *testing.T) {
+	r := rand.New(rand.NewSource(7))
+	s := NewSet()
+	ref := map[string]string{}
+	for i := range 5000 {
+		key := fmt.Sprintf("k%d", i)
+		id := fmt.Sprintf("%d-%d-%x", r.Intn(100000), 1+r.Intn(9), r.Int63())
+		s.Put(key, id)
+		ref[key] = id
+	}
+	full := func() string {
+		ids := make([]string, 0, len(ref))
+		for _, id := range ref {
+			ids = append(ids, id)
+		}
+		return Sum(ids)
+	}
+	if s.Checksum() != full() {
+		t.Fatal("initial checksum differs")
+	}
+	for step := range 300 {
+		key := fmt.Sprintf("k%d", r.Intn(6000))
+		switch r.Intn(3) {
+		case 0:
+			s.Remove(key)
+			delete(ref, key)
+		default:
+			id := fmt.Sprintf("%d-%d-%x", r.Intn(100000), 1+r.Intn(9), r.Int63())
+			s.Put(key, id)
+			ref[key] = id
+		}
+		if step%3 == 0 { // also let several changes pile up between checksums
+			if got, want := s.Checksum(), full(); got != want {
+				t.Fatalf("step %d: incremental %s != full %s", step, got, want)
+			}
+		}
 	}
 }

@@ -1,6 +1,10 @@
 package checksum
 
 import (
+	"crypto/md5" //nolint:gosec // the wire format
+	"encoding"
+	"encoding/hex"
+	"hash"
 	"sort"
 	"sync"
 )
@@ -13,7 +17,13 @@ type Set struct {
 	byKey  map[string]string // object name → its ID
 	sorted []string          // every ID, sorted; duplicates kept, as in the formula
 	sum    string            // cached checksum; "" when stale
+	// checkpoints[i] is the MD5 state after hashing sorted[:i*checkpointEvery]; a change
+	// at position p keeps the ones before p, so only the hash from there on is redone.
+	checkpoints [][]byte
 }
+
+// checkpointEvery is the IDs between MD5 checkpoints (about 25 KiB of input).
+const checkpointEvery = 512
 
 // NewSet returns an empty set.
 func NewSet() *Set { return &Set{byKey: map[string]string{}} }
@@ -33,7 +43,7 @@ func (s *Set) Put(key, id string) bool {
 	s.sorted = append(s.sorted, "")
 	copy(s.sorted[i+1:], s.sorted[i:])
 	s.sorted[i] = id
-	s.sum = ""
+	s.invalidateFrom(i)
 	return true
 }
 
@@ -47,7 +57,6 @@ func (s *Set) Remove(key string) bool {
 	}
 	delete(s.byKey, key)
 	s.removeSorted(old)
-	s.sum = ""
 	return true
 }
 
@@ -55,27 +64,73 @@ func (s *Set) removeSorted(id string) {
 	i := sort.SearchStrings(s.sorted, id)
 	if i < len(s.sorted) && s.sorted[i] == id {
 		s.sorted = append(s.sorted[:i], s.sorted[i+1:]...)
+		s.invalidateFrom(i)
 	}
+}
+
+// invalidateFrom drops the cached sum and the checkpoints that cover position i.
+func (s *Set) invalidateFrom(i int) {
+	s.sum = ""
+	if keep := i/checkpointEvery + 1; keep < len(s.checkpoints) {
+		s.checkpoints = s.checkpoints[:keep]
+	}
+}
+
+// checksumLocked hashes from the last valid checkpoint on, recording new checkpoints.
+func (s *Set) checksumLocked() string {
+	if s.sum != "" {
+		return s.sum
+	}
+	h := md5.New() //nolint:gosec // the wire format
+	start := 0
+	if n := len(s.checkpoints); n > 0 {
+		if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(s.checkpoints[n-1]); err == nil {
+			start = (n - 1) * checkpointEvery
+		} else {
+			h.Reset()
+			s.checkpoints = nil
+		}
+	}
+	if start == 0 && len(s.checkpoints) == 0 {
+		s.checkpoints = append(s.checkpoints, marshalState(h))
+	}
+	buf := make([]byte, 0, 64<<10)
+	for j := start; j < len(s.sorted); j++ {
+		if j > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, s.sorted[j]...)
+		if (j+1)%checkpointEvery == 0 {
+			h.Write(buf)
+			buf = buf[:0]
+			s.checkpoints = append(s.checkpoints, marshalState(h))
+		} else if len(buf) > 60<<10 {
+			h.Write(buf)
+			buf = buf[:0]
+		}
+	}
+	h.Write(buf)
+	s.sum = hex.EncodeToString(h.Sum(nil))
+	return s.sum
+}
+
+func marshalState(h hash.Hash) []byte {
+	state, _ := h.(encoding.BinaryMarshaler).MarshalBinary()
+	return state
 }
 
 // Snapshot returns the sorted IDs and their checksum.
 func (s *Set) Snapshot() (ids []string, sum string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.sum == "" {
-		s.sum = sumSorted(s.sorted)
-	}
-	return append([]string(nil), s.sorted...), s.sum
+	return append([]string(nil), s.sorted...), s.checksumLocked()
 }
 
 // Checksum is the set's checksum.
 func (s *Set) Checksum() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.sum == "" {
-		s.sum = sumSorted(s.sorted)
-	}
-	return s.sum
+	return s.checksumLocked()
 }
 
 // Len is the number of IDs.
