@@ -3,9 +3,15 @@ package cli
 
 import (
 	"errors"
+	goflag "flag"
 	"fmt"
 
 	"github.com/spf13/cobra"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/trustplane/trustplane/internal/dataplaneagent"
 
 	"github.com/trustplane/trustplane/internal/version"
 )
@@ -56,12 +62,28 @@ func newNodeAgentCommand() *cobra.Command {
 }
 
 func newDataplaneCommand() *cobra.Command {
-	return &cobra.Command{
+	opts := dataplaneagent.DefaultOptions()
+	zapOpts := zap.Options{}
+	cmd := &cobra.Command{
 		Use:   "dataplane",
-		Short: "Secret-consistency data-plane agent (not implemented in this release)",
+		Short: "Secret-consistency data-plane agent: writes a namespace's TLS Secrets to a directory only while they match the SecretCheckSum",
 		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			return fmt.Errorf("dataplane: %w", errNotBuiltYet)
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := opts.Validate(); err != nil {
+				return err
+			}
+			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+			cfg, err := config.GetConfig()
+			if err != nil {
+				return err
+			}
+			return dataplaneagent.Run(cmd.Context(), cfg, opts)
 		},
 	}
+	opts.AddFlags(cmd.Flags())
+	goflags := goflag.NewFlagSet("dataplane", goflag.ContinueOnError)
+	config.RegisterFlags(goflags)
+	zapOpts.BindFlags(goflags)
+	cmd.Flags().AddGoFlagSet(goflags)
+	return cmd
 }
