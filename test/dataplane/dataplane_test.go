@@ -1,0 +1,396 @@
+// Package dataplane tests secret global consistency end to end: the secret-checksum control
+// plane and the `trustplane dataplane` agent against a real API server, and Debian's nginx
+// serving TLS from the agent's directory.
+package dataplane
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha1" //nolint:gosec // comparing with PemSHA
+	"crypto/tls"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	tenginev1 "github.com/trustplane/trustplane/api/tengine/v1"
+	"github.com/trustplane/trustplane/internal/checksum"
+	"github.com/trustplane/trustplane/internal/controller/secretchecksum"
+	"github.com/trustplane/trustplane/internal/dataplaneagent"
+	"github.com/trustplane/trustplane/internal/scheme"
+	"github.com/trustplane/trustplane/internal/testcerts"
+	"github.com/trustplane/trustplane/internal/testenv"
+	"github.com/trustplane/trustplane/pkg/dataplane"
+)
+
+const ns = "edge"
+
+var ctx = context.Background()
+
+func TestMain(m *testing.M) {
+	if os.Getenv("TEST_LOGS") != "" {
+		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
+	} else {
+		ctrl.SetLogger(logr.Discard())
+	}
+	os.Exit(m.Run())
+}
+
+// run starts fn in the background until the returned stop is called.
+func run(t *testing.T, fn func(context.Context) error) (stop func()) {
+	t.Helper()
+	c, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- fn(c) }()
+	stopped := false
+	stop = func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			<-done
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func controlPlane(env *testenv.Env) func(context.Context) error {
+	return func(c context.Context) error {
+		mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+			Scheme: scheme.New(), Metrics: metricsserver.Options{BindAddress: "0"},
+			Controller: crconfig.Controller{SkipNameValidation: ptr.To(true)},
+		})
+		if err != nil {
+			return err
+		}
+		opts := secretchecksum.DefaultOptions()
+		opts.Namespaces, opts.QuietPeriod, opts.Ingresses = []string{ns}, 200*time.Millisecond, false
+		if _, err := secretchecksum.Setup(mgr, opts); err != nil {
+			return err
+		}
+		return mgr.Start(c)
+	}
+}
+
+func agent(env *testenv.Env, dir, reload string) func(context.Context) error {
+	return func(c context.Context) error {
+		opts := dataplaneagent.DefaultOptions()
+		opts.Namespace, opts.Dir, opts.ReloadCommand = ns, dir, reload
+		opts.MetricsBindAddress, opts.HealthProbeBindAddress = "0", "0"
+		opts.QuietPeriod = 100 * time.Millisecond
+		return dataplaneagent.Run(c, env.Config, opts)
+	}
+}
+
+func cert(t *testing.T) testcerts.Chain {
+	t.Helper()
+	key, _ := testcerts.NewKey(testcerts.P256)
+	c, err := testcerts.NewChain(key, "edge.example.com", time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func pemSHA(t *testing.T, c testcerts.Chain) string {
+	t.Helper()
+	s, err := checksum.PemSHA(c.PEM())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func putSecret(t *testing.T, cl client.Client, name, version string, c testcerts.Chain) {
+	t.Helper()
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{checksum.DefaultVersionAnnotation: version}},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{corev1.TLSCertKey: c.PEM(), corev1.TLSPrivateKeyKey: c.KeyPEM()},
+	}
+	if err := cl.Create(ctx, s); err != nil {
+		cur := &corev1.Secret{}
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(s), cur); err != nil {
+			t.Fatal(err)
+		}
+		cur.Annotations, cur.Data = s.Annotations, s.Data
+		if err := cl.Update(ctx, cur); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// waitPublished waits until the control plane has published the checksum of ids.
+func waitPublished(t *testing.T, cl client.Client, ids ...string) {
+	t.Helper()
+	want := checksum.Sum(ids)
+	waitFor(t, "the control plane to publish "+want, 20*time.Second, func() bool {
+		list := &tenginev1.SecretCheckSumList{}
+		if err := cl.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return false
+		}
+		for _, s := range list.Items {
+			if s.Spec.Checksum == want {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+func fileIs(dir, name string, want []byte) func() bool {
+	return func() bool {
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		return err == nil && bytes.Equal(got, want)
+	}
+}
+
+func gauge(t *testing.T, name string, labels ...string) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if matchLabels(m, labels) {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
+}
+
+func matchLabels(m *dto.Metric, want []string) bool {
+	for i := 0; i+1 < len(want); i += 2 {
+		found := false
+		for _, l := range m.GetLabel() {
+			found = found || (l.GetName() == want[i] && l.GetValue() == want[i+1])
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// nginxTLS runs Debian's nginx serving TLS with the agent's site-1 files.
+type nginxTLS struct {
+	addr, reload string
+}
+
+func startNginx(t *testing.T, certDir string) nginxTLS {
+	t.Helper()
+	bin, err := exec.LookPath("nginx")
+	if err != nil {
+		bin = "/usr/sbin/nginx"
+	}
+	prefix := t.TempDir()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	conf := filepath.Join(prefix, "nginx.conf")
+	body := fmt.Sprintf(`daemon off;
+user root;
+worker_processes 1;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log warn;
+events {}
+http {
+    access_log off;
+    client_body_temp_path %[1]s/body;
+    proxy_temp_path %[1]s/proxy;
+    fastcgi_temp_path %[1]s/fastcgi;
+    uwsgi_temp_path %[1]s/uwsgi;
+    scgi_temp_path %[1]s/scgi;
+    server {
+        listen %[2]s ssl;
+        ssl_certificate     %[3]s/site-1.crt;
+        ssl_certificate_key %[3]s/site-1.key;
+        location / { return 200 "ok\n"; }
+    }
+}
+`, prefix, addr, certDir)
+	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-c", conf, "-p", prefix)
+	var logs bytes.Buffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("nginx: %v (make test installs it)", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	n := nginxTLS{addr: addr, reload: fmt.Sprintf("%s -s reload -c %s -p %s", bin, conf, prefix)}
+	waitFor(t, "nginx to serve TLS", 10*time.Second, func() bool { return n.leafSHA() != "" })
+	return n
+}
+
+// leafSHA is the SHA-1 of the certificate nginx serves.
+func (n nginxTLS) leafSHA() string {
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", n.addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // reading the served certificate
+	if err != nil {
+		return ""
+	}
+	defer conn.Close()
+	sum := sha1.Sum(conn.ConnectionState().PeerCertificates[0].Raw) //nolint:gosec
+	return hex.EncodeToString(sum[:])
+}
+
+func TestDataPlaneEndToEnd(t *testing.T) {
+	env, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	envStopped := false
+	t.Cleanup(func() {
+		if !envStopped {
+			_ = env.Stop()
+		}
+	})
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	a, b := cert(t), cert(t)
+	putSecret(t, env.Client, "site-1", "1", a)
+	putSecret(t, env.Client, "site-2", "1", b)
+	stopControl := run(t, controlPlane(env))
+	waitPublished(t, env.Client, "1-1-"+pemSHA(t, a), "2-1-"+pemSHA(t, b))
+
+	// The agent starts with nothing on disk; nginx starts once the first verified set is there.
+	reloadCmd := "true"
+	stopAgent := run(t, agent(env, dir, reloadCmd))
+	waitFor(t, "the first verified set", 20*time.Second, fileIs(dir, "site-1.crt", a.PEM()))
+	if !fileIs(dir, "site-2.key", b.KeyPEM())() || gauge(t, "trustplane_dataplane_consistent") != 1 {
+		t.Fatal("verified set incomplete or not consistent")
+	}
+	nginx := startNginx(t, dir)
+	if got := nginx.leafSHA(); got != pemSHA(t, a) {
+		t.Fatalf("nginx serves %s, want PemSHA %s", got, pemSHA(t, a))
+	}
+	stopAgent()
+	stopAgent = run(t, agent(env, dir, nginx.reload)) // from now on the agent reloads nginx
+
+	t.Run("consistent rotation switches nginx", func(t *testing.T) {
+		a2 := cert(t)
+		putSecret(t, env.Client, "site-1", "2", a2)
+		waitPublished(t, env.Client, "1-2-"+pemSHA(t, a2), "2-1-"+pemSHA(t, b))
+		waitFor(t, "nginx to serve the rotated certificate", 20*time.Second, func() bool { return nginx.leafSHA() == pemSHA(t, a2) })
+		a = a2
+	})
+
+	var a3 testcerts.Chain
+	t.Run("mismatch keeps the verified set and names the differing IDs", func(t *testing.T) {
+		stopControl() // the control plane falls behind: its checksum no longer covers site-1
+		a3 = cert(t)
+		putSecret(t, env.Client, "site-1", "3", a3)
+		waitFor(t, "the mismatch to be seen", 20*time.Second, func() bool { return gauge(t, "trustplane_dataplane_consistent") == 0 })
+		if gauge(t, "trustplane_dataplane_mismatch_ids", "side", "local_only") != 1 || gauge(t, "trustplane_dataplane_mismatch_ids", "side", "published_only") != 1 {
+			t.Error("mismatch metrics do not count one ID on each side")
+		}
+		localOnly, publishedOnly := "1-3-"+pemSHA(t, a3), "1-2-"+pemSHA(t, a)
+		waitFor(t, "a ChecksumMismatch event naming both IDs", 20*time.Second, func() bool {
+			list := &eventsv1.EventList{}
+			_ = env.Client.List(ctx, list, client.InNamespace(ns))
+			for _, e := range list.Items {
+				if e.Reason == "ChecksumMismatch" && e.Type == corev1.EventTypeWarning && strings.Contains(e.Note, localOnly) && strings.Contains(e.Note, publishedOnly) {
+					return true
+				}
+			}
+			return false
+		})
+		time.Sleep(500 * time.Millisecond)
+		if !fileIs(dir, "site-1.crt", a.PEM())() || nginx.leafSHA() != pemSHA(t, a) {
+			t.Fatal("an unverified certificate reached the directory or nginx")
+		}
+	})
+
+	t.Run("recovers when both sides agree", func(t *testing.T) {
+		stopControl = run(t, controlPlane(env))
+		waitFor(t, "nginx to serve the now verified certificate", 20*time.Second, func() bool { return nginx.leafSHA() == pemSHA(t, a3) })
+		if gauge(t, "trustplane_dataplane_consistent") != 1 {
+			t.Error("not consistent after recovery")
+		}
+	})
+
+	t.Run("API server outage and a restart during it", func(t *testing.T) {
+		stopControl()
+		if err := env.Stop(); err != nil {
+			t.Logf("stopping the API server: %v", err) // slow to stop with watches open; it is stopped
+		}
+		envStopped = true
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}); err == nil {
+			t.Fatal("the API server still answers")
+		}
+		time.Sleep(time.Second)
+		if !fileIs(dir, "site-1.crt", a3.PEM())() || nginx.leafSHA() != pemSHA(t, a3) {
+			t.Fatal("the outage touched the verified set")
+		}
+		// The agent restarts while the API server is down, on a node that lost the files.
+		stopAgent()
+		for _, f := range []string{"site-1.crt", "site-1.key", "site-2.crt", "site-2.key"} {
+			os.Remove(filepath.Join(dir, f))
+		}
+		stopAgent = run(t, agent(env, dir, nginx.reload))
+		waitFor(t, "files restored from the snapshot", 10*time.Second, fileIs(dir, "site-1.crt", a3.PEM()))
+		if !fileIs(dir, "site-2.key", b.KeyPEM())() {
+			t.Error("site-2 not restored")
+		}
+		stopAgent()
+	})
+
+	t.Run("a corrupt snapshot is never served", func(t *testing.T) {
+		raw, err := os.ReadFile(filepath.Join(dir, dataplane.SnapshotFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw[len(raw)/2] ^= 0x01
+		if err := os.WriteFile(filepath.Join(dir, dataplane.SnapshotFile), raw, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		os.Remove(filepath.Join(dir, "site-1.crt"))
+		stopAgent = run(t, agent(env, dir, ""))
+		waitFor(t, "the corruption to be reported", 10*time.Second, func() bool { return gauge(t, "trustplane_dataplane_snapshot_corrupt") == 1 })
+		time.Sleep(300 * time.Millisecond)
+		if _, err := os.Stat(filepath.Join(dir, "site-1.crt")); !os.IsNotExist(err) {
+			t.Error("a file was written from a corrupt snapshot")
+		}
+		stopAgent()
+	})
+}
