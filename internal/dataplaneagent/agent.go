@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
@@ -45,6 +46,7 @@ type Options struct {
 	Dir                    string
 	VersionAnnotation      string
 	FailOpen               bool
+	Ingresses              bool
 	ReloadCommand          string
 	QuietPeriod            time.Duration
 	MetricsBindAddress     string
@@ -53,7 +55,7 @@ type Options struct {
 
 // DefaultOptions are the flag defaults; Tengine-Ingress is fail-open.
 func DefaultOptions() Options {
-	return Options{VersionAnnotation: checksum.DefaultVersionAnnotation, FailOpen: true, QuietPeriod: 200 * time.Millisecond,
+	return Options{VersionAnnotation: checksum.DefaultVersionAnnotation, FailOpen: true, Ingresses: true, QuietPeriod: 200 * time.Millisecond,
 		MetricsBindAddress: ":8080", HealthProbeBindAddress: ":8081"}
 }
 
@@ -63,6 +65,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Dir, "dir", o.Dir, "Directory for the verified <name>.crt/<name>.key files and the snapshot (required).")
 	fs.StringVar(&o.VersionAnnotation, "version-annotation", o.VersionAnnotation, "Annotation holding a Secret's version.")
 	fs.BoolVar(&o.FailOpen, "fail-open", o.FailOpen, "Trust the secrets when no SecretCheckSum exists (Tengine-Ingress's behaviour); false keeps the last verified set.")
+	fs.BoolVar(&o.Ingresses, "ingresses", o.Ingresses, "Also verify the namespace's Ingresses against its IngressCheckSum (reported in metrics and events).")
 	fs.StringVar(&o.ReloadCommand, "reload-command", o.ReloadCommand, "Command run after the verified files change, e.g. 'nginx -s reload' (split on spaces, no shell).")
 	fs.DurationVar(&o.QuietPeriod, "quiet-period", o.QuietPeriod, "Wait for this much quiet after a change before re-checking.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of /metrics; '0' disables it.")
@@ -80,10 +83,10 @@ func (o Options) Validate() error {
 }
 
 var (
-	consistentGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "trustplane_dataplane_consistent",
-		Help: "1 while the local secrets agree with the control plane's checksum, 0 while they do not."})
+	consistentGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "trustplane_dataplane_consistent",
+		Help: "1 while the local objects agree with the control plane's checksum, 0 while they do not; by track (secrets, ingresses)."}, []string{"track"})
 	mismatchIDs = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "trustplane_dataplane_mismatch_ids",
-		Help: "IDs that differ from the newest SecretCheckSum, by side (local_only, published_only)."}, []string{"side"})
+		Help: "IDs that differ from the newest published checksum, by track and side (local_only, published_only)."}, []string{"track", "side"})
 	servedSecrets = prometheus.NewGauge(prometheus.GaugeOpts{Name: "trustplane_dataplane_served_secrets",
 		Help: "Secrets in the verified set on disk."})
 	snapshotCorrupt = prometheus.NewGauge(prometheus.GaugeOpts{Name: "trustplane_dataplane_snapshot_corrupt",
@@ -103,7 +106,7 @@ type Agent struct {
 
 	mu           sync.Mutex
 	served       dataplane.Snapshot // what is on disk
-	lastMismatch string             // the last reported diff, to report each once
+	lastMismatch map[string]string  // track → the last reported diff, to report each once
 }
 
 // Run restores the last verified set from disk, then follows the API server until ctx ends.
@@ -112,7 +115,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return err
 	}
 	logger := log.FromContext(ctx).WithName("dataplane")
-	a := &Agent{opts: opts, store: dataplane.Store{Dir: opts.Dir}}
+	a := &Agent{opts: opts, store: dataplane.Store{Dir: opts.Dir}, lastMismatch: map[string]string{}}
 	a.restore(logger)
 
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
@@ -134,10 +137,13 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	everything := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{key}
 	})
-	err = ctrl.NewControllerManagedBy(mgr).Named("dataplane").
+	b := ctrl.NewControllerManagedBy(mgr).Named("dataplane").
 		Watches(&corev1.Secret{}, everything).
-		Watches(&tenginev1.SecretCheckSum{}, everything).
-		Complete(a)
+		Watches(&tenginev1.SecretCheckSum{}, everything)
+	if opts.Ingresses {
+		b = b.Watches(&networkingv1.Ingress{}, everything).Watches(&tenginev1.IngressCheckSum{}, everything)
+	}
+	err = b.Complete(a)
 	if err != nil {
 		return err
 	}
@@ -167,12 +173,24 @@ func (a *Agent) restore(logger interface {
 	}
 }
 
-// Reconcile re-checks the namespace: the local secrets against the published checksums.
+// Reconcile re-checks the namespace: the local secrets (and ingresses) against the
+// published checksums.
 func (a *Agent) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	if a.opts.Ingresses {
+		if err := a.verifyIngresses(ctx); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	return reconcile.Result{}, a.verifySecrets(ctx)
+}
+
+// verifySecrets writes the secrets to disk when they are trusted, and otherwise keeps
+// the last verified set and reports the difference.
+func (a *Agent) verifySecrets(ctx context.Context) error {
 	logger := log.FromContext(ctx)
 	secrets := &corev1.SecretList{}
 	if err := a.reader.List(ctx, secrets, client.InNamespace(a.opts.Namespace)); err != nil {
-		return reconcile.Result{}, err
+		return err
 	}
 	local := a.localSet(secrets.Items)
 	ids := make([]string, len(local))
@@ -181,32 +199,27 @@ func (a *Agent) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.R
 	}
 	sums := &tenginev1.SecretCheckSumList{}
 	if err := a.reader.List(ctx, sums, client.InNamespace(a.opts.Namespace)); err != nil {
-		return reconcile.Result{}, err
+		return err
 	}
 	published := make([]dataplane.Published, len(sums.Items))
-	byName := map[string]*tenginev1.SecretCheckSum{}
+	byName := map[string]client.Object{}
 	for i := range sums.Items {
 		s := &sums.Items[i]
 		published[i] = dataplane.Published{Name: s.Name, Checksum: s.Spec.Checksum, IDs: s.Spec.IDs, Created: s.CreationTimestamp.Time}
 		byName[s.Name] = s
 	}
 	v := dataplane.Decide(ids, published, a.opts.FailOpen)
-	if !v.Trusted {
-		a.reportDistrust(logger, v, byName[v.Against])
-		return reconcile.Result{}, nil
+	if !a.report(logger, trackSecrets, v, byName[v.Against]) {
+		return nil
 	}
-	consistentGauge.Set(1)
-	mismatchIDs.WithLabelValues("local_only").Set(0)
-	mismatchIDs.WithLabelValues("published_only").Set(0)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.lastMismatch = ""
 	if a.served.Checksum == v.Checksum && sameIDs(a.served.Secrets, local) {
-		return reconcile.Result{}, nil
+		return nil
 	}
 	snap := dataplane.Snapshot{Checksum: v.Checksum, Secrets: local}
 	if err := a.store.Write(snap); err != nil {
-		return reconcile.Result{}, fmt.Errorf("writing the verified set: %w", err)
+		return fmt.Errorf("writing the verified set: %w", err)
 	}
 	a.served = snap
 	servedSecrets.Set(float64(len(local)))
@@ -216,8 +229,41 @@ func (a *Agent) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.R
 		a.recorder.Eventf(cr, nil, corev1.EventTypeNormal, "Verified", "Verify", "data plane serves %d secrets matching checksum %s", len(local), v.Checksum)
 	}
 	a.reload(logger)
-	return reconcile.Result{}, nil
+	return nil
 }
+
+// verifyIngresses checks the namespace's Ingresses against its IngressCheckSums.
+func (a *Agent) verifyIngresses(ctx context.Context) error {
+	ingresses := &networkingv1.IngressList{}
+	if err := a.reader.List(ctx, ingresses, client.InNamespace(a.opts.Namespace)); err != nil {
+		return err
+	}
+	var ids []string
+	for _, ing := range ingresses.Items {
+		if id, err := checksum.IngressID(ing.Name, ing.Annotations, a.opts.VersionAnnotation); err == nil {
+			ids = append(ids, id)
+		}
+	}
+	sums := &tenginev1.IngressCheckSumList{}
+	if err := a.reader.List(ctx, sums, client.InNamespace(a.opts.Namespace)); err != nil {
+		return err
+	}
+	published := make([]dataplane.Published, len(sums.Items))
+	byName := map[string]client.Object{}
+	for i := range sums.Items {
+		s := &sums.Items[i]
+		published[i] = dataplane.Published{Name: s.Name, Checksum: s.Spec.Checksum, IDs: s.Spec.IDs, Created: s.CreationTimestamp.Time}
+		byName[s.Name] = s
+	}
+	v := dataplane.Decide(ids, published, a.opts.FailOpen)
+	a.report(log.FromContext(ctx), trackIngresses, v, byName[v.Against])
+	return nil
+}
+
+const (
+	trackSecrets   = "secrets"
+	trackIngresses = "ingresses"
+)
 
 // localSet is every Secret with a valid ID, as the control plane computes it.
 func (a *Agent) localSet(items []corev1.Secret) []dataplane.Secret {
@@ -237,27 +283,37 @@ func (a *Agent) localSet(items []corev1.Secret) []dataplane.Secret {
 	return out
 }
 
-// reportDistrust keeps the served set and says exactly what differs (IDs, never contents).
-func (a *Agent) reportDistrust(logger interface {
+// report records a verdict in metrics, and a distrust in logs and one event per
+// distinct difference (IDs, never contents). It returns whether the track is trusted.
+func (a *Agent) report(logger interface {
 	Info(string, ...any)
-}, v dataplane.Verdict, against *tenginev1.SecretCheckSum) {
-	consistentGauge.Set(0)
-	mismatchIDs.WithLabelValues("local_only").Set(float64(len(v.LocalOnly)))
-	mismatchIDs.WithLabelValues("published_only").Set(float64(len(v.PublishedOnly)))
-	summary := fmt.Sprintf("%s: local checksum %s; only local: [%s]; only in %s: [%s]",
-		v.Reason, v.Checksum, strings.Join(v.LocalOnly, ", "), v.Against, strings.Join(v.PublishedOnly, ", "))
+}, track string, v dataplane.Verdict, against client.Object) bool {
+	localOnly, publishedOnly := mismatchIDs.WithLabelValues(track, "local_only"), mismatchIDs.WithLabelValues(track, "published_only")
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if summary == a.lastMismatch {
-		return
+	if v.Trusted {
+		consistentGauge.WithLabelValues(track).Set(1)
+		localOnly.Set(0)
+		publishedOnly.Set(0)
+		a.lastMismatch[track] = ""
+		return true
 	}
-	a.lastMismatch = summary
-	logger.Info("secrets do not agree with the control plane; keeping the last verified set",
-		"reason", v.Reason, "localChecksum", v.Checksum, "against", v.Against,
-		"localOnly", v.LocalOnly, "publishedOnly", v.PublishedOnly, "servedChecksum", a.served.Checksum)
+	consistentGauge.WithLabelValues(track).Set(0)
+	localOnly.Set(float64(len(v.LocalOnly)))
+	publishedOnly.Set(float64(len(v.PublishedOnly)))
+	summary := fmt.Sprintf("%s %s: local checksum %s; only local: [%s]; only in %s: [%s]",
+		track, v.Reason, v.Checksum, strings.Join(v.LocalOnly, ", "), v.Against, strings.Join(v.PublishedOnly, ", "))
+	if summary == a.lastMismatch[track] {
+		return false
+	}
+	a.lastMismatch[track] = summary
+	logger.Info("objects do not agree with the control plane; keeping the last verified state",
+		"track", track, "reason", v.Reason, "localChecksum", v.Checksum, "against", v.Against,
+		"localOnly", v.LocalOnly, "publishedOnly", v.PublishedOnly)
 	if against != nil {
 		a.recorder.Eventf(against, nil, corev1.EventTypeWarning, "ChecksumMismatch", "Verify", "%s", truncate(summary, 1000))
 	}
+	return false
 }
 
 func (a *Agent) reload(logger interface{ Error(error, string, ...any) }) {

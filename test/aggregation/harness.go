@@ -101,9 +101,15 @@ func (s *Side) Stop() {
 }
 
 // Corpus is a seeded world of ClusterRoles: sources, first-level aggregators selecting
-// sources, second-level aggregators selecting first-level ones, and one aggregator with
-// an empty selector that nothing selects. Selection is acyclic, so the result is unique.
+// sources, second-level aggregators selecting first-level ones, and a top aggregator that
+// selects everything (but other tops) and that nothing selects. Selection is acyclic, so
+// the result is unique.
 type Corpus struct {
+	// EmptyTop gives the top aggregator an empty selector ({}: every ClusterRole). Only one
+	// corpus per cluster may: two such aggregators select each other, and a cycle has no
+	// unique result (rules can circulate forever), upstream's or ours.
+	EmptyTop bool
+
 	r          *rand.Rand
 	prefix     string
 	sources    []string
@@ -155,9 +161,13 @@ func (c *Corpus) Initial(sources, aggregators int) []Op {
 		}})
 	}
 	top := c.prefix + "top"
+	topSelector := metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "top", Operator: metav1.LabelSelectorOpDoesNotExist}}}
+	if c.EmptyTop {
+		topSelector = metav1.LabelSelector{}
+	}
 	ops = append(ops, Op{Name: top, Create: &rbacv1.ClusterRole{
-		ObjectMeta:      metav1.ObjectMeta{Name: top},
-		AggregationRule: &rbacv1.AggregationRule{ClusterRoleSelectors: []metav1.LabelSelector{{}}},
+		ObjectMeta:      metav1.ObjectMeta{Name: top, Labels: map[string]string{"top": "true"}},
+		AggregationRule: &rbacv1.AggregationRule{ClusterRoleSelectors: []metav1.LabelSelector{topSelector}},
 	}})
 	return ops
 }

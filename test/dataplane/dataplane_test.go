@@ -22,6 +22,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -82,7 +83,7 @@ func controlPlane(env *testenv.Env) func(context.Context) error {
 			return err
 		}
 		opts := secretchecksum.DefaultOptions()
-		opts.Namespaces, opts.QuietPeriod, opts.Ingresses = []string{ns}, 200*time.Millisecond, false
+		opts.Namespaces, opts.QuietPeriod = []string{ns}, 200*time.Millisecond
 		if _, err := secretchecksum.Setup(mgr, opts); err != nil {
 			return err
 		}
@@ -132,6 +133,24 @@ func putSecret(t *testing.T, cl client.Client, name, version string, c testcerts
 			t.Fatal(err)
 		}
 		cur.Annotations, cur.Data = s.Annotations, s.Data
+		if err := cl.Update(ctx, cur); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func putIngress(t *testing.T, cl client.Client, name, version string) {
+	t.Helper()
+	ing := &networkingv1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{checksum.DefaultVersionAnnotation: version}},
+		Spec:       networkingv1.IngressSpec{DefaultBackend: &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}},
+	}
+	if err := cl.Create(ctx, ing); err != nil {
+		cur := &networkingv1.Ingress{}
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(ing), cur); err != nil {
+			t.Fatal(err)
+		}
+		cur.Annotations = ing.Annotations
 		if err := cl.Update(ctx, cur); err != nil {
 			t.Fatal(err)
 		}
@@ -290,6 +309,7 @@ func TestDataPlaneEndToEnd(t *testing.T) {
 	a, b := cert(t), cert(t)
 	putSecret(t, env.Client, "site-1", "1", a)
 	putSecret(t, env.Client, "site-2", "1", b)
+	putIngress(t, env.Client, "web-1", "1")
 	stopControl := run(t, controlPlane(env))
 	waitPublished(t, env.Client, "1-1-"+pemSHA(t, a), "2-1-"+pemSHA(t, b))
 
@@ -297,7 +317,8 @@ func TestDataPlaneEndToEnd(t *testing.T) {
 	reloadCmd := "true"
 	stopAgent := run(t, agent(env, dir, reloadCmd))
 	waitFor(t, "the first verified set", 20*time.Second, fileIs(dir, "site-1.crt", a.PEM()))
-	if !fileIs(dir, "site-2.key", b.KeyPEM())() || gauge(t, "trustplane_dataplane_consistent") != 1 {
+	waitFor(t, "ingresses verified", 20*time.Second, func() bool { return gauge(t, "trustplane_dataplane_consistent", "track", "ingresses") == 1 })
+	if !fileIs(dir, "site-2.key", b.KeyPEM())() || gauge(t, "trustplane_dataplane_consistent", "track", "secrets") != 1 {
 		t.Fatal("verified set incomplete or not consistent")
 	}
 	nginx := startNginx(t, dir)
@@ -320,8 +341,13 @@ func TestDataPlaneEndToEnd(t *testing.T) {
 		stopControl() // the control plane falls behind: its checksum no longer covers site-1
 		a3 = cert(t)
 		putSecret(t, env.Client, "site-1", "3", a3)
-		waitFor(t, "the mismatch to be seen", 20*time.Second, func() bool { return gauge(t, "trustplane_dataplane_consistent") == 0 })
-		if gauge(t, "trustplane_dataplane_mismatch_ids", "side", "local_only") != 1 || gauge(t, "trustplane_dataplane_mismatch_ids", "side", "published_only") != 1 {
+		putIngress(t, env.Client, "web-1", "2")
+		waitFor(t, "the ingress mismatch", 20*time.Second, func() bool {
+			return gauge(t, "trustplane_dataplane_consistent", "track", "ingresses") == 0 &&
+				gauge(t, "trustplane_dataplane_mismatch_ids", "track", "ingresses", "side", "local_only") == 1
+		})
+		waitFor(t, "the mismatch to be seen", 20*time.Second, func() bool { return gauge(t, "trustplane_dataplane_consistent", "track", "secrets") == 0 })
+		if gauge(t, "trustplane_dataplane_mismatch_ids", "track", "secrets", "side", "local_only") != 1 || gauge(t, "trustplane_dataplane_mismatch_ids", "track", "secrets", "side", "published_only") != 1 {
 			t.Error("mismatch metrics do not count one ID on each side")
 		}
 		localOnly, publishedOnly := "1-3-"+pemSHA(t, a3), "1-2-"+pemSHA(t, a)
@@ -344,7 +370,8 @@ func TestDataPlaneEndToEnd(t *testing.T) {
 	t.Run("recovers when both sides agree", func(t *testing.T) {
 		stopControl = run(t, controlPlane(env))
 		waitFor(t, "nginx to serve the now verified certificate", 20*time.Second, func() bool { return nginx.leafSHA() == pemSHA(t, a3) })
-		if gauge(t, "trustplane_dataplane_consistent") != 1 {
+		waitFor(t, "ingresses consistent again", 20*time.Second, func() bool { return gauge(t, "trustplane_dataplane_consistent", "track", "ingresses") == 1 })
+		if gauge(t, "trustplane_dataplane_consistent", "track", "secrets") != 1 {
 			t.Error("not consistent after recovery")
 		}
 	})

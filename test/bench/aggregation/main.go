@@ -78,6 +78,7 @@ func run() error {
 
 	sides := []*measured{{side: kcm}, {side: tp}}
 	corpus := aggregation.NewCorpus(*seed, "b-")
+	corpus.EmptyTop = true
 	fmt.Printf("bench-aggregation: %d ClusterRoles + %d aggregators, then %d churn events, seed %d\n", *roles, *aggregators, *churn, *seed)
 
 	if err := feed(ctx, sides, corpus.Initial(*roles, *aggregators)); err != nil {
