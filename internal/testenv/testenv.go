@@ -4,6 +4,7 @@
 package testenv
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -11,8 +12,12 @@ import (
 	"testing"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/trustplane/trustplane/config"
 	"github.com/trustplane/trustplane/internal/scheme"
@@ -118,4 +123,32 @@ func FreeAddr(tb testing.TB) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// RunManager starts a manager against the test control plane with what setup adds to
+// it, and stops it when the test ends. Each test may start its own: controller name
+// validation is off, metrics and probes are not served.
+func (e *Env) RunManager(tb testing.TB, setup func(ctrl.Manager) error) {
+	tb.Helper()
+	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
+		Scheme:                 scheme.New(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             crconfig.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := setup(mgr); err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	tb.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			tb.Errorf("manager: %v", err)
+		}
+	})
 }

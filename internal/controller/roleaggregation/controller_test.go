@@ -11,14 +11,10 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/trustplane/trustplane/internal/rbac"
-	"github.com/trustplane/trustplane/internal/scheme"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
 
@@ -30,20 +26,7 @@ var ctx = context.Background()
 
 func startManager(t *testing.T) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme: scheme.New(), Metrics: metricsserver.Options{BindAddress: "0"},
-		Controller: crconfig.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Setup(mgr, Options{Workers: 2}); err != nil {
-		t.Fatal(err)
-	}
-	c, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(c) }()
-	t.Cleanup(func() { cancel(); <-done })
+	env.RunManager(t, func(mgr ctrl.Manager) error { _, err := Setup(mgr, Options{Workers: 2}); return err })
 }
 
 var nsCounter int

@@ -15,16 +15,12 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	tenginev1 "github.com/trustplane/trustplane/api/tengine/v1"
 	tenginev1alpha1 "github.com/trustplane/trustplane/api/tengine/v1alpha1"
 	"github.com/trustplane/trustplane/internal/checksum"
-	"github.com/trustplane/trustplane/internal/scheme"
 	"github.com/trustplane/trustplane/internal/testcerts"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
@@ -42,23 +38,10 @@ func TestMain(m *testing.M) {
 // startManager runs the control plane for the test's namespace.
 func startManager(t *testing.T, ns string) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme: scheme.New(), Metrics: metricsserver.Options{BindAddress: "0"},
-		Controller: crconfig.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	opts := DefaultOptions()
 	opts.Namespaces = []string{ns}
 	opts.QuietPeriod = 300 * time.Millisecond
-	if _, err := Setup(mgr, opts); err != nil {
-		t.Fatal(err)
-	}
-	c, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(c) }()
-	t.Cleanup(func() { cancel(); <-done })
+	env.RunManager(t, func(mgr ctrl.Manager) error { _, err := Setup(mgr, opts); return err })
 }
 
 var nsCounter int

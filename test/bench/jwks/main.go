@@ -331,7 +331,7 @@ func (b *bench) startManager() (*managerProcess, error) {
 		return nil, err
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // never outlive the bench
-	cmd.Stderr = logs // shutdown cancels in-flight reconciles; their errors are not results
+	cmd.Stderr = logs                                                  // shutdown cancels in-flight reconciles; their errors are not results
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
