@@ -167,6 +167,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	if len(ids) == 0 && len(published) == 0 && !r.explicit(req.Namespace) {
+		// Covering every namespace must not litter the ones without versioned objects.
+		return reconcile.Result{}, nil
+	}
 	newest := ""
 	if len(published) > 0 {
 		newest = published[len(published)-1].checksum
@@ -190,6 +194,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	log.FromContext(ctx).Info("published checksum", "track", req.Name, "namespace", req.Namespace, "checksum", sum, "ids", len(ids))
 	// The data plane reacts to Add and Delete only: first the new object, then the old go.
 	return reconcile.Result{}, r.deleteOlder(ctx, published, 0)
+}
+
+// explicit says the namespace was named in --secret-checksum-namespaces: it gets a
+// checksum even when it holds no object yet (the MD5 of the empty string).
+func (r *Reconciler) explicit(ns string) bool {
+	for _, n := range r.opts.Namespaces {
+		if n == ns {
+			return true
+		}
+	}
+	return false
 }
 
 // publishedObject is a checksum object this controller made.

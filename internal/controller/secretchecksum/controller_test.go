@@ -36,10 +36,10 @@ func TestMain(m *testing.M) {
 }
 
 // startManager runs the control plane for the test's namespace.
-func startManager(t *testing.T, ns string) {
+func startManager(t *testing.T, namespaces ...string) {
 	t.Helper()
 	opts := DefaultOptions()
-	opts.Namespaces = []string{ns}
+	opts.Namespaces = namespaces
 	opts.QuietPeriod = 300 * time.Millisecond
 	env.RunManager(t, func(mgr ctrl.Manager) error { _, err := Setup(mgr, opts); return err })
 }
@@ -295,5 +295,19 @@ func waitForEvent(t *testing.T, ns, name, text string) {
 			t.Fatalf("no %s event on %s mentioning %q", ReasonLeftOut, name, text)
 		}
 		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// TestAllNamespacesModeSkipsNamespacesWithNothingToCover: with no namespace list, only
+// namespaces holding versioned objects get a checksum.
+func TestAllNamespacesModeSkipsNamespacesWithNothingToCover(t *testing.T) {
+	covered, plain := namespace(t), namespace(t)
+	id := putSecret(t, covered, "site-1", "1", newCert(t))
+	putSecret(t, plain, "unversioned-1", "", newCert(t))
+	startManager(t) // every namespace
+	waitPublished(t, covered, id)
+	time.Sleep(time.Second)
+	if items := published(t, plain); len(items) != 0 {
+		t.Errorf("a namespace without versioned secrets got %d SecretCheckSums", len(items))
 	}
 }
