@@ -3,6 +3,7 @@ package cli
 import (
 	"github.com/trustplane/trustplane/internal/controller/clusterroleaggregation"
 	"github.com/trustplane/trustplane/internal/controller/jwks"
+	"github.com/trustplane/trustplane/internal/controller/podcertsigner"
 	"github.com/trustplane/trustplane/internal/controller/roleaggregation"
 	"github.com/trustplane/trustplane/internal/controller/secretchecksum"
 	"github.com/trustplane/trustplane/internal/manager"
@@ -15,5 +16,6 @@ func controllers() []manager.Controller {
 		clusterroleaggregation.Controller(),
 		roleaggregation.Controller(),
 		secretchecksum.Controller(),
+		podcertsigner.Controller(),
 	}
 }

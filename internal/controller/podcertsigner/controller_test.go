@@ -1,0 +1,169 @@
+package podcertsigner
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/internal/podcert"
+	"github.com/trustplane/trustplane/internal/testenv"
+)
+
+var (
+	env *testenv.Env
+	ctx = context.Background()
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env)) }
+
+// world creates a Node, a ServiceAccount and a Pod bound to the node.
+func world(t *testing.T, ns string) (*corev1.Node, *corev1.Pod) {
+	t.Helper()
+	for _, obj := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: ns + "-node"}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: corev1.PodSpec{
+			NodeName: ns + "-node", ServiceAccountName: "web", Containers: []corev1.Container{{Name: "c", Image: "x"}}}},
+	} {
+		if err := env.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	node, pod := &corev1.Node{}, &corev1.Pod{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: ns + "-node"}, node); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, pod); err != nil {
+		t.Fatal(err)
+	}
+	return node, pod
+}
+
+func request(t *testing.T, node *corev1.Node, pod *corev1.Pod, signer, keyType string) *certificatesv1.PodCertificateRequest {
+	t.Helper()
+	sa := &corev1.ServiceAccount{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: pod.Spec.ServiceAccountName}, sa); err != nil {
+		t.Fatal(err)
+	}
+	_, proof, err := podcert.GenerateKeyAndProof(keyType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pcr := &certificatesv1.PodCertificateRequest{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, GenerateName: "req-"},
+		Spec: certificatesv1.PodCertificateRequestSpec{
+			SignerName: signer, PodName: pod.Name, PodUID: pod.UID, ServiceAccountName: sa.Name, ServiceAccountUID: sa.UID,
+			NodeUID: node.UID, StubPKCS10Request: proof,
+		},
+	}
+	pcr.Spec.NodeName = types.NodeName(node.Name)
+	max := int32(7200)
+	pcr.Spec.MaxExpirationSeconds = &max
+	if err := env.Client.Create(ctx, pcr); err != nil {
+		t.Fatalf("creating PCR: %v", err)
+	}
+	return pcr
+}
+
+func waitConcluded(t *testing.T, pcr *certificatesv1.PodCertificateRequest) *certificatesv1.PodCertificateRequest {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got := &certificatesv1.PodCertificateRequest{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pcr), got); err != nil {
+			t.Fatal(err)
+		}
+		if concluded(got) {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("PCR %s never concluded", pcr.Name)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+func TestIssuesWithinTheAPIRulesAndDenies(t *testing.T) {
+	opts := DefaultOptions()
+	opts.CANamespace = "default"
+	opts.KeyTypes = []string{"ECDSAP256", "ED25519", "RSA3072"}
+	env.RunManager(t, func(mgr ctrl.Manager) error { _, err := Setup(mgr, opts); return err })
+	node, pod := world(t, "signer-a")
+
+	for _, kt := range []string{"ECDSAP256", "ED25519", "RSA3072"} {
+		pcr := waitConcluded(t, request(t, node, pod, opts.SignerName, kt))
+		cond := pcr.Status.Conditions[len(pcr.Status.Conditions)-1]
+		if cond.Type != certificatesv1.PodCertificateRequestConditionTypeIssued {
+			t.Fatalf("%s: %+v", kt, cond)
+		}
+		// The chain verifies against the CA the signer created in its Secret.
+		secret := &corev1.Secret{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: opts.CASecretName}, secret); err != nil {
+			t.Fatal(err)
+		}
+		roots := x509.NewCertPool()
+		roots.AppendCertsFromPEM(secret.Data[corev1.TLSCertKey])
+		block, _ := pem.Decode([]byte(pcr.Status.CertificateChain))
+		leaf, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+			t.Errorf("%s: chain does not verify: %v", kt, err)
+		}
+		if got := leaf.URIs[0].String(); got != "spiffe://cluster.local/ns/signer-a/sa/web" {
+			t.Errorf("%s: SPIFFE ID %s", kt, got)
+		}
+		if lifetime := pcr.Status.NotAfter.Sub(pcr.Status.NotBefore.Time); lifetime != 2*time.Hour {
+			t.Errorf("%s: lifetime %v, want maxExpirationSeconds", kt, lifetime)
+		}
+	}
+
+	// A second signer name is not ours: untouched.
+	other := request(t, node, pod, "example.com/other", "ECDSAP256")
+	// A key type the signer does not issue.
+	rsa4096 := waitConcluded(t, request(t, node, pod, opts.SignerName, "RSA4096"))
+	if c := rsa4096.Status.Conditions[0]; c.Type != certificatesv1.PodCertificateRequestConditionTypeDenied || c.Reason != certificatesv1.PodCertificateRequestConditionUnsupportedKeyType {
+		t.Errorf("RSA4096: %+v", c)
+	}
+	// A request naming a pod that is gone.
+	if err := env.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	gone := waitConcluded(t, request(t, node, pod, opts.SignerName, "ECDSAP256"))
+	if c := gone.Status.Conditions[0]; c.Reason != "PodNotFound" {
+		t.Errorf("gone pod: %+v", c)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(other), other); err != nil || len(other.Status.Conditions) != 0 {
+		t.Errorf("another signer's request was touched: %+v", other.Status)
+	}
+}
+
+func TestExistingCAIsUsedAndNeverReplaced(t *testing.T) {
+	bad := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "broken-ca"}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{corev1.TLSCertKey: []byte("garbage"), corev1.TLSPrivateKeyKey: []byte("garbage")}}
+	if err := env.Client.Create(ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{Client: env.Client, APIReader: env.Client, opts: Options{CANamespace: "default", CASecretName: "broken-ca", SignerName: "x", Clock: DefaultOptions().Clock}}
+	if _, err := r.loadCA(ctx); err == nil || !strings.Contains(err.Error(), "tls.crt") {
+		t.Fatalf("broken CA: %v", err)
+	}
+	got := &corev1.Secret{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(bad), got); err != nil || string(got.Data[corev1.TLSCertKey]) != "garbage" {
+		t.Error("the signer replaced a Secret it could not parse")
+	}
+}
