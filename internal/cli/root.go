@@ -2,7 +2,6 @@
 package cli
 
 import (
-	"errors"
 	goflag "flag"
 	"fmt"
 
@@ -12,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/trustplane/trustplane/internal/dataplaneagent"
+	"github.com/trustplane/trustplane/internal/nodeagent"
 
 	"github.com/trustplane/trustplane/internal/version"
 )
@@ -47,18 +47,31 @@ func newVersionCommand() *cobra.Command {
 	}
 }
 
-// errNotBuiltYet marks roles whose system is not implemented in this release.
-var errNotBuiltYet = errors.New("not implemented in this release")
-
 func newNodeAgentCommand() *cobra.Command {
-	return &cobra.Command{
+	opts := nodeagent.DefaultOptions()
+	zapOpts := zap.Options{}
+	cmd := &cobra.Command{
 		Use:   "node-agent",
-		Short: "Pod-certificate agent, one per node (not implemented in this release)",
+		Short: "Pod-certificate agent, one per node: requests, refreshes and writes the pod certificates of its node's pods",
 		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			return fmt.Errorf("node-agent: %w", errNotBuiltYet)
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := opts.Validate(); err != nil {
+				return err
+			}
+			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+			cfg, err := config.GetConfig()
+			if err != nil {
+				return err
+			}
+			return nodeagent.Run(cmd.Context(), cfg, opts)
 		},
 	}
+	opts.AddFlags(cmd.Flags())
+	goflags := goflag.NewFlagSet("node-agent", goflag.ContinueOnError)
+	config.RegisterFlags(goflags)
+	zapOpts.BindFlags(goflags)
+	cmd.Flags().AddGoFlagSet(goflags)
+	return cmd
 }
 
 func newDataplaneCommand() *cobra.Command {

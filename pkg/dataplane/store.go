@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/trustplane/trustplane/internal/atomicfile"
 )
 
 // SnapshotFile is the name of the snapshot in the store's directory.
@@ -90,7 +92,7 @@ func (s Store) Write(snap Snapshot) error {
 			}
 		}
 	}
-	return syncDir(s.Dir)
+	return atomicfile.SyncDir(s.Dir)
 }
 
 // Load reads and verifies the snapshot. A missing one is os.ErrNotExist; one whose
@@ -126,40 +128,7 @@ func (s Store) Restore() (Snapshot, error) {
 }
 
 func (s Store) writeIfChanged(name string, content []byte, mode os.FileMode) error {
-	path := filepath.Join(s.Dir, name)
-	if old, err := os.ReadFile(path); err == nil && string(old) == string(content) {
-		return nil
-	}
-	tmp, err := os.CreateTemp(s.Dir, "."+name+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if _, err := tmp.Write(content); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return atomicfile.WriteFile(filepath.Join(s.Dir, name), content, mode)
 }
 
 // validName accepts Kubernetes object names (DNS subdomains), which are safe file names.

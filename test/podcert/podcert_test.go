@@ -1,0 +1,264 @@
+// Package podcert tests pod certificates end to end against a real API server: the node
+// agent requests, the signer issues, bundles verify against the CA, refresh comes before
+// notAfter, and with the signer stopped the overdue and expired events reach the Pod once
+// each while the metric states change.
+package podcert
+
+import (
+	"context"
+	"crypto"
+	"crypto/x509"
+	"encoding/pem"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/trustplane/trustplane/internal/controller/podcertsigner"
+	"github.com/trustplane/trustplane/internal/nodeagent"
+	"github.com/trustplane/trustplane/internal/podcert"
+	"github.com/trustplane/trustplane/internal/scheme"
+	"github.com/trustplane/trustplane/internal/testenv"
+)
+
+var (
+	env *testenv.Env
+	ctx = context.Background()
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("TEST_LOGS") != "" {
+		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
+	} else {
+		ctrl.SetLogger(logr.Discard())
+	}
+	os.Exit(testenv.Main(m, &env))
+}
+
+const signer = "trustplane.io/pod-identity"
+
+func background(t *testing.T, fn func(context.Context) error) (stop func()) {
+	c, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- fn(c) }()
+	stopped := false
+	stop = func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			<-done
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+func stateCount(t *testing.T, state string) float64 {
+	t.Helper()
+	families, _ := metrics.Registry.Gather()
+	for _, f := range families {
+		if f.GetName() != "trustplane_podcertificate_states" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["signer_name"] == signer && labels["state"] == state {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+func podEvents(t *testing.T, reason string) int {
+	list := &eventsv1.EventList{}
+	if err := env.Client.List(ctx, list, client.InNamespace("apps")); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range list.Items {
+		if e.Regarding.Kind == "Pod" && e.Regarding.Name == "web" && e.Reason == reason && e.Type == corev1.EventTypeWarning {
+			n++
+		}
+	}
+	return n
+}
+
+// bundle reads the credential bundle and checks its key matches its leaf, which chains to the CA.
+func bundle(t *testing.T, path string, roots *x509.CertPool) (*x509.Certificate, bool) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, false
+	}
+	keyBlock, rest := pem.Decode(raw)
+	leafBlock, _ := pem.Decode(rest)
+	if keyBlock == nil || keyBlock.Type != "PRIVATE KEY" || leafBlock == nil || leafBlock.Type != "CERTIFICATE" {
+		t.Fatalf("bundle layout: key then chain expected")
+	}
+	key, err := x509.ParsePKCS8PrivateKey(keyBlock.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(leafBlock.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !key.(crypto.Signer).Public().(interface{ Equal(crypto.PublicKey) bool }).Equal(leaf.PublicKey) {
+		t.Fatal("the bundle's key is not the certificate's")
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}, CurrentTime: leaf.NotBefore.Add(time.Minute)}); err != nil {
+		t.Fatalf("bundle does not verify against the CA: %v", err)
+	}
+	return leaf, true
+}
+
+func TestPodCertificatesEndToEnd(t *testing.T) {
+	for _, obj := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"}, Spec: corev1.PodSpec{
+			NodeName: "node-a", ServiceAccountName: "web", Containers: []corev1.Container{{Name: "c", Image: "x"}},
+			Volumes: []corev1.Volume{{Name: "identity", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+				Sources: []corev1.VolumeProjection{{PodCertificate: &corev1.PodCertificateProjection{
+					SignerName: signer, KeyType: "ECDSAP256", MaxExpirationSeconds: ptrInt32(3600), CredentialBundlePath: "bundle.pem"}}}}}}},
+		}},
+		// A pod on another node: never this agent's business.
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "elsewhere", Annotations: map[string]string{nodeagent.SignerAnnotation: signer}},
+			Spec: corev1.PodSpec{NodeName: "node-b", ServiceAccountName: "web", Containers: []corev1.Container{{Name: "c", Image: "x"}}}},
+	} {
+		if err := env.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	signerOpts := podcertsigner.DefaultOptions()
+	signerOpts.CANamespace = "default"
+	stopSigner := background(t, func(c context.Context) error {
+		mgr, err := ctrl.NewManager(env.Config, managerOptions())
+		if err != nil {
+			return err
+		}
+		if _, err := podcertsigner.Setup(mgr, signerOpts); err != nil {
+			return err
+		}
+		return mgr.Start(c)
+	})
+
+	clk := clocktesting.NewFakeClock(time.Now())
+	dir := t.TempDir()
+	agentOpts := nodeagent.DefaultOptions()
+	agentOpts.NodeName, agentOpts.Dir, agentOpts.Clock = "node-a", dir, clk
+	agentOpts.RefreshInterval = 100 * time.Millisecond
+	agentOpts.MetricsBindAddress, agentOpts.HealthProbeBindAddress = "0", "0"
+	agentOpts.Jitter = func() time.Duration { return 0 }
+	background(t, func(c context.Context) error { return nodeagent.Run(c, env.Config, agentOpts) })
+
+	path := filepath.Join(dir, "apps", "web", "identity-0", nodeagent.BundleFile)
+	var roots *x509.CertPool
+	waitFor(t, "the CA", func() bool {
+		s := &corev1.Secret{}
+		if env.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: signerOpts.CASecretName}, s) != nil {
+			return false
+		}
+		roots = x509.NewCertPool()
+		return roots.AppendCertsFromPEM(s.Data[corev1.TLSCertKey])
+	})
+	var first *x509.Certificate
+	waitFor(t, "the first bundle", func() bool { var ok bool; first, ok = bundle(t, path, roots); return ok })
+	if stateCount(t, podcert.StateFresh) != 1 {
+		t.Errorf("metric fresh = %v", stateCount(t, podcert.StateFresh))
+	}
+	if _, err := os.Stat(filepath.Join(dir, "apps", "elsewhere")); !os.IsNotExist(err) {
+		t.Error("a pod of another node got a bundle")
+	}
+
+	// Refresh: just past beginRefreshAt (before notAfter), a new certificate arrives.
+	pcrs := &certificatesv1.PodCertificateRequestList{}
+	if err := env.Client.List(ctx, pcrs, client.InNamespace("apps")); err != nil || len(pcrs.Items) != 1 {
+		t.Fatalf("PCRs: %v %d", err, len(pcrs.Items))
+	}
+	begin := pcrs.Items[0].Status.BeginRefreshAt.Time
+	clk.SetTime(begin.Add(time.Second))
+	var second *x509.Certificate
+	waitFor(t, "the refreshed bundle", func() bool {
+		leaf, ok := bundle(t, path, roots)
+		second = leaf
+		return ok && leaf.SerialNumber.Cmp(first.SerialNumber) != 0
+	})
+	if !clk.Now().Before(first.NotAfter) {
+		t.Error("refreshed only after notAfter")
+	}
+	if podEvents(t, podcert.ReasonOverdueForRefresh)+podEvents(t, podcert.ReasonExpired) != 0 {
+		t.Error("warnings during a healthy refresh")
+	}
+	clk.SetTime(time.Now()) // the new certificate's times are real ones
+
+	// The signer stops; time passes the refresh point, then the certificate's end.
+	stopSigner()
+	pcrs = &certificatesv1.PodCertificateRequestList{}
+	_ = env.Client.List(ctx, pcrs, client.InNamespace("apps"))
+	var latestBegin time.Time
+	for _, p := range pcrs.Items {
+		if p.Status.BeginRefreshAt != nil && p.Status.BeginRefreshAt.After(latestBegin) {
+			latestBegin = p.Status.BeginRefreshAt.Time
+		}
+	}
+	clk.SetTime(latestBegin.Add(11 * time.Minute))
+	waitFor(t, "CertificateOverdueForRefresh on the Pod", func() bool { return podEvents(t, podcert.ReasonOverdueForRefresh) == 1 })
+	waitFor(t, "metric overdue_for_refresh", func() bool { return stateCount(t, podcert.StateOverdueForRefresh) == 1 })
+	clk.SetTime(second.NotAfter.Add(time.Minute))
+	waitFor(t, "CertificateExpired on the Pod", func() bool { return podEvents(t, podcert.ReasonExpired) == 1 })
+	waitFor(t, "metric expired", func() bool { return stateCount(t, podcert.StateExpired) == 1 })
+	time.Sleep(time.Second) // ten more refresh passes
+	if podEvents(t, podcert.ReasonOverdueForRefresh) != 1 || podEvents(t, podcert.ReasonExpired) != 1 {
+		t.Errorf("events repeated: overdue %d, expired %d", podEvents(t, podcert.ReasonOverdueForRefresh), podEvents(t, podcert.ReasonExpired))
+	}
+	if leaf, ok := bundle(t, path, roots); !ok || leaf.SerialNumber.Cmp(second.SerialNumber) != 0 {
+		t.Error("the expired credential is no longer served")
+	}
+
+	// The pod goes away: its credentials go too.
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"}}
+	if err := env.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the pod's directory to be removed", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "apps", "web"))
+		return os.IsNotExist(err)
+	})
+}
+
+func ptrInt32(v int32) *int32 { return &v }
+
+func managerOptions() ctrl.Options {
+	return ctrl.Options{Scheme: scheme.New(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: crconfig.Controller{SkipNameValidation: ptr.To(true)}}
+}
