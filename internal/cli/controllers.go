@@ -6,6 +6,7 @@ import (
 	"github.com/trustplane/trustplane/internal/controller/podcertsigner"
 	"github.com/trustplane/trustplane/internal/controller/roleaggregation"
 	"github.com/trustplane/trustplane/internal/controller/secretchecksum"
+	"github.com/trustplane/trustplane/internal/controller/tlsexpiry"
 	"github.com/trustplane/trustplane/internal/manager"
 )
 
@@ -17,5 +18,6 @@ func controllers() []manager.Controller {
 		roleaggregation.Controller(),
 		secretchecksum.Controller(),
 		podcertsigner.Controller(),
+		tlsexpiry.Controller(),
 	}
 }
