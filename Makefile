@@ -70,6 +70,10 @@ bench-aggregation: k8s-bins ## ClusterRole aggregation vs kube-controller-manage
 bench-checksum: ## Secret checksum over 50,000 TLS Secrets: initial, incremental vs full recompute.
 	go run ./test/bench/checksum
 
+.PHONY: bench-podcert
+bench-podcert: k8s-bins ## Pod certificates: refresh pass over 5,000 projections, signer throughput.
+	go run ./test/bench/podcert
+
 .PHONY: fuzz-jwks
 fuzz-jwks: ## Fuzz the certificate → JWK path for FUZZTIME (default 3m).
 	go test ./internal/jwks -run '^$$' -fuzz FuzzParseChain -fuzztime $(or $(FUZZTIME),3m)

@@ -57,7 +57,7 @@ func DefaultOptions() Options {
 	return Options{
 		SignerName: "trustplane.io/pod-identity", CANamespace: ownNamespace(), CASecretName: "trustplane-pod-identity-ca",
 		MaxLifetime: 24 * time.Hour, KeyTypes: []string{"RSA3072", "RSA4096", "ECDSAP256", "ECDSAP384", "ECDSAP521", "ED25519"},
-		TrustDomain: "cluster.local", Workers: 4, Clock: clock.RealClock{},
+		TrustDomain: "cluster.local", Workers: 16, Clock: clock.RealClock{},
 	}
 }
 
