@@ -1,0 +1,145 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// ClusterCore is the cluster's purpose and place.
+type ClusterCore struct {
+	// purpose of the Gardener shoot: evaluation, development, production, testing.
+	// +kubebuilder:validation:Enum=evaluation;development;production;testing
+	// +kubebuilder:default=development
+	// +optional
+	Purpose string `json:"purpose,omitempty"`
+	// region of the hyperscaler.
+	// +optional
+	Region string `json:"region,omitempty"`
+}
+
+// OIDCConfig is the API server's OIDC authentication.
+type OIDCConfig struct {
+	// clientID of the OIDC client.
+	ClientID string `json:"clientID"`
+	// issuerURL of the OIDC provider.
+	IssuerURL string `json:"issuerURL"`
+	// groupsClaim names the groups claim.
+	// +optional
+	GroupsClaim string `json:"groupsClaim,omitempty"`
+	// usernameClaim names the username claim.
+	// +optional
+	UsernameClaim string `json:"usernameClaim,omitempty"`
+	// usernamePrefix is prepended to usernames.
+	// +optional
+	UsernamePrefix string `json:"usernamePrefix,omitempty"`
+	// signingAlgs accepted.
+	// +listType=atomic
+	// +optional
+	SigningAlgs []string `json:"signingAlgs,omitempty"`
+}
+
+// ClusterInfrastructure is where and how big the cluster is.
+type ClusterInfrastructure struct {
+	// provider is the hyperscaler: aws, azure, gcp, openstack.
+	// +optional
+	Provider string `json:"provider,omitempty"`
+	// machineType of the worker pool.
+	// +optional
+	MachineType string `json:"machineType,omitempty"`
+	// autoScalerMin is the worker pool's minimum size.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	AutoScalerMin int32 `json:"autoScalerMin,omitempty"`
+	// autoScalerMax is the worker pool's maximum size.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	AutoScalerMax int32 `json:"autoScalerMax,omitempty"`
+	// numberOfZones spreads the worker pool.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=1
+	// +optional
+	NumberOfZones int32 `json:"numberOfZones,omitempty"`
+	// subscriptionSelector picks the hyperscaler credential: shared or dedicated.
+	// +optional
+	SubscriptionSelector *metav1.LabelSelector `json:"subscriptionSelector,omitempty"`
+}
+
+// ClusterSpec is the desired cluster.
+type ClusterSpec struct {
+	// core is the purpose and region.
+	// +optional
+	Core ClusterCore `json:"core,omitempty"`
+	// extensions are Gardener shoot extensions, passed through.
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +optional
+	Extensions *runtime.RawExtension `json:"extensions,omitempty"`
+	// oidcConfig configures the API server's OIDC authentication.
+	// +optional
+	OIDCConfig *OIDCConfig `json:"oidcConfig,omitempty"`
+	// infrastructure is the hyperscaler side.
+	// +optional
+	Infrastructure ClusterInfrastructure `json:"infrastructure,omitempty"`
+	// administrators get cluster-admin in the new cluster.
+	// +listType=set
+	// +optional
+	Administrators []string `json:"administrators,omitempty"`
+	// kubeconfigSecretRef brings your own cluster (BYOC): a Secret in this namespace
+	// whose "kubeconfig" key is a cluster-admin kubeconfig. Gardener is not used.
+	// +optional
+	KubeconfigSecretRef *SecretKeyReference `json:"kubeconfigSecretRef,omitempty"`
+}
+
+// SecretKeyReference names a key of a Secret in the same namespace.
+type SecretKeyReference struct {
+	// name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// key in the Secret's data; default "kubeconfig".
+	// +kubebuilder:default=kubeconfig
+	// +optional
+	Key string `json:"key,omitempty"`
+}
+
+// ClusterStatus is the observed cluster.
+type ClusterStatus struct {
+	// conditions: ClusterProvisioned, Ready.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// observedGeneration is the generation the status was computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// shootName is the Gardener shoot of this cluster.
+	// +optional
+	ShootName string `json:"shootName,omitempty"`
+}
+
+// Cluster is a Kubernetes cluster to provision through Gardener, or one brought along.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Provisioned",type=string,JSONPath=`.status.conditions[?(@.type=="ClusterProvisioned")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Cluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired cluster.
+	Spec ClusterSpec `json:"spec,omitempty"`
+	// status is the observed cluster.
+	// +optional
+	Status ClusterStatus `json:"status,omitempty"`
+}
+
+// ClusterList is a list of Cluster.
+//
+// +kubebuilder:object:root=true
+type ClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// items are the Clusters.
+	Items []Cluster `json:"items"`
+}
+
+func init() { SchemeBuilder.Register(&Cluster{}, &ClusterList{}) }

@@ -1,0 +1,134 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Annotations that act on a KubeconfigRequest; values are the strings "true"/"false".
+const (
+	// RotateAnnotation "true" issues a new credential now (then it is reset to "false").
+	RotateAnnotation = "operator.kyma-project.io/rotate"
+	// RevokeAnnotation "true" invalidates the credential at once and clears the status.
+	RevokeAnnotation = "operator.kyma-project.io/revoke"
+)
+
+// PolicyRule is an RBAC rule for the issued credential. API groups carry no version and
+// resources are lower-case plural names, as in RBAC itself.
+// +kubebuilder:validation:XValidation:rule="!has(self.apiGroups) || self.apiGroups.all(g, !g.contains('/'))",message="apiGroups are API groups without a version, e.g. operator.kyma-project.io, not operator.kyma-project.io/v1alpha1"
+// +kubebuilder:validation:XValidation:rule="!has(self.resources) || self.resources.all(r, r == r.lowerAscii())",message="resources are lower-case plural resource names, e.g. secrets, not Secret"
+type PolicyRule struct {
+	// apiGroups of the resources; "" is the core group.
+	// +listType=atomic
+	// +optional
+	APIGroups []string `json:"apiGroups,omitempty"`
+	// resources, lower-case plural (e.g. "deployments", "pods/log").
+	// +listType=atomic
+	// +optional
+	Resources []string `json:"resources,omitempty"`
+	// resourceNames restricts the rule to named objects.
+	// +listType=atomic
+	// +optional
+	ResourceNames []string `json:"resourceNames,omitempty"`
+	// verbs allowed (get, list, watch, create, update, patch, delete, ...).
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	Verbs []string `json:"verbs"`
+	// nonResourceURLs (cluster rules only), e.g. "/healthz".
+	// +listType=atomic
+	// +optional
+	NonResourceURLs []string `json:"nonResourceURLs,omitempty"`
+}
+
+// ClusterRoleSpec is the cluster-wide access of the credential.
+type ClusterRoleSpec struct {
+	// rules of the ClusterRole created in the target cluster.
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	Rules []PolicyRule `json:"rules"`
+}
+
+// RoleSpec is the namespaced access of the credential.
+type RoleSpec struct {
+	// namespace of the Role in the target cluster.
+	// +kubebuilder:validation:MinLength=1
+	Namespace string `json:"namespace"`
+	// rules of the Role.
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	Rules []PolicyRule `json:"rules"`
+}
+
+// KubeconfigRequestSpec asks for an expiring kubeconfig with exactly these rights.
+// +kubebuilder:validation:XValidation:rule="has(self.clusterRole) || has(self.role)",message="a KubeconfigRequest needs clusterRole or role rules"
+type KubeconfigRequestSpec struct {
+	// cluster is the name of the Cluster (in this namespace) the kubeconfig is for.
+	// +kubebuilder:validation:MinLength=1
+	Cluster string `json:"cluster"`
+	// clusterRole grants cluster-wide rules.
+	// +optional
+	ClusterRole *ClusterRoleSpec `json:"clusterRole,omitempty"`
+	// role grants rules in one namespace.
+	// +optional
+	Role *RoleSpec `json:"role,omitempty"`
+	// expiration is the requested lifetime in seconds; the target API server may shorten it.
+	// +kubebuilder:default=3600
+	// +kubebuilder:validation:Minimum=600
+	// +optional
+	Expiration int64 `json:"expiration,omitempty"`
+}
+
+// KubeconfigRequestStatus is the issued credential.
+type KubeconfigRequestStatus struct {
+	// conditions: Ready, with Denied/TargetUnreachable/... reasons.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// observedGeneration is the generation the status was computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// expirationTimestamp is when the issued token expires (the server's answer).
+	// +optional
+	ExpirationTimestamp *metav1.Time `json:"expirationTimestamp,omitempty"`
+	// kubeconfig is the issued kubeconfig, base64-encoded (as the seed specifies). The same
+	// is in the Secret named by secretName.
+	// +optional
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	// secretName is the Secret (this namespace) holding the kubeconfig under "kubeconfig".
+	// +optional
+	SecretName string `json:"secretName,omitempty"`
+	// issuedAt is when the current credential was issued.
+	// +optional
+	IssuedAt *metav1.Time `json:"issuedAt,omitempty"`
+}
+
+// KubeconfigRequest is an expiring, RBAC-scoped kubeconfig for a Cluster.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.cluster`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expirationTimestamp`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type KubeconfigRequest struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the requested access.
+	Spec KubeconfigRequestSpec `json:"spec"`
+	// status is the issued credential.
+	// +optional
+	Status KubeconfigRequestStatus `json:"status,omitempty"`
+}
+
+// KubeconfigRequestList is a list of KubeconfigRequest.
+//
+// +kubebuilder:object:root=true
+type KubeconfigRequestList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// items are the KubeconfigRequests.
+	Items []KubeconfigRequest `json:"items"`
+}
+
+func init() { SchemeBuilder.Register(&KubeconfigRequest{}, &KubeconfigRequestList{}) }
