@@ -3,6 +3,7 @@ package cli
 import (
 	"github.com/trustplane/trustplane/internal/controller/clusterroleaggregation"
 	"github.com/trustplane/trustplane/internal/controller/jwks"
+	"github.com/trustplane/trustplane/internal/controller/kubeconfig"
 	"github.com/trustplane/trustplane/internal/controller/podcertsigner"
 	"github.com/trustplane/trustplane/internal/controller/roleaggregation"
 	"github.com/trustplane/trustplane/internal/controller/secretchecksum"
@@ -19,5 +20,6 @@ func controllers() []manager.Controller {
 		secretchecksum.Controller(),
 		podcertsigner.Controller(),
 		tlsexpiry.Controller(),
+		kubeconfig.Controller(),
 	}
 }

@@ -19,22 +19,32 @@ const (
 type PolicyRule struct {
 	// apiGroups of the resources; "" is the core group.
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=253
 	// +optional
 	APIGroups []string `json:"apiGroups,omitempty"`
 	// resources, lower-case plural (e.g. "deployments", "pods/log").
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
 	// +optional
 	Resources []string `json:"resources,omitempty"`
 	// resourceNames restricts the rule to named objects.
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
 	// +optional
 	ResourceNames []string `json:"resourceNames,omitempty"`
 	// verbs allowed (get, list, watch, create, update, patch, delete, ...).
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=64
 	// +kubebuilder:validation:MinItems=1
 	Verbs []string `json:"verbs"`
 	// nonResourceURLs (cluster rules only), e.g. "/healthz".
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=1024
 	// +optional
 	NonResourceURLs []string `json:"nonResourceURLs,omitempty"`
 }
@@ -43,6 +53,7 @@ type PolicyRule struct {
 type ClusterRoleSpec struct {
 	// rules of the ClusterRole created in the target cluster.
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:MinItems=1
 	Rules []PolicyRule `json:"rules"`
 }
@@ -54,6 +65,7 @@ type RoleSpec struct {
 	Namespace string `json:"namespace"`
 	// rules of the Role.
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:MinItems=1
 	Rules []PolicyRule `json:"rules"`
 }

@@ -1,0 +1,476 @@
+// Package kubeconfig is the Kubeconfig operator: for a KubeconfigRequest it creates, in
+// the target cluster, a ServiceAccount with exactly the requested Role/ClusterRole rules,
+// issues an expiring token for it through TokenRequest, and publishes the kubeconfig in
+// the request's status (base64) and in a Secret. It rotates before expiry and on
+// rotate: "true", revokes at once on revoke: "true", and cleans up on deletion.
+package kubeconfig
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
+	"github.com/trustplane/trustplane/internal/access"
+	"github.com/trustplane/trustplane/internal/manager"
+)
+
+const (
+	// Name is the controller's name in --controllers.
+	Name = "kubeconfig"
+	// FieldOwner applies everything this controller writes.
+	FieldOwner = "trustplane-kubeconfig"
+	// Finalizer holds a request until its objects in the target cluster are gone.
+	Finalizer = "kubeconfig.trustplane.io/cleanup"
+	// TargetNamespace holds the ServiceAccounts and token bindings in target clusters.
+	TargetNamespace = "trustplane-kubeconfigs"
+	// RequestLabel marks every target object with the request it serves.
+	RequestLabel = "kubeconfig.trustplane.io/request"
+	// expiresAnnotation on a token binding records when its token expires.
+	expiresAnnotation = "kubeconfig.trustplane.io/expires"
+
+	ConditionReady          = "Ready"
+	ReasonIssued            = "Issued"
+	ReasonDenied            = "Denied"
+	ReasonRevoked           = "Revoked"
+	ReasonTargetUnreachable = "TargetUnreachable"
+	ReasonClusterNotReady   = "ClusterNotReady"
+)
+
+// Options are the controller's flags.
+type Options struct {
+	Ceiling        access.Ceiling
+	RotateFraction float64
+	Clock          clock.PassiveClock
+}
+
+// DefaultOptions are the flag defaults.
+func DefaultOptions() Options {
+	return Options{Ceiling: access.DefaultCeiling(), RotateFraction: 2.0 / 3, Clock: clock.RealClock{}}
+}
+
+// AddFlags registers the options as flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringSliceVar(&o.Ceiling.ForbiddenVerbs, "kubeconfig-forbidden-verbs", o.Ceiling.ForbiddenVerbs, "Verbs no KubeconfigRequest may be granted.")
+	fs.BoolVar(&o.Ceiling.AllowSecrets, "kubeconfig-allow-secrets", o.Ceiling.AllowSecrets, "Allow KubeconfigRequests to be granted access to secrets.")
+	fs.BoolVar(&o.Ceiling.AllowWildcardVerbs, "kubeconfig-allow-wildcard-verbs", o.Ceiling.AllowWildcardVerbs, `Allow the verb "*".`)
+	fs.Float64Var(&o.RotateFraction, "kubeconfig-rotate-fraction", o.RotateFraction, "Rotate a credential once this fraction of its lifetime has passed.")
+}
+
+// Controller is the registry entry for `trustplane manager`.
+func Controller() manager.Controller {
+	opts := DefaultOptions()
+	return manager.Controller{
+		Name: Name, Help: "KubeconfigRequest: RBAC-scoped, expiring kubeconfigs with rotate/revoke",
+		AddFlags: opts.AddFlags,
+		Setup:    func(mgr ctrl.Manager) error { _, err := Setup(mgr, opts); return err },
+	}
+}
+
+// Reconciler reconciles KubeconfigRequests.
+type Reconciler struct {
+	Client   client.Client
+	Recorder events.EventRecorder
+	opts     Options
+	// Targets gives the clients of a request's target cluster (tests may replace it).
+	Targets func(ctx context.Context, req *operatorv1alpha1.KubeconfigRequest) (*Target, error)
+}
+
+// Target is a connection to a target cluster.
+type Target struct {
+	Name   string
+	Config *rest.Config
+	Client client.Client
+	Kube   kubernetes.Interface
+}
+
+// +kubebuilder:rbac:groups=operator.kyma-project.io,resources=kubeconfigrequests,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=operator.kyma-project.io,resources=kubeconfigrequests/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=operator.kyma-project.io,resources=kubeconfigrequests/finalizers,verbs=update
+// +kubebuilder:rbac:groups=operator.kyma-project.io,resources=clusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete
+
+// Setup adds the controller to mgr.
+func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
+	r := &Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("trustplane-" + Name), opts: opts}
+	r.Targets = r.byocTarget
+	annotationsOrSpec := predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{})
+	return r, ctrl.NewControllerManagedBy(mgr).Named(Name).
+		For(&operatorv1alpha1.KubeconfigRequest{}, builder.WithPredicates(annotationsOrSpec)).
+		Watches(&operatorv1alpha1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.requestsForCluster)).
+		Complete(r)
+}
+
+// Reconcile makes the target cluster and the published kubeconfig match the request.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	kr := &operatorv1alpha1.KubeconfigRequest{}
+	if err := r.Client.Get(ctx, req.NamespacedName, kr); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !kr.DeletionTimestamp.IsZero() {
+		return reconcile.Result{}, r.finalize(ctx, kr)
+	}
+	if controllerutil.AddFinalizer(kr, Finalizer) {
+		if err := r.Client.Update(ctx, kr); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	before := kr.Status.DeepCopy()
+	result, err := r.reconcile(ctx, kr)
+	kr.Status.ObservedGeneration = kr.Generation
+	if !equalStatus(before, &kr.Status) {
+		if perr := r.Client.Status().Update(ctx, kr); perr != nil {
+			return reconcile.Result{}, errors.Join(err, perr)
+		}
+	}
+	var denied *deniedError
+	if errors.As(err, &denied) {
+		return reconcile.Result{}, reconcile.TerminalError(err)
+	}
+	return result, err
+}
+
+type deniedError struct{ msg string }
+
+func (e *deniedError) Error() string { return e.msg }
+
+func (r *Reconciler) reconcile(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest) (reconcile.Result, error) {
+	now := r.opts.Clock.Now()
+	if problems := r.opts.Ceiling.Check(allRules(kr)); len(problems) > 0 {
+		msg := "denied: " + strings.Join(problems, "; ")
+		r.setReady(kr, metav1.ConditionFalse, ReasonDenied, msg)
+		r.Recorder.Eventf(kr, nil, corev1.EventTypeWarning, ReasonDenied, "Validate", "%s", msg)
+		return reconcile.Result{}, &deniedError{msg}
+	}
+	target, err := r.Targets(ctx, kr)
+	if err != nil {
+		r.setReady(kr, metav1.ConditionFalse, ReasonClusterNotReady, err.Error())
+		return reconcile.Result{}, err
+	}
+	if kr.Annotations[operatorv1alpha1.RevokeAnnotation] == "true" {
+		return reconcile.Result{}, r.revoke(ctx, kr, target)
+	}
+	if err := r.applyRBAC(ctx, kr, target); err != nil {
+		r.setReady(kr, metav1.ConditionFalse, ReasonTargetUnreachable, fmt.Sprintf("cluster %s: %v", target.Name, err))
+		return reconcile.Result{}, err
+	}
+	rotateAt := r.rotateAt(kr)
+	rotateNow := kr.Annotations[operatorv1alpha1.RotateAnnotation] == "true"
+	if kr.Status.Kubeconfig == "" || rotateNow || !now.Before(rotateAt) {
+		if err := r.issue(ctx, kr, target, now); err != nil {
+			r.setReady(kr, metav1.ConditionFalse, ReasonTargetUnreachable, fmt.Sprintf("cluster %s: %v", target.Name, err))
+			return reconcile.Result{}, err
+		}
+		if rotateNow {
+			// The patch answers with the stored object: keep the status just computed.
+			issuedStatus := kr.Status.DeepCopy()
+			patch := client.MergeFrom(kr.DeepCopy())
+			kr.Annotations[operatorv1alpha1.RotateAnnotation] = "false"
+			if err := r.Client.Patch(ctx, kr, patch); err != nil {
+				return reconcile.Result{}, err
+			}
+			kr.Status = *issuedStatus
+		}
+		rotateAt = r.rotateAt(kr)
+	}
+	if err := r.pruneBindings(ctx, kr, target, now); err != nil {
+		return reconcile.Result{}, err
+	}
+	r.setReady(kr, metav1.ConditionTrue, ReasonIssued, fmt.Sprintf("kubeconfig for cluster %s valid until %s", target.Name, kr.Status.ExpirationTimestamp.UTC().Format(time.RFC3339)))
+	return reconcile.Result{RequeueAfter: max(rotateAt.Sub(now), time.Second)}, nil
+}
+
+// rotateAt is when the current credential is renewed: a fraction into its lifetime.
+func (r *Reconciler) rotateAt(kr *operatorv1alpha1.KubeconfigRequest) time.Time {
+	if kr.Status.IssuedAt == nil || kr.Status.ExpirationTimestamp == nil {
+		return time.Time{}
+	}
+	life := kr.Status.ExpirationTimestamp.Sub(kr.Status.IssuedAt.Time)
+	return kr.Status.IssuedAt.Add(time.Duration(float64(life) * r.opts.RotateFraction))
+}
+
+// applyRBAC applies the ServiceAccount, Role/RoleBinding and ClusterRole/Binding.
+func (r *Reconciler) applyRBAC(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest, t *Target) error {
+	name := targetName(kr)
+	labels := map[string]string{RequestLabel: name, "app.kubernetes.io/managed-by": "trustplane"}
+	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: TargetNamespace}}
+	objs := []client.Object{
+		&corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: TargetNamespace}},
+		&corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: TargetNamespace, Labels: labels}},
+	}
+	if kr.Spec.ClusterRole != nil {
+		objs = append(objs,
+			&rbacv1.ClusterRole{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"}, ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Rules: toRBAC(kr.Spec.ClusterRole.Rules)},
+			&rbacv1.ClusterRoleBinding{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"}, ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}, Subjects: subject})
+	}
+	if kr.Spec.Role != nil {
+		ns := kr.Spec.Role.Namespace
+		objs = append(objs,
+			&rbacv1.Role{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"}, ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}, Rules: toRBAC(kr.Spec.Role.Rules)},
+			&rbacv1.RoleBinding{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"}, ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}, Subjects: subject})
+	}
+	for _, obj := range objs {
+		//nolint:staticcheck // typed objects as apply patches: every field set here is intended
+		if err := t.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+			return fmt.Errorf("applying %T %s: %w", obj, obj.GetName(), err)
+		}
+	}
+	// Rules removed from the spec take their objects with them.
+	if kr.Spec.ClusterRole == nil {
+		if err := deleteAll(ctx, t.Client, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}}, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// issue binds a new token to a fresh binding Secret in the target, so that deleting the
+// binding revokes exactly this request's token, and publishes the kubeconfig.
+func (r *Reconciler) issue(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest, t *Target, now time.Time) error {
+	name := targetName(kr)
+	binding := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{GenerateName: name + "-", Namespace: TargetNamespace,
+		Labels: map[string]string{RequestLabel: name, "app.kubernetes.io/managed-by": "trustplane"}}}
+	if err := t.Client.Create(ctx, binding); err != nil {
+		return fmt.Errorf("creating token binding: %w", err)
+	}
+	tr, err := t.Kube.CoreV1().ServiceAccounts(TargetNamespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		ExpirationSeconds: ptr.To(kr.Spec.Expiration),
+		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Secret", APIVersion: "v1", Name: binding.Name, UID: binding.UID},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("requesting a token: %w", err)
+	}
+	patch := client.MergeFrom(binding.DeepCopy())
+	binding.Annotations = map[string]string{expiresAnnotation: tr.Status.ExpirationTimestamp.UTC().Format(time.RFC3339)}
+	if err := t.Client.Patch(ctx, binding, patch); err != nil {
+		return fmt.Errorf("recording the token's expiry: %w", err)
+	}
+	raw, err := access.Kubeconfig(t.Name, t.Config.Host, t.Config.CAData, name, tr.Status.Token)
+	if err != nil {
+		return err
+	}
+	secret := &corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{Name: kr.Name + "-kubeconfig", Namespace: kr.Namespace,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(kr, operatorv1alpha1.GroupVersion.WithKind("KubeconfigRequest"))}},
+		Data: map[string][]byte{"kubeconfig": raw}}
+	//nolint:staticcheck // typed apply, see applyRBAC
+	if err := r.Client.Patch(ctx, secret, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return fmt.Errorf("publishing the kubeconfig Secret: %w", err)
+	}
+	kr.Status.Kubeconfig = base64.StdEncoding.EncodeToString(raw)
+	kr.Status.SecretName = secret.Name
+	kr.Status.ExpirationTimestamp = &metav1.Time{Time: tr.Status.ExpirationTimestamp.Time}
+	kr.Status.IssuedAt = &metav1.Time{Time: now.Truncate(time.Second)}
+	r.Recorder.Eventf(kr, nil, corev1.EventTypeNormal, ReasonIssued, "Issue", "issued a kubeconfig for cluster %s, valid until %s", t.Name, tr.Status.ExpirationTimestamp.UTC().Format(time.RFC3339))
+	return nil
+}
+
+// pruneBindings deletes bindings whose tokens have expired, keeping the newest two (the
+// current credential and, until it expires, the one it replaced).
+func (r *Reconciler) pruneBindings(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest, t *Target, now time.Time) error {
+	list := &corev1.SecretList{}
+	if err := t.Client.List(ctx, list, client.InNamespace(TargetNamespace), client.MatchingLabels{RequestLabel: targetName(kr)}); err != nil {
+		return err
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return list.Items[j].CreationTimestamp.Before(&list.Items[i].CreationTimestamp) })
+	for i, s := range list.Items {
+		expires, err := time.Parse(time.RFC3339, s.Annotations[expiresAnnotation])
+		if i >= 2 || (err == nil && now.After(expires)) {
+			if err := client.IgnoreNotFound(t.Client.Delete(ctx, &list.Items[i])); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// revoke deletes every token binding (the target API server rejects those tokens at
+// once) and clears the published kubeconfig. Nothing is issued while revoke is "true".
+func (r *Reconciler) revoke(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest, t *Target) error {
+	if err := t.Client.DeleteAllOf(ctx, &corev1.Secret{}, client.InNamespace(TargetNamespace), client.MatchingLabels{RequestLabel: targetName(kr)}); err != nil {
+		r.setReady(kr, metav1.ConditionFalse, ReasonTargetUnreachable, fmt.Sprintf("revoking in cluster %s: %v", t.Name, err))
+		return err
+	}
+	if err := client.IgnoreNotFound(r.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: kr.Namespace, Name: kr.Name + "-kubeconfig"}})); err != nil {
+		return err
+	}
+	if kr.Status.Kubeconfig != "" {
+		r.Recorder.Eventf(kr, nil, corev1.EventTypeNormal, ReasonRevoked, "Revoke", "revoked the kubeconfig for cluster %s", t.Name)
+	}
+	kr.Status.Kubeconfig, kr.Status.SecretName, kr.Status.ExpirationTimestamp, kr.Status.IssuedAt = "", "", nil, nil
+	r.setReady(kr, metav1.ConditionFalse, ReasonRevoked, "revoked; set "+operatorv1alpha1.RevokeAnnotation+` to "false" to issue a new kubeconfig`)
+	return nil
+}
+
+// finalize removes what the request created in the target cluster.
+func (r *Reconciler) finalize(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest) error {
+	if !controllerutil.ContainsFinalizer(kr, Finalizer) {
+		return nil
+	}
+	t, err := r.Targets(ctx, kr)
+	if err != nil {
+		return err // keep the finalizer: the target must be cleaned up
+	}
+	name := targetName(kr)
+	objs := []client.Object{
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}}, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: TargetNamespace}},
+	}
+	if kr.Spec.Role != nil {
+		objs = append(objs, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: kr.Spec.Role.Namespace}},
+			&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: kr.Spec.Role.Namespace}})
+	}
+	if err := t.Client.DeleteAllOf(ctx, &corev1.Secret{}, client.InNamespace(TargetNamespace), client.MatchingLabels{RequestLabel: name}); err != nil {
+		return err
+	}
+	if err := deleteAll(ctx, t.Client, objs...); err != nil {
+		return err
+	}
+	controllerutil.RemoveFinalizer(kr, Finalizer)
+	return client.IgnoreNotFound(r.Client.Update(ctx, kr))
+}
+
+// byocTarget connects to a Cluster that brings its own kubeconfig.
+func (r *Reconciler) byocTarget(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest) (*Target, error) {
+	cluster := &operatorv1alpha1.Cluster{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: kr.Namespace, Name: kr.Spec.Cluster}, cluster); err != nil {
+		return nil, fmt.Errorf("cluster %q: %w", kr.Spec.Cluster, err)
+	}
+	ref := cluster.Spec.KubeconfigSecretRef
+	if ref == nil {
+		// Gardener shoots are reached through shoots/adminkubeconfig; that path is not built yet.
+		return nil, fmt.Errorf("cluster %q has no kubeconfigSecretRef: only brought-along clusters are supported so far", cluster.Name)
+	}
+	secret := &corev1.Secret{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: kr.Namespace, Name: ref.Name}, secret); err != nil {
+		return nil, fmt.Errorf("cluster %q kubeconfig Secret: %w", cluster.Name, err)
+	}
+	key := ref.Key
+	if key == "" {
+		key = "kubeconfig"
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data[key])
+	if err != nil {
+		return nil, fmt.Errorf("cluster %q kubeconfig: %w", cluster.Name, err)
+	}
+	cfg.Timeout = 15 * time.Second
+	c, err := client.New(cfg, client.Options{Scheme: r.Client.Scheme()})
+	if err != nil {
+		return nil, err
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Target{Name: cluster.Name, Config: cfg, Client: c, Kube: kube}, nil
+}
+
+func (r *Reconciler) requestsForCluster(ctx context.Context, o client.Object) []reconcile.Request {
+	list := &operatorv1alpha1.KubeconfigRequestList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, kr := range list.Items {
+		if kr.Spec.Cluster == o.GetName() {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: kr.Namespace, Name: kr.Name}})
+		}
+	}
+	return out
+}
+
+func (r *Reconciler) setReady(kr *operatorv1alpha1.KubeconfigRequest, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&kr.Status.Conditions, metav1.Condition{Type: ConditionReady, Status: status, Reason: reason, Message: msg,
+		ObservedGeneration: kr.Generation, LastTransitionTime: metav1.NewTime(r.opts.Clock.Now())})
+}
+
+// targetName is the name of the request's objects in the target cluster: unique per
+// namespace/name of the request, within the 63 characters labels allow.
+func targetName(kr *operatorv1alpha1.KubeconfigRequest) string {
+	sum := sha256.Sum256([]byte(kr.Namespace + "/" + kr.Name))
+	base := "kcr-" + kr.Namespace + "-" + kr.Name
+	if len(base) > 50 {
+		base = base[:50]
+	}
+	return strings.TrimRight(base, "-.") + "-" + hex.EncodeToString(sum[:4])
+}
+
+func allRules(kr *operatorv1alpha1.KubeconfigRequest) []rbacv1.PolicyRule {
+	var out []rbacv1.PolicyRule
+	if kr.Spec.ClusterRole != nil {
+		out = append(out, toRBAC(kr.Spec.ClusterRole.Rules)...)
+	}
+	if kr.Spec.Role != nil {
+		out = append(out, toRBAC(kr.Spec.Role.Rules)...)
+	}
+	return out
+}
+
+func toRBAC(rules []operatorv1alpha1.PolicyRule) []rbacv1.PolicyRule {
+	out := make([]rbacv1.PolicyRule, len(rules))
+	for i, r := range rules {
+		out[i] = rbacv1.PolicyRule{APIGroups: r.APIGroups, Resources: r.Resources, ResourceNames: r.ResourceNames, Verbs: r.Verbs, NonResourceURLs: r.NonResourceURLs}
+	}
+	return out
+}
+
+func deleteAll(ctx context.Context, c client.Client, objs ...client.Object) error {
+	for _, obj := range objs {
+		if err := c.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting %T %s: %w", obj, obj.GetName(), err)
+		}
+	}
+	return nil
+}
+
+func equalStatus(a, b *operatorv1alpha1.KubeconfigRequestStatus) bool {
+	return a.Kubeconfig == b.Kubeconfig && a.ObservedGeneration == b.ObservedGeneration && a.SecretName == b.SecretName &&
+		ptrTimeEqual(a.ExpirationTimestamp, b.ExpirationTimestamp) && ptrTimeEqual(a.IssuedAt, b.IssuedAt) &&
+		conditionsEqual(a.Conditions, b.Conditions)
+}
+
+func ptrTimeEqual(a, b *metav1.Time) bool {
+	return (a == nil && b == nil) || (a != nil && b != nil && a.Equal(b))
+}
+
+func conditionsEqual(a, b []metav1.Condition) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Type != b[i].Type || a[i].Status != b[i].Status || a[i].Reason != b[i].Reason || a[i].Message != b[i].Message || a[i].ObservedGeneration != b[i].ObservedGeneration {
+			return false
+		}
+	}
+	return true
+}

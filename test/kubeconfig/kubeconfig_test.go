@@ -1,0 +1,317 @@
+// Package kubeconfig tests the Kubeconfig operator with two real API servers: the
+// management cluster holding KubeconfigRequests and a brought-along target cluster. The
+// issued kubeconfigs are used for real requests against the target.
+package kubeconfig
+
+import (
+	"context"
+	"encoding/base64"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
+	kubeconfigctrl "github.com/trustplane/trustplane/internal/controller/kubeconfig"
+	"github.com/trustplane/trustplane/internal/testenv"
+)
+
+var (
+	mgmt, target *testenv.Env
+	ctx          = context.Background()
+)
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(logr.Discard())
+	var err error
+	if target, err = testenv.Start(); err != nil {
+		panic(err)
+	}
+	code := testenv.Main(m, &mgmt)
+	_ = target.Stop()
+	os.Exit(code)
+}
+
+const ns = "default"
+
+func setup(t *testing.T) {
+	t.Helper()
+	env := mgmt
+	env.RunManager(t, func(mgr ctrl.Manager) error {
+		_, err := kubeconfigctrl.Setup(mgr, kubeconfigctrl.DefaultOptions())
+		return err
+	})
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "target-admin"}, Data: map[string][]byte{"kubeconfig": target.Environment().KubeConfig}}
+	cluster := &operatorv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "target"},
+		Spec: operatorv1alpha1.ClusterSpec{KubeconfigSecretRef: &operatorv1alpha1.SecretKeyReference{Name: "target-admin"}}}
+	for _, obj := range []client.Object{secret, cluster} {
+		if err := env.Client.Create(ctx, obj); client.IgnoreAlreadyExists(err) != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := target.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}}); client.IgnoreAlreadyExists(err) != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitReady(t *testing.T, name string, status metav1.ConditionStatus, reason string) *operatorv1alpha1.KubeconfigRequest {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		kr := &operatorv1alpha1.KubeconfigRequest{}
+		if err := mgmt.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, kr); err != nil {
+			t.Fatal(err)
+		}
+		c := meta.FindStatusCondition(kr.Status.Conditions, "Ready")
+		if c != nil && c.Status == status && c.Reason == reason {
+			return kr
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: conditions %+v", name, kr.Status.Conditions)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// clientFrom builds a client for the target from an issued kubeconfig.
+func clientFrom(t *testing.T, kr *operatorv1alpha1.KubeconfigRequest) kubernetes.Interface {
+	t.Helper()
+	raw, err := base64.StdEncoding.DecodeString(kr.Status.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kubernetes.NewForConfigOrDie(cfg)
+}
+
+func TestKubeconfigLifecycle(t *testing.T) {
+	setup(t)
+	kr := &operatorv1alpha1.KubeconfigRequest{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reader"},
+		Spec: operatorv1alpha1.KubeconfigRequestSpec{Cluster: "target", Expiration: 3600,
+			Role:        &operatorv1alpha1.RoleSpec{Namespace: "team", Rules: []operatorv1alpha1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods", "configmaps"}, Verbs: []string{"get", "list"}}}},
+			ClusterRole: &operatorv1alpha1.ClusterRoleSpec{Rules: []operatorv1alpha1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"list"}}}}}}
+	if err := mgmt.Client.Create(ctx, kr); err != nil {
+		t.Fatal(err)
+	}
+	kr = waitReady(t, "reader", metav1.ConditionTrue, kubeconfigctrl.ReasonIssued)
+	if kr.Status.ExpirationTimestamp == nil || time.Until(kr.Status.ExpirationTimestamp.Time) > time.Hour+time.Minute || time.Until(kr.Status.ExpirationTimestamp.Time) < 50*time.Minute {
+		t.Errorf("expirationTimestamp %v", kr.Status.ExpirationTimestamp)
+	}
+	secret := &corev1.Secret{}
+	if err := mgmt.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: kr.Status.SecretName}, secret); err != nil || base64.StdEncoding.EncodeToString(secret.Data["kubeconfig"]) != kr.Status.Kubeconfig {
+		t.Fatalf("kubeconfig Secret: %v", err)
+	}
+
+	// Exactly what the rules allow, nothing else — checked with real requests.
+	kc := clientFrom(t, kr)
+	if _, err := kc.CoreV1().Pods("team").List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("list pods in team: %v", err)
+	}
+	if _, err := kc.CoreV1().Namespaces().List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("list namespaces: %v", err)
+	}
+	for what, call := range map[string]func() error{
+		"list pods in default": func() error { _, err := kc.CoreV1().Pods("default").List(ctx, metav1.ListOptions{}); return err },
+		"list secrets in team": func() error { _, err := kc.CoreV1().Secrets("team").List(ctx, metav1.ListOptions{}); return err },
+		"create a configmap": func() error {
+			_, err := kc.CoreV1().ConfigMaps("team").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
+			return err
+		},
+		"delete a namespace": func() error { return kc.CoreV1().Namespaces().Delete(ctx, "team", metav1.DeleteOptions{}) },
+	} {
+		if err := call(); !apierrors.IsForbidden(err) {
+			t.Errorf("%s: %v, want Forbidden", what, err)
+		}
+	}
+
+	// Rotation on request: a new token, the annotation reset.
+	old := kr.Status.Kubeconfig
+	patchAnnotation(t, "reader", operatorv1alpha1.RotateAnnotation, "true")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if err := mgmt.Client.Get(ctx, client.ObjectKeyFromObject(kr), kr); err != nil {
+			t.Fatal(err)
+		}
+		if kr.Status.Kubeconfig != "" && kr.Status.Kubeconfig != old && kr.Annotations[operatorv1alpha1.RotateAnnotation] == "false" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("not rotated")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	rotated := clientFrom(t, kr)
+	if _, err := rotated.CoreV1().Pods("team").List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("rotated kubeconfig: %v", err)
+	}
+
+	// Revoke: the token is rejected by the target at once and the status is cleared.
+	patchAnnotation(t, "reader", operatorv1alpha1.RevokeAnnotation, "true")
+	kr = waitReady(t, "reader", metav1.ConditionFalse, kubeconfigctrl.ReasonRevoked)
+	if kr.Status.Kubeconfig != "" || kr.Status.ExpirationTimestamp != nil {
+		t.Errorf("status not cleared: %+v", kr.Status)
+	}
+	// kube-apiserver caches successful token authentications for 10 s, so a token used
+	// just before the revocation may pass until that entry ages out; then it is rejected.
+	for i, c := range []kubernetes.Interface{kc, rotated} {
+		start := time.Now()
+		for {
+			_, err := c.CoreV1().Pods("team").List(ctx, metav1.ListOptions{})
+			if apierrors.IsUnauthorized(err) {
+				t.Logf("token %d rejected %v after the revocation was recorded", i, time.Since(start).Round(time.Millisecond))
+				break
+			}
+			if time.Since(start) > 20*time.Second {
+				t.Fatalf("revoked token %d still accepted: %v", i, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if err := mgmt.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "reader-kubeconfig"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Errorf("kubeconfig Secret after revoke: %v", err)
+	}
+
+	// Deletion removes everything in the target.
+	if err := mgmt.Client.Delete(ctx, kr); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		sas := &corev1.ServiceAccountList{}
+		_ = target.Client.List(ctx, sas, client.InNamespace(kubeconfigctrl.TargetNamespace), client.HasLabels{kubeconfigctrl.RequestLabel})
+		crbs := &rbacv1.ClusterRoleBindingList{}
+		_ = target.Client.List(ctx, crbs, client.HasLabels{kubeconfigctrl.RequestLabel})
+		roles := &rbacv1.RoleList{}
+		_ = target.Client.List(ctx, roles, client.InNamespace("team"), client.HasLabels{kubeconfigctrl.RequestLabel})
+		gone := apierrors.IsNotFound(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(kr), kr))
+		if gone && len(sas.Items)+len(crbs.Items)+len(roles.Items) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("left in the target: %d SAs, %d CRBs, %d Roles (request gone: %v)", len(sas.Items), len(crbs.Items), len(roles.Items), gone)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func patchAnnotation(t *testing.T, name, key, value string) {
+	t.Helper()
+	kr := &operatorv1alpha1.KubeconfigRequest{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	raw := `{"metadata":{"annotations":{"` + key + `":"` + value + `"}}}`
+	if err := mgmt.Client.Patch(ctx, kr, client.RawPatch("application/merge-patch+json", []byte(raw))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCeilingDenies(t *testing.T) {
+	setup(t)
+	for name, rule := range map[string]operatorv1alpha1.PolicyRule{
+		"escalator":     {APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles"}, Verbs: []string{"escalate"}},
+		"secret-reader": {APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}},
+	} {
+		kr := &operatorv1alpha1.KubeconfigRequest{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: operatorv1alpha1.KubeconfigRequestSpec{Cluster: "target", Expiration: 3600, ClusterRole: &operatorv1alpha1.ClusterRoleSpec{Rules: []operatorv1alpha1.PolicyRule{rule}}}}
+		if err := mgmt.Client.Create(ctx, kr); err != nil {
+			t.Fatal(err)
+		}
+		kr = waitReady(t, name, metav1.ConditionFalse, kubeconfigctrl.ReasonDenied)
+		if kr.Status.Kubeconfig != "" {
+			t.Errorf("%s: a kubeconfig was issued", name)
+		}
+	}
+}
+
+// TestSeedsMalformedExampleIsRejected: the seed's example with a versioned API group,
+// capitalised kinds as resources, and an unquoted boolean annotation.
+func TestSeedsMalformedExampleIsRejected(t *testing.T) {
+	apply := func(doc string) error {
+		obj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
+			return err
+		}
+		return mgmt.Client.Create(ctx, obj)
+	}
+	err := apply(`apiVersion: operator.kyma-project.io/v1alpha1
+kind: KubeconfigRequest
+metadata: {name: seed-example, namespace: default}
+spec:
+  cluster: target
+  clusterRole:
+    rules:
+    - apiGroups: ["operator.kyma-project.io/v1alpha1"]
+      resources: ["Application", "Secret"]
+      verbs: ["get", "list"]
+  expiration: 3600`)
+	if err == nil || !strings.Contains(err.Error(), "apiGroups are API groups without a version") || !strings.Contains(err.Error(), "resources are lower-case plural resource names") {
+		t.Errorf("versioned group / capitalised kinds: %v", err)
+	}
+	err = apply(`apiVersion: operator.kyma-project.io/v1alpha1
+kind: KubeconfigRequest
+metadata:
+  name: seed-rotate
+  namespace: default
+  annotations:
+    operator.kyma-project.io/rotate: true
+spec:
+  cluster: target
+  role: {namespace: team, rules: [{apiGroups: [""], resources: ["pods"], verbs: ["get"]}]}`)
+	if err == nil || !strings.Contains(err.Error(), "annotations") {
+		t.Errorf("unquoted boolean annotation: %v", err)
+	}
+}
+
+// TestUnreachableTargetSaysSoAndKeepsEverything: the Cluster's kubeconfig points nowhere.
+func TestUnreachableTargetSaysSoAndKeepsEverything(t *testing.T) {
+	setup(t)
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	dead := l.Addr().String()
+	l.Close()
+	parsed, err := clientcmd.Load(target.Environment().KubeConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range parsed.Clusters {
+		c.Server = "https://" + dead
+	}
+	cfg, err := clientcmd.Write(*parsed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dead-admin"}, Data: map[string][]byte{"kubeconfig": cfg}}
+	cluster := &operatorv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dead"},
+		Spec: operatorv1alpha1.ClusterSpec{KubeconfigSecretRef: &operatorv1alpha1.SecretKeyReference{Name: "dead-admin"}}}
+	kr := &operatorv1alpha1.KubeconfigRequest{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unreachable"},
+		Spec: operatorv1alpha1.KubeconfigRequestSpec{Cluster: "dead", Expiration: 3600,
+			Role: &operatorv1alpha1.RoleSpec{Namespace: "team", Rules: []operatorv1alpha1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}}}}}}
+	for _, obj := range []client.Object{secret, cluster, kr} {
+		if err := mgmt.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kr = waitReady(t, "unreachable", metav1.ConditionFalse, kubeconfigctrl.ReasonTargetUnreachable)
+	if c := meta.FindStatusCondition(kr.Status.Conditions, "Ready"); !strings.Contains(c.Message, "cluster dead") {
+		t.Errorf("message %q", c.Message)
+	}
+	for _, obj := range []client.Object{secret, cluster} {
+		if err := mgmt.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			t.Errorf("%T deleted: %v", obj, err)
+		}
+	}
+}
