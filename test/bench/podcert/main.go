@@ -82,8 +82,10 @@ func (m *memAPI) GetPCR(ns, name string) (*certificatesv1.PodCertificateRequest,
 	return nil, apierrors.NewNotFound(certificatesv1.Resource("podcertificaterequests"), name)
 }
 
-func (m *memAPI) ServiceAccountUID(context.Context, string, string) (types.UID, error) { return "sa", nil }
-func (m *memAPI) NodeUID(context.Context) (types.UID, error)                          { return "node", nil }
+func (m *memAPI) ServiceAccountUID(context.Context, string, string) (types.UID, error) {
+	return "sa", nil
+}
+func (m *memAPI) NodeUID(context.Context) (types.UID, error) { return "node", nil }
 
 func refreshPass() error {
 	clk := clocktesting.NewFakeClock(time.Now())
