@@ -7,6 +7,7 @@ import (
 	"github.com/trustplane/trustplane/internal/controller/podcertsigner"
 	"github.com/trustplane/trustplane/internal/controller/roleaggregation"
 	"github.com/trustplane/trustplane/internal/controller/secretchecksum"
+	"github.com/trustplane/trustplane/internal/controller/subscription"
 	"github.com/trustplane/trustplane/internal/controller/tlsexpiry"
 	"github.com/trustplane/trustplane/internal/manager"
 )
@@ -21,5 +22,6 @@ func controllers() []manager.Controller {
 		podcertsigner.Controller(),
 		tlsexpiry.Controller(),
 		kubeconfig.Controller(),
+		subscription.Controller(),
 	}
 }

@@ -8,6 +8,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
+	controlplanev1alpha1 "github.com/trustplane/trustplane/api/controlplane/v1alpha1"
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
 	tenginev1 "github.com/trustplane/trustplane/api/tengine/v1"
 	tenginev1alpha1 "github.com/trustplane/trustplane/api/tengine/v1alpha1"
@@ -19,6 +20,7 @@ func New() *runtime.Scheme {
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	utilruntime.Must(jwksv1alpha1.AddToScheme(s))
+	utilruntime.Must(controlplanev1alpha1.AddToScheme(s))
 	utilruntime.Must(operatorv1alpha1.AddToScheme(s))
 	utilruntime.Must(tenginev1.AddToScheme(s))
 	utilruntime.Must(tenginev1alpha1.AddToScheme(s))

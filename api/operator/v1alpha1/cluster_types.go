@@ -59,9 +59,11 @@ type ClusterInfrastructure struct {
 	// +kubebuilder:default=1
 	// +optional
 	NumberOfZones int32 `json:"numberOfZones,omitempty"`
-	// subscriptionSelector picks the hyperscaler credential: shared or dedicated.
+	// subscriptionSelector picks the hyperscaler credential: "shared" for the shared pool,
+	// "globalaccount:<id>" for a credential dedicated to that global account.
+	// +kubebuilder:validation:Pattern=`^(shared|globalaccount:.+)$`
 	// +optional
-	SubscriptionSelector *metav1.LabelSelector `json:"subscriptionSelector,omitempty"`
+	SubscriptionSelector string `json:"subscriptionSelector,omitempty"`
 }
 
 // ClusterSpec is the desired cluster.

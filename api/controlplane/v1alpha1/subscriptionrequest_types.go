@@ -1,0 +1,72 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// Labels on pool credentials (Secrets), as kyma-environment-broker uses them.
+const (
+	LabelHyperscalerType = "hyperscalerType"
+	LabelTenantName      = "tenantName"
+	LabelShared          = "shared"
+	LabelDirty           = "dirty"
+	LabelEUAccess        = "euAccess"
+)
+
+// SubscriptionRequestSpec asks for a hyperscaler credential.
+type SubscriptionRequestSpec struct {
+	// provider is the hyperscaler: aws, azure, gcp, openstack.
+	// +kubebuilder:validation:Enum=aws;azure;gcp;openstack
+	Provider string `json:"provider"`
+	// subscriptionSelector is "shared" for the shared pool, or "globalaccount:<id>" (or just
+	// "<id>", as in the seed's example) for a credential dedicated to that global account.
+	// +kubebuilder:validation:MinLength=1
+	SubscriptionSelector string `json:"subscriptionSelector"`
+	// euAccess asks for a credential of the EU-access pool.
+	// +optional
+	EUAccess bool `json:"euAccess,omitempty"`
+}
+
+// SubscriptionRequestStatus is the assigned credential.
+type SubscriptionRequestStatus struct {
+	// conditions: Ready (reason Assigned, or PoolExhausted while no credential is free).
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// gardenerSecretName is the assigned credential, for the Shoot.
+	// +optional
+	GardenerSecretName string `json:"gardenerSecretName,omitempty"`
+	// observedGeneration is the generation the status was computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// SubscriptionRequest claims a hyperscaler credential from the pool.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.provider`
+// +kubebuilder:printcolumn:name="Selector",type=string,JSONPath=`.spec.subscriptionSelector`
+// +kubebuilder:printcolumn:name="Secret",type=string,JSONPath=`.status.gardenerSecretName`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+type SubscriptionRequest struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the request.
+	Spec SubscriptionRequestSpec `json:"spec"`
+	// status is the assignment.
+	// +optional
+	Status SubscriptionRequestStatus `json:"status,omitempty"`
+}
+
+// SubscriptionRequestList is a list of SubscriptionRequest.
+//
+// +kubebuilder:object:root=true
+type SubscriptionRequestList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// items are the SubscriptionRequests.
+	Items []SubscriptionRequest `json:"items"`
+}
+
+func init() { SchemeBuilder.Register(&SubscriptionRequest{}, &SubscriptionRequestList{}) }

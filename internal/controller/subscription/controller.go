@@ -1,0 +1,255 @@
+// Package subscription is the Subscription operator: it assigns each SubscriptionRequest a
+// hyperscaler credential from a pool of labelled Secrets — the least used shared one, or
+// one dedicated to the request's global account, claimed with optimistic concurrency so
+// that no credential is ever claimed twice — and marks dedicated credentials dirty when
+// their last request goes.
+package subscription
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	cp "github.com/trustplane/trustplane/api/controlplane/v1alpha1"
+	"github.com/trustplane/trustplane/internal/manager"
+	"github.com/trustplane/trustplane/internal/subscription"
+)
+
+const (
+	// Name is the controller's name in --controllers.
+	Name = "subscription"
+	// Finalizer releases the credential before the request goes.
+	Finalizer = "subscription.trustplane.io/release"
+
+	ReasonAssigned        = "Assigned"
+	ReasonPoolExhausted   = "PoolExhausted"
+	ReasonInvalidSelector = "InvalidSelector"
+
+	secretIndex = ".status.gardenerSecretName"
+)
+
+// Controller is the registry entry for `trustplane manager`.
+func Controller() manager.Controller {
+	return manager.Controller{
+		Name: Name, Help: "SubscriptionRequest: hyperscaler credentials from a labelled pool (shared or dedicated)",
+		Setup: func(mgr ctrl.Manager) error { _, err := Setup(mgr); return err },
+	}
+}
+
+// Reconciler assigns credentials.
+type Reconciler struct {
+	Client    client.Client
+	Pool      client.Reader // the private cache of pool Secrets
+	APIReader client.Reader // a fresh view after a lost claim
+	Recorder  events.EventRecorder
+}
+
+// +kubebuilder:rbac:groups=control-plane.kyma-project.io,resources=subscriptionrequests,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=control-plane.kyma-project.io,resources=subscriptionrequests/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=control-plane.kyma-project.io,resources=subscriptionrequests/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;update;patch
+
+// Setup adds the controller to mgr.
+func Setup(mgr ctrl.Manager) (*Reconciler, error) {
+	inPool, err := labels.NewRequirement(cp.LabelHyperscalerType, selection.Exists, nil)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := cache.New(mgr.GetConfig(), cache.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		ByObject: map[client.Object]cache.ByObject{&corev1.Secret{}: {Label: labels.NewSelector().Add(*inPool)}}})
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(pool); err != nil {
+		return nil, err
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &cp.SubscriptionRequest{}, secretIndex, func(o client.Object) []string {
+		if n := o.(*cp.SubscriptionRequest).Status.GardenerSecretName; n != "" {
+			return []string{n}
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	r := &Reconciler{Client: mgr.GetClient(), Pool: pool, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("trustplane-" + Name)}
+	return r, ctrl.NewControllerManagedBy(mgr).Named(Name).
+		For(&cp.SubscriptionRequest{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(source.Kind(pool, client.Object(&corev1.Secret{}), handler.EnqueueRequestsFromMapFunc(r.waitingRequests))).
+		Complete(r)
+}
+
+// Reconcile assigns (or keeps, or releases) one request's credential.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	sr := &cp.SubscriptionRequest{}
+	if err := r.Client.Get(ctx, req.NamespacedName, sr); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !sr.DeletionTimestamp.IsZero() {
+		return reconcile.Result{}, r.release(ctx, sr)
+	}
+	if controllerutil.AddFinalizer(sr, Finalizer) {
+		if err := r.Client.Update(ctx, sr); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	tenant, err := subscription.ParseSelector(sr.Spec.SubscriptionSelector)
+	if err != nil {
+		return reconcile.Result{}, reconcile.TerminalError(r.setStatus(ctx, sr, "", metav1.ConditionFalse, ReasonInvalidSelector, err.Error()))
+	}
+	want := subscription.Request{Provider: sr.Spec.Provider, Tenant: tenant, EUAccess: sr.Spec.EUAccess}
+	if sr.Status.GardenerSecretName != "" && r.stillFits(ctx, sr, want) {
+		return reconcile.Result{}, r.setStatus(ctx, sr, sr.Status.GardenerSecretName, metav1.ConditionTrue, ReasonAssigned, "credential "+sr.Status.GardenerSecretName)
+	}
+	var reader client.Reader = r.Pool
+	for attempt := 0; attempt < 5; attempt++ {
+		name, err := r.choose(ctx, reader, sr.Namespace, want)
+		if errors.Is(err, subscription.ErrPoolExhausted) {
+			r.Recorder.Eventf(sr, nil, corev1.EventTypeWarning, ReasonPoolExhausted, "Assign", "%v", err)
+			return reconcile.Result{}, r.setStatus(ctx, sr, "", metav1.ConditionFalse, ReasonPoolExhausted, err.Error()+"; waiting for the pool to change")
+		}
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if name.claim {
+			if err := r.claim(ctx, sr.Namespace, name.name, tenant); err != nil {
+				if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+					reader = r.APIReader // someone else was faster: look again, uncached
+					continue
+				}
+				return reconcile.Result{}, err
+			}
+		}
+		r.Recorder.Eventf(sr, nil, corev1.EventTypeNormal, ReasonAssigned, "Assign", "assigned credential %s", name.name)
+		return reconcile.Result{}, r.setStatus(ctx, sr, name.name, metav1.ConditionTrue, ReasonAssigned, "credential "+name.name)
+	}
+	return reconcile.Result{}, fmt.Errorf("lost the race for a %s credential five times; retrying", sr.Spec.Provider)
+}
+
+type choice struct {
+	name  string
+	claim bool
+}
+
+func (r *Reconciler) choose(ctx context.Context, reader client.Reader, ns string, want subscription.Request) (choice, error) {
+	secrets := &corev1.SecretList{}
+	if err := reader.List(ctx, secrets, client.InNamespace(ns), client.HasLabels{cp.LabelHyperscalerType}); err != nil {
+		return choice{}, err
+	}
+	pool := make([]subscription.Credential, len(secrets.Items))
+	usage := map[string]int{}
+	for i, s := range secrets.Items {
+		pool[i] = subscription.Credential{Name: s.Name, Labels: s.Labels}
+		if want.Tenant == "" {
+			users := &cp.SubscriptionRequestList{}
+			if err := r.Client.List(ctx, users, client.InNamespace(ns), client.MatchingFields{secretIndex: s.Name}); err != nil {
+				return choice{}, err
+			}
+			usage[s.Name] = len(users.Items)
+		}
+	}
+	name, claim, err := subscription.Choose(want, pool, usage)
+	return choice{name, claim}, err
+}
+
+// claim labels a free credential for tenant. The Update carries the resourceVersion read,
+// so of two concurrent claims exactly one succeeds; the other gets a conflict.
+func (r *Reconciler) claim(ctx context.Context, ns, name, tenant string) error {
+	secret := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, secret); err != nil {
+		return err
+	}
+	if secret.Labels[cp.LabelTenantName] != "" && secret.Labels[cp.LabelTenantName] != tenant {
+		return apierrors.NewConflict(corev1.Resource("secrets"), name, errors.New("claimed by another tenant"))
+	}
+	secret.Labels[cp.LabelTenantName] = tenant
+	return r.Client.Update(ctx, secret)
+}
+
+// stillFits: the assigned credential exists, is not dirty, and (dedicated) is the tenant's.
+func (r *Reconciler) stillFits(ctx context.Context, sr *cp.SubscriptionRequest, want subscription.Request) bool {
+	secret := &corev1.Secret{}
+	if err := r.Pool.Get(ctx, types.NamespacedName{Namespace: sr.Namespace, Name: sr.Status.GardenerSecretName}, secret); err != nil {
+		return false
+	}
+	l := secret.Labels
+	return l[cp.LabelHyperscalerType] == want.Provider && l[cp.LabelDirty] != "true" && (want.Tenant == "" || l[cp.LabelTenantName] == want.Tenant)
+}
+
+// release marks a dedicated credential dirty once no request uses it any more.
+func (r *Reconciler) release(ctx context.Context, sr *cp.SubscriptionRequest) error {
+	if !controllerutil.ContainsFinalizer(sr, Finalizer) {
+		return nil
+	}
+	if name := sr.Status.GardenerSecretName; name != "" {
+		users := &cp.SubscriptionRequestList{}
+		if err := r.Client.List(ctx, users, client.InNamespace(sr.Namespace), client.MatchingFields{secretIndex: name}); err != nil {
+			return err
+		}
+		inUse := false
+		for _, u := range users.Items {
+			inUse = inUse || u.UID != sr.UID
+		}
+		secret := &corev1.Secret{}
+		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: sr.Namespace, Name: name}, secret)
+		if err == nil && !inUse && secret.Labels[cp.LabelShared] != "true" {
+			secret.Labels[cp.LabelDirty] = "true"
+			if err := r.Client.Update(ctx, secret); err != nil {
+				return err
+			}
+		} else if client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	controllerutil.RemoveFinalizer(sr, Finalizer)
+	return client.IgnoreNotFound(r.Client.Update(ctx, sr))
+}
+
+func (r *Reconciler) setStatus(ctx context.Context, sr *cp.SubscriptionRequest, secret string, status metav1.ConditionStatus, reason, msg string) error {
+	before := sr.Status.DeepCopy()
+	sr.Status.GardenerSecretName = secret
+	sr.Status.ObservedGeneration = sr.Generation
+	meta.SetStatusCondition(&sr.Status.Conditions, metav1.Condition{Type: "Ready", Status: status, Reason: reason, Message: msg, ObservedGeneration: sr.Generation})
+	if before.GardenerSecretName == sr.Status.GardenerSecretName && before.ObservedGeneration == sr.Status.ObservedGeneration && sameReady(before.Conditions, sr.Status.Conditions) {
+		return nil
+	}
+	return r.Client.Status().Update(ctx, sr)
+}
+
+func sameReady(a, b []metav1.Condition) bool {
+	ca, cb := meta.FindStatusCondition(a, "Ready"), meta.FindStatusCondition(b, "Ready")
+	return ca != nil && cb != nil && ca.Status == cb.Status && ca.Reason == cb.Reason && ca.Message == cb.Message && ca.ObservedGeneration == cb.ObservedGeneration
+}
+
+// waitingRequests brings back, when the pool changes, the requests of that namespace
+// that have no credential yet.
+func (r *Reconciler) waitingRequests(ctx context.Context, o client.Object) []reconcile.Request {
+	list := &cp.SubscriptionRequestList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, sr := range list.Items {
+		if sr.Status.GardenerSecretName == "" || sr.Status.GardenerSecretName == o.GetName() {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: sr.Namespace, Name: sr.Name}})
+		}
+	}
+	return out
+}

@@ -1,0 +1,173 @@
+package subscription
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cp "github.com/trustplane/trustplane/api/controlplane/v1alpha1"
+	"github.com/trustplane/trustplane/internal/testenv"
+)
+
+var (
+	env *testenv.Env
+	ctx = context.Background()
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env)) }
+
+var nsCounter int
+
+func namespace(t *testing.T) string {
+	t.Helper()
+	nsCounter++
+	ns := fmt.Sprintf("pool-%d", nsCounter)
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+func credential(t *testing.T, ns, name string, labels map[string]string) {
+	t.Helper()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}, StringData: map[string]string{"credentials": "x"}}
+	if err := env.Client.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func request(t *testing.T, ns, name, provider, selector string) {
+	t.Helper()
+	sr := &cp.SubscriptionRequest{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: cp.SubscriptionRequestSpec{Provider: provider, SubscriptionSelector: selector}}
+	if err := env.Client.Create(ctx, sr); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitReason(t *testing.T, ns, name, reason string) *cp.SubscriptionRequest {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		sr := &cp.SubscriptionRequest{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, sr); err != nil {
+			t.Fatal(err)
+		}
+		if c := meta.FindStatusCondition(sr.Status.Conditions, "Ready"); c != nil && c.Reason == reason {
+			return sr
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %+v", name, sr.Status)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+func secret(t *testing.T, ns, name string) *corev1.Secret {
+	t.Helper()
+	s := &corev1.Secret{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func start(t *testing.T) {
+	env.RunManager(t, func(mgr ctrl.Manager) error { _, err := Setup(mgr); return err })
+}
+
+func TestSharedDedicatedReleaseAndEmptyPool(t *testing.T) {
+	start(t)
+	ns := namespace(t)
+	credential(t, ns, "aws-shared-1", map[string]string{"hyperscalerType": "aws", "shared": "true"})
+	credential(t, ns, "aws-shared-2", map[string]string{"hyperscalerType": "aws", "shared": "true"})
+	credential(t, ns, "aws-a", map[string]string{"hyperscalerType": "aws"})
+	credential(t, ns, "aws-b", map[string]string{"hyperscalerType": "aws"})
+
+	// Shared: spread over the least used.
+	used := map[string]int{}
+	for i := range 4 {
+		request(t, ns, fmt.Sprintf("trial-%d", i), "aws", "shared")
+		used[waitReason(t, ns, fmt.Sprintf("trial-%d", i), ReasonAssigned).Status.GardenerSecretName]++
+	}
+	if used["aws-shared-1"] != 2 || used["aws-shared-2"] != 2 {
+		t.Errorf("shared usage %v, want 2 and 2", used)
+	}
+	// Dedicated: claimed for the global account, reused by its next request.
+	request(t, ns, "acct1-a", "aws", "globalaccount:acct1")
+	first := waitReason(t, ns, "acct1-a", ReasonAssigned).Status.GardenerSecretName
+	request(t, ns, "acct1-b", "aws", "acct1")
+	if again := waitReason(t, ns, "acct1-b", ReasonAssigned).Status.GardenerSecretName; again != first {
+		t.Errorf("the same account got %s and %s", first, again)
+	}
+	if secret(t, ns, first).Labels["tenantName"] != "acct1" {
+		t.Error("credential not labelled for the tenant")
+	}
+	request(t, ns, "acct2", "aws", "globalaccount:acct2")
+	second := waitReason(t, ns, "acct2", ReasonAssigned).Status.GardenerSecretName
+	if second == first {
+		t.Fatal("two tenants share a dedicated credential")
+	}
+	// Release: dirty once its last request is gone.
+	for _, name := range []string{"acct1-a", "acct1-b"} {
+		if err := env.Client.Delete(ctx, &cp.SubscriptionRequest{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+		if name == "acct1-a" {
+			time.Sleep(500 * time.Millisecond)
+			if secret(t, ns, first).Labels["dirty"] == "true" {
+				t.Fatal("marked dirty while another request still uses it")
+			}
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for secret(t, ns, first).Labels["dirty"] != "true" {
+		if time.Now().After(deadline) {
+			t.Fatal("released credential not marked dirty")
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	// Pool exhausted: a clear condition, recovered when a credential appears.
+	request(t, ns, "acct3", "aws", "globalaccount:acct3")
+	exhausted := waitReason(t, ns, "acct3", ReasonPoolExhausted)
+	if c := meta.FindStatusCondition(exhausted.Status.Conditions, "Ready"); c.Status != metav1.ConditionFalse {
+		t.Errorf("condition %+v", c)
+	}
+	credential(t, ns, "aws-c", map[string]string{"hyperscalerType": "aws"})
+	if got := waitReason(t, ns, "acct3", ReasonAssigned).Status.GardenerSecretName; got != "aws-c" {
+		t.Errorf("after the pool grew: %s", got)
+	}
+}
+
+// TestNoCredentialIsClaimedTwice: 30 accounts at once, 30 free credentials, two manager
+// instances racing (no leader election): every account gets its own credential.
+func TestNoCredentialIsClaimedTwice(t *testing.T) {
+	ns := namespace(t)
+	for i := range 30 {
+		credential(t, ns, fmt.Sprintf("gcp-%02d", i), map[string]string{"hyperscalerType": "gcp"})
+	}
+	start(t)
+	start(t)
+	for i := range 30 {
+		request(t, ns, fmt.Sprintf("acct-%02d", i), "gcp", fmt.Sprintf("globalaccount:acct-%02d", i))
+	}
+	owner := map[string]string{}
+	for i := range 30 {
+		name := fmt.Sprintf("acct-%02d", i)
+		got := waitReason(t, ns, name, ReasonAssigned).Status.GardenerSecretName
+		if other, taken := owner[got]; taken {
+			t.Fatalf("%s assigned to %s and %s", got, other, name)
+		}
+		owner[got] = name
+		if tenant := secret(t, ns, got).Labels["tenantName"]; tenant != name {
+			t.Errorf("%s labelled for %q, assigned to %s", got, tenant, name)
+		}
+	}
+}
