@@ -74,6 +74,10 @@ bench-checksum: ## Secret checksum over 50,000 TLS Secrets: initial, incremental
 bench-podcert: k8s-bins ## Pod certificates: refresh pass over 5,000 projections, signer throughput.
 	go run ./test/bench/podcert
 
+.PHONY: bench-kubeconfig
+bench-kubeconfig: k8s-bins ## Kubeconfig operator: 200 requests at once against one target.
+	go run ./test/bench/kubeconfig
+
 .PHONY: fuzz-jwks
 fuzz-jwks: ## Fuzz the certificate → JWK path for FUZZTIME (default 3m).
 	go test ./internal/jwks -run '^$$' -fuzz FuzzParseChain -fuzztime $(or $(FUZZTIME),3m)

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -33,6 +34,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -67,6 +69,8 @@ const (
 
 // Options are the controller's flags.
 type Options struct {
+	// Workers is the number of concurrent reconciles.
+	Workers        int
 	Ceiling        access.Ceiling
 	RotateFraction float64
 	Clock          clock.PassiveClock
@@ -74,11 +78,12 @@ type Options struct {
 
 // DefaultOptions are the flag defaults.
 func DefaultOptions() Options {
-	return Options{Ceiling: access.DefaultCeiling(), RotateFraction: 2.0 / 3, Clock: clock.RealClock{}}
+	return Options{Workers: 32, Ceiling: access.DefaultCeiling(), RotateFraction: 2.0 / 3, Clock: clock.RealClock{}}
 }
 
 // AddFlags registers the options as flags.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&o.Workers, "kubeconfig-workers", o.Workers, "Concurrent KubeconfigRequest reconciles.")
 	fs.StringSliceVar(&o.Ceiling.ForbiddenVerbs, "kubeconfig-forbidden-verbs", o.Ceiling.ForbiddenVerbs, "Verbs no KubeconfigRequest may be granted.")
 	fs.BoolVar(&o.Ceiling.AllowSecrets, "kubeconfig-allow-secrets", o.Ceiling.AllowSecrets, "Allow KubeconfigRequests to be granted access to secrets.")
 	fs.BoolVar(&o.Ceiling.AllowWildcardVerbs, "kubeconfig-allow-wildcard-verbs", o.Ceiling.AllowWildcardVerbs, `Allow the verb "*".`)
@@ -102,6 +107,10 @@ type Reconciler struct {
 	opts     Options
 	// Targets gives the clients of a request's target cluster (tests may replace it).
 	Targets func(ctx context.Context, req *operatorv1alpha1.KubeconfigRequest) (*Target, error)
+
+	// targets caches connections by Cluster and kubeconfig Secret version: a new
+	// connection costs a TLS handshake and API discovery.
+	targets sync.Map // string → *Target
 }
 
 // Target is a connection to a target cluster.
@@ -110,6 +119,24 @@ type Target struct {
 	Config *rest.Config
 	Client client.Client
 	Kube   kubernetes.Interface
+
+	namespaceOnce sync.Once
+	namespaceErr  error
+}
+
+// ensureNamespace applies the target namespace once per connection.
+func (t *Target) ensureNamespace(ctx context.Context) error {
+	t.namespaceOnce.Do(func() {
+		ns := &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: TargetNamespace}}
+		//nolint:staticcheck // typed apply, see applyRBAC
+		t.namespaceErr = t.Client.Patch(ctx, ns, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership)
+	})
+	if t.namespaceErr != nil {
+		err := t.namespaceErr
+		t.namespaceOnce, t.namespaceErr = sync.Once{}, nil // try again next time
+		return fmt.Errorf("applying namespace %s: %w", TargetNamespace, err)
+	}
+	return nil
 }
 
 // +kubebuilder:rbac:groups=operator.kyma-project.io,resources=kubeconfigrequests,verbs=get;list;watch;update;patch
@@ -126,6 +153,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	return r, ctrl.NewControllerManagedBy(mgr).Named(Name).
 		For(&operatorv1alpha1.KubeconfigRequest{}, builder.WithPredicates(annotationsOrSpec)).
 		Watches(&operatorv1alpha1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.requestsForCluster)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).
 		Complete(r)
 }
 
@@ -185,6 +213,7 @@ func (r *Reconciler) reconcile(ctx context.Context, kr *operatorv1alpha1.Kubecon
 	rotateAt := r.rotateAt(kr)
 	rotateNow := kr.Annotations[operatorv1alpha1.RotateAnnotation] == "true"
 	if kr.Status.Kubeconfig == "" || rotateNow || !now.Before(rotateAt) {
+		rotating := kr.Status.Kubeconfig != ""
 		if err := r.issue(ctx, kr, target, now); err != nil {
 			r.setReady(kr, metav1.ConditionFalse, ReasonTargetUnreachable, fmt.Sprintf("cluster %s: %v", target.Name, err))
 			return reconcile.Result{}, err
@@ -200,9 +229,11 @@ func (r *Reconciler) reconcile(ctx context.Context, kr *operatorv1alpha1.Kubecon
 			kr.Status = *issuedStatus
 		}
 		rotateAt = r.rotateAt(kr)
-	}
-	if err := r.pruneBindings(ctx, kr, target, now); err != nil {
-		return reconcile.Result{}, err
+		if rotating { // a first issue has no older binding to prune
+			if err := r.pruneBindings(ctx, kr, target, now); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
 	}
 	r.setReady(kr, metav1.ConditionTrue, ReasonIssued, fmt.Sprintf("kubeconfig for cluster %s valid until %s", target.Name, kr.Status.ExpirationTimestamp.UTC().Format(time.RFC3339)))
 	return reconcile.Result{RequeueAfter: max(rotateAt.Sub(now), time.Second)}, nil
@@ -222,8 +253,10 @@ func (r *Reconciler) applyRBAC(ctx context.Context, kr *operatorv1alpha1.Kubecon
 	name := targetName(kr)
 	labels := map[string]string{RequestLabel: name, "app.kubernetes.io/managed-by": "trustplane"}
 	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: TargetNamespace}}
+	if err := t.ensureNamespace(ctx); err != nil {
+		return err
+	}
 	objs := []client.Object{
-		&corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: TargetNamespace}},
 		&corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: TargetNamespace, Labels: labels}},
 	}
 	if kr.Spec.ClusterRole != nil {
@@ -258,8 +291,11 @@ func (r *Reconciler) applyRBAC(ctx context.Context, kr *operatorv1alpha1.Kubecon
 // binding revokes exactly this request's token, and publishes the kubeconfig.
 func (r *Reconciler) issue(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest, t *Target, now time.Time) error {
 	name := targetName(kr)
+	// The server may shorten the lifetime, never lengthen it: the requested expiry is a
+	// safe time to delete the binding.
 	binding := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{GenerateName: name + "-", Namespace: TargetNamespace,
-		Labels: map[string]string{RequestLabel: name, "app.kubernetes.io/managed-by": "trustplane"}}}
+		Labels:      map[string]string{RequestLabel: name, "app.kubernetes.io/managed-by": "trustplane"},
+		Annotations: map[string]string{expiresAnnotation: now.Add(time.Duration(kr.Spec.Expiration) * time.Second).UTC().Format(time.RFC3339)}}}
 	if err := t.Client.Create(ctx, binding); err != nil {
 		return fmt.Errorf("creating token binding: %w", err)
 	}
@@ -269,11 +305,6 @@ func (r *Reconciler) issue(ctx context.Context, kr *operatorv1alpha1.KubeconfigR
 	}}, metav1.CreateOptions{})
 	if err != nil {
 		return fmt.Errorf("requesting a token: %w", err)
-	}
-	patch := client.MergeFrom(binding.DeepCopy())
-	binding.Annotations = map[string]string{expiresAnnotation: tr.Status.ExpirationTimestamp.UTC().Format(time.RFC3339)}
-	if err := t.Client.Patch(ctx, binding, patch); err != nil {
-		return fmt.Errorf("recording the token's expiry: %w", err)
 	}
 	raw, err := access.Kubeconfig(t.Name, t.Config.Host, t.Config.CAData, name, tr.Status.Token)
 	if err != nil {
@@ -379,11 +410,18 @@ func (r *Reconciler) byocTarget(ctx context.Context, kr *operatorv1alpha1.Kubeco
 	if key == "" {
 		key = "kubeconfig"
 	}
+	cacheKey := cluster.Namespace + "/" + cluster.Name + "@" + secret.Name + "/" + secret.ResourceVersion
+	if t, ok := r.targets.Load(cacheKey); ok {
+		return t.(*Target), nil
+	}
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data[key])
 	if err != nil {
 		return nil, fmt.Errorf("cluster %q kubeconfig: %w", cluster.Name, err)
 	}
 	cfg.Timeout = 15 * time.Second
+	// client-go's default of 5 requests/s would serialise a burst of requests; the target
+	// API server protects itself with priority and fairness.
+	cfg.QPS, cfg.Burst = 100, 200
 	c, err := client.New(cfg, client.Options{Scheme: r.Client.Scheme()})
 	if err != nil {
 		return nil, err
@@ -392,7 +430,9 @@ func (r *Reconciler) byocTarget(ctx context.Context, kr *operatorv1alpha1.Kubeco
 	if err != nil {
 		return nil, err
 	}
-	return &Target{Name: cluster.Name, Config: cfg, Client: c, Kube: kube}, nil
+	t := &Target{Name: cluster.Name, Config: cfg, Client: c, Kube: kube}
+	r.targets.Store(cacheKey, t)
+	return t, nil
 }
 
 func (r *Reconciler) requestsForCluster(ctx context.Context, o client.Object) []reconcile.Request {
