@@ -120,22 +120,23 @@ type Target struct {
 	Client client.Client
 	Kube   kubernetes.Interface
 
-	namespaceOnce sync.Once
-	namespaceErr  error
+	mu             sync.Mutex
+	namespaceReady bool
 }
 
-// ensureNamespace applies the target namespace once per connection.
+// ensureNamespace applies the target namespace once per connection (again after a failure).
 func (t *Target) ensureNamespace(ctx context.Context) error {
-	t.namespaceOnce.Do(func() {
-		ns := &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: TargetNamespace}}
-		//nolint:staticcheck // typed apply, see applyRBAC
-		t.namespaceErr = t.Client.Patch(ctx, ns, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership)
-	})
-	if t.namespaceErr != nil {
-		err := t.namespaceErr
-		t.namespaceOnce, t.namespaceErr = sync.Once{}, nil // try again next time
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.namespaceReady {
+		return nil
+	}
+	ns := &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: TargetNamespace}}
+	//nolint:staticcheck // typed apply, see applyRBAC
+	if err := t.Client.Patch(ctx, ns, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying namespace %s: %w", TargetNamespace, err)
 	}
+	t.namespaceReady = true
 	return nil
 }
 
