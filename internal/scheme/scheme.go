@@ -7,8 +7,8 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
-	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	controlplanev1alpha1 "github.com/trustplane/trustplane/api/controlplane/v1alpha1"
+	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
 	tenginev1 "github.com/trustplane/trustplane/api/tengine/v1"
 	tenginev1alpha1 "github.com/trustplane/trustplane/api/tengine/v1alpha1"
