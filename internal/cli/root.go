@@ -2,13 +2,11 @@
 package cli
 
 import (
-	goflag "flag"
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client/config"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"k8s.io/client-go/rest"
 
 	"github.com/trustplane/trustplane/internal/dataplaneagent"
 	"github.com/trustplane/trustplane/internal/nodeagent"
@@ -49,54 +47,20 @@ func newVersionCommand() *cobra.Command {
 
 func newNodeAgentCommand() *cobra.Command {
 	opts := nodeagent.DefaultOptions()
-	zapOpts := zap.Options{}
-	cmd := &cobra.Command{
-		Use:   "node-agent",
-		Short: "Pod-certificate agent, one per node: requests, refreshes and writes the pod certificates of its node's pods",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := opts.Validate(); err != nil {
-				return err
-			}
-			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
-			cfg, err := config.GetConfig()
-			if err != nil {
-				return err
-			}
-			return nodeagent.Run(cmd.Context(), cfg, opts)
-		},
-	}
+	cmd := clusterCommand("node-agent",
+		"Pod-certificate agent, one per node: requests, refreshes and writes the pod certificates of its node's pods",
+		opts.Validate,
+		func(ctx context.Context, cfg *rest.Config) error { return nodeagent.Run(ctx, cfg, opts) })
 	opts.AddFlags(cmd.Flags())
-	goflags := goflag.NewFlagSet("node-agent", goflag.ContinueOnError)
-	config.RegisterFlags(goflags)
-	zapOpts.BindFlags(goflags)
-	cmd.Flags().AddGoFlagSet(goflags)
 	return cmd
 }
 
 func newDataplaneCommand() *cobra.Command {
 	opts := dataplaneagent.DefaultOptions()
-	zapOpts := zap.Options{}
-	cmd := &cobra.Command{
-		Use:   "dataplane",
-		Short: "Secret-consistency data-plane agent: writes a namespace's TLS Secrets to a directory only while they match the SecretCheckSum",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := opts.Validate(); err != nil {
-				return err
-			}
-			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
-			cfg, err := config.GetConfig()
-			if err != nil {
-				return err
-			}
-			return dataplaneagent.Run(cmd.Context(), cfg, opts)
-		},
-	}
+	cmd := clusterCommand("dataplane",
+		"Secret-consistency data-plane agent: writes a namespace's TLS Secrets to a directory only while they match the SecretCheckSum",
+		opts.Validate,
+		func(ctx context.Context, cfg *rest.Config) error { return dataplaneagent.Run(ctx, cfg, opts) })
 	opts.AddFlags(cmd.Flags())
-	goflags := goflag.NewFlagSet("dataplane", goflag.ContinueOnError)
-	config.RegisterFlags(goflags)
-	zapOpts.BindFlags(goflags)
-	cmd.Flags().AddGoFlagSet(goflags)
 	return cmd
 }

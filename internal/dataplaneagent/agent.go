@@ -201,13 +201,7 @@ func (a *Agent) verifySecrets(ctx context.Context) error {
 	if err := a.reader.List(ctx, sums, client.InNamespace(a.opts.Namespace)); err != nil {
 		return err
 	}
-	published := make([]dataplane.Published, len(sums.Items))
-	byName := map[string]client.Object{}
-	for i := range sums.Items {
-		s := &sums.Items[i]
-		published[i] = dataplane.Published{Name: s.Name, Checksum: s.Spec.Checksum, IDs: s.Spec.IDs, Created: s.CreationTimestamp.Time}
-		byName[s.Name] = s
-	}
+	published, byName := publishedOf(sums.Items, func(s *tenginev1.SecretCheckSum) (string, []string) { return s.Spec.Checksum, s.Spec.IDs })
 	v := dataplane.Decide(ids, published, a.opts.FailOpen)
 	if !a.report(logger, trackSecrets, v, byName[v.Against]) {
 		return nil
@@ -248,16 +242,27 @@ func (a *Agent) verifyIngresses(ctx context.Context) error {
 	if err := a.reader.List(ctx, sums, client.InNamespace(a.opts.Namespace)); err != nil {
 		return err
 	}
-	published := make([]dataplane.Published, len(sums.Items))
-	byName := map[string]client.Object{}
-	for i := range sums.Items {
-		s := &sums.Items[i]
-		published[i] = dataplane.Published{Name: s.Name, Checksum: s.Spec.Checksum, IDs: s.Spec.IDs, Created: s.CreationTimestamp.Time}
-		byName[s.Name] = s
-	}
+	published, byName := publishedOf(sums.Items, func(s *tenginev1.IngressCheckSum) (string, []string) { return s.Spec.Checksum, s.Spec.IDs })
 	v := dataplane.Decide(ids, published, a.opts.FailOpen)
 	a.report(log.FromContext(ctx), trackIngresses, v, byName[v.Against])
 	return nil
+}
+
+// publishedOf turns checksum objects into the library's view, and indexes them by name
+// so that events can be attached to the one a verdict names.
+func publishedOf[T any, P interface {
+	*T
+	client.Object
+}](items []T, spec func(P) (checksum string, ids []string)) ([]dataplane.Published, map[string]client.Object) {
+	published := make([]dataplane.Published, len(items))
+	byName := make(map[string]client.Object, len(items))
+	for i := range items {
+		obj := P(&items[i])
+		sum, ids := spec(obj)
+		published[i] = dataplane.Published{Name: obj.GetName(), Checksum: sum, IDs: ids, Created: obj.GetCreationTimestamp().Time}
+		byName[obj.GetName()] = obj
+	}
+	return published, byName
 }
 
 const (

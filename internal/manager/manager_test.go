@@ -64,7 +64,7 @@ func TestManagerRunsSelectedControllersWithProbesMetricsAndLeaderElection(t *tes
 		}
 	}()
 
-	waitFor(t, "readyz OK", func() bool { return httpGet(opts.HealthProbeBindAddress, "/readyz") == 200 })
+	testenv.Eventually(t, "readyz OK", 30*time.Second, func() bool { return httpGet(opts.HealthProbeBindAddress, "/readyz") == 200 })
 	if code := httpGet(opts.HealthProbeBindAddress, "/healthz"); code != 200 {
 		t.Errorf("/healthz = %d", code)
 	}
@@ -72,7 +72,7 @@ func TestManagerRunsSelectedControllersWithProbesMetricsAndLeaderElection(t *tes
 	if err := env.Client.Create(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "selected controller reconciles", func() bool { return seen.Load() > 0 })
+	testenv.Eventually(t, "selected controller reconciles", 30*time.Second, func() bool { return seen.Load() > 0 })
 	if n := deselectedRan.Load(); n != 0 {
 		t.Errorf("deselected controller reconciled %d times", n)
 	}
@@ -113,15 +113,4 @@ func httpBody(t *testing.T, addr, path string) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

@@ -4,13 +4,19 @@
 package testenv
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -151,4 +157,50 @@ func (e *Env) RunManager(tb testing.TB, setup func(ctrl.Manager) error) {
 			tb.Errorf("manager: %v", err)
 		}
 	})
+}
+
+// Eventually polls cond every 20ms until it holds, failing the test after timeout. It is
+// for what a test observes of the API server, nginx or files, never a stand-in for a
+// controller's own waiting.
+func Eventually(tb testing.TB, what string, timeout time.Duration, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// APIRequests sums the API server's own apiserver_request_total counter over the series
+// whose label text satisfies match (nil: every series). Benchmarks count API calls with it.
+func APIRequests(ctx context.Context, cfg *rest.Config, match func(labels string) bool) (int, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return 0, err
+	}
+	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("reading the API server's metrics: %w", err)
+	}
+	total := 0
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		end := strings.LastIndexByte(line, '}')
+		if match != nil && !match(line[len("apiserver_request_total{"):end]) {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64)
+		if err != nil {
+			return 0, fmt.Errorf("metric line %q: %w", line, err)
+		}
+		total += int(v)
+	}
+	return total, sc.Err()
 }

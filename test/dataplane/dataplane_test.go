@@ -161,7 +161,7 @@ func putIngress(t *testing.T, cl client.Client, name, version string) {
 func waitPublished(t *testing.T, cl client.Client, ids ...string) {
 	t.Helper()
 	want := checksum.Sum(ids)
-	waitFor(t, "the control plane to publish "+want, 20*time.Second, func() bool {
+	testenv.Eventually(t, "the control plane to publish "+want, 20*time.Second, func() bool {
 		list := &tenginev1.SecretCheckSumList{}
 		if err := cl.List(ctx, list, client.InNamespace(ns)); err != nil {
 			return false
@@ -173,17 +173,6 @@ func waitPublished(t *testing.T, cl client.Client, ids ...string) {
 		}
 		return false
 	})
-}
-
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
 }
 
 func fileIs(dir, name string, want []byte) func() bool {
@@ -276,7 +265,7 @@ http {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	n := nginxTLS{addr: addr, reload: fmt.Sprintf("%s -s reload -c %s -p %s", bin, conf, prefix)}
-	waitFor(t, "nginx to serve TLS", 10*time.Second, func() bool { return n.leafSHA() != "" })
+	testenv.Eventually(t, "nginx to serve TLS", 10*time.Second, func() bool { return n.leafSHA() != "" })
 	return n
 }
 
@@ -316,8 +305,8 @@ func TestDataPlaneEndToEnd(t *testing.T) {
 	// The agent starts with nothing on disk; nginx starts once the first verified set is there.
 	reloadCmd := "true"
 	stopAgent := run(t, agent(env, dir, reloadCmd))
-	waitFor(t, "the first verified set", 20*time.Second, fileIs(dir, "site-1.crt", a.PEM()))
-	waitFor(t, "ingresses verified", 20*time.Second, func() bool { return gauge(t, "trustplane_dataplane_consistent", "track", "ingresses") == 1 })
+	testenv.Eventually(t, "the first verified set", 20*time.Second, fileIs(dir, "site-1.crt", a.PEM()))
+	testenv.Eventually(t, "ingresses verified", 20*time.Second, func() bool { return gauge(t, "trustplane_dataplane_consistent", "track", "ingresses") == 1 })
 	if !fileIs(dir, "site-2.key", b.KeyPEM())() || gauge(t, "trustplane_dataplane_consistent", "track", "secrets") != 1 {
 		t.Fatal("verified set incomplete or not consistent")
 	}
@@ -332,7 +321,7 @@ func TestDataPlaneEndToEnd(t *testing.T) {
 		a2 := cert(t)
 		putSecret(t, env.Client, "site-1", "2", a2)
 		waitPublished(t, env.Client, "1-2-"+pemSHA(t, a2), "2-1-"+pemSHA(t, b))
-		waitFor(t, "nginx to serve the rotated certificate", 20*time.Second, func() bool { return nginx.leafSHA() == pemSHA(t, a2) })
+		testenv.Eventually(t, "nginx to serve the rotated certificate", 20*time.Second, func() bool { return nginx.leafSHA() == pemSHA(t, a2) })
 		a = a2
 	})
 
@@ -342,16 +331,16 @@ func TestDataPlaneEndToEnd(t *testing.T) {
 		a3 = cert(t)
 		putSecret(t, env.Client, "site-1", "3", a3)
 		putIngress(t, env.Client, "web-1", "2")
-		waitFor(t, "the ingress mismatch", 20*time.Second, func() bool {
+		testenv.Eventually(t, "the ingress mismatch", 20*time.Second, func() bool {
 			return gauge(t, "trustplane_dataplane_consistent", "track", "ingresses") == 0 &&
 				gauge(t, "trustplane_dataplane_mismatch_ids", "track", "ingresses", "side", "local_only") == 1
 		})
-		waitFor(t, "the mismatch to be seen", 20*time.Second, func() bool { return gauge(t, "trustplane_dataplane_consistent", "track", "secrets") == 0 })
+		testenv.Eventually(t, "the mismatch to be seen", 20*time.Second, func() bool { return gauge(t, "trustplane_dataplane_consistent", "track", "secrets") == 0 })
 		if gauge(t, "trustplane_dataplane_mismatch_ids", "track", "secrets", "side", "local_only") != 1 || gauge(t, "trustplane_dataplane_mismatch_ids", "track", "secrets", "side", "published_only") != 1 {
 			t.Error("mismatch metrics do not count one ID on each side")
 		}
 		localOnly, publishedOnly := "1-3-"+pemSHA(t, a3), "1-2-"+pemSHA(t, a)
-		waitFor(t, "a ChecksumMismatch event naming both IDs", 20*time.Second, func() bool {
+		testenv.Eventually(t, "a ChecksumMismatch event naming both IDs", 20*time.Second, func() bool {
 			list := &eventsv1.EventList{}
 			_ = env.Client.List(ctx, list, client.InNamespace(ns))
 			for _, e := range list.Items {
@@ -369,8 +358,8 @@ func TestDataPlaneEndToEnd(t *testing.T) {
 
 	t.Run("recovers when both sides agree", func(t *testing.T) {
 		stopControl = run(t, controlPlane(env))
-		waitFor(t, "nginx to serve the now verified certificate", 20*time.Second, func() bool { return nginx.leafSHA() == pemSHA(t, a3) })
-		waitFor(t, "ingresses consistent again", 20*time.Second, func() bool { return gauge(t, "trustplane_dataplane_consistent", "track", "ingresses") == 1 })
+		testenv.Eventually(t, "nginx to serve the now verified certificate", 20*time.Second, func() bool { return nginx.leafSHA() == pemSHA(t, a3) })
+		testenv.Eventually(t, "ingresses consistent again", 20*time.Second, func() bool { return gauge(t, "trustplane_dataplane_consistent", "track", "ingresses") == 1 })
 		if gauge(t, "trustplane_dataplane_consistent", "track", "secrets") != 1 {
 			t.Error("not consistent after recovery")
 		}
@@ -395,7 +384,7 @@ func TestDataPlaneEndToEnd(t *testing.T) {
 			os.Remove(filepath.Join(dir, f))
 		}
 		stopAgent = run(t, agent(env, dir, nginx.reload))
-		waitFor(t, "files restored from the snapshot", 10*time.Second, fileIs(dir, "site-1.crt", a3.PEM()))
+		testenv.Eventually(t, "files restored from the snapshot", 10*time.Second, fileIs(dir, "site-1.crt", a3.PEM()))
 		if !fileIs(dir, "site-2.key", b.KeyPEM())() {
 			t.Error("site-2 not restored")
 		}
@@ -413,7 +402,7 @@ func TestDataPlaneEndToEnd(t *testing.T) {
 		}
 		os.Remove(filepath.Join(dir, "site-1.crt"))
 		stopAgent = run(t, agent(env, dir, ""))
-		waitFor(t, "the corruption to be reported", 10*time.Second, func() bool { return gauge(t, "trustplane_dataplane_snapshot_corrupt") == 1 })
+		testenv.Eventually(t, "the corruption to be reported", 10*time.Second, func() bool { return gauge(t, "trustplane_dataplane_snapshot_corrupt") == 1 })
 		time.Sleep(300 * time.Millisecond)
 		if _, err := os.Stat(filepath.Join(dir, "site-1.crt")); !os.IsNotExist(err) {
 			t.Error("a file was written from a corrupt snapshot")

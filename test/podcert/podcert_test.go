@@ -67,17 +67,6 @@ func background(t *testing.T, fn func(context.Context) error) (stop func()) {
 	return stop
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-}
-
 func stateCount(t *testing.T, state string) float64 {
 	t.Helper()
 	families, _ := metrics.Registry.Gather()
@@ -183,7 +172,7 @@ func TestPodCertificatesEndToEnd(t *testing.T) {
 
 	path := filepath.Join(dir, "apps", "web", "identity-0", nodeagent.BundleFile)
 	var roots *x509.CertPool
-	waitFor(t, "the CA", func() bool {
+	testenv.Eventually(t, "the CA", 30*time.Second, func() bool {
 		s := &corev1.Secret{}
 		if env.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: signerOpts.CASecretName}, s) != nil {
 			return false
@@ -192,7 +181,7 @@ func TestPodCertificatesEndToEnd(t *testing.T) {
 		return roots.AppendCertsFromPEM(s.Data[corev1.TLSCertKey])
 	})
 	var first *x509.Certificate
-	waitFor(t, "the first bundle", func() bool { var ok bool; first, ok = bundle(t, path, roots); return ok })
+	testenv.Eventually(t, "the first bundle", 30*time.Second, func() bool { var ok bool; first, ok = bundle(t, path, roots); return ok })
 	if stateCount(t, podcert.StateFresh) != 1 {
 		t.Errorf("metric fresh = %v", stateCount(t, podcert.StateFresh))
 	}
@@ -208,7 +197,7 @@ func TestPodCertificatesEndToEnd(t *testing.T) {
 	begin := pcrs.Items[0].Status.BeginRefreshAt.Time
 	clk.SetTime(begin.Add(time.Second))
 	var second *x509.Certificate
-	waitFor(t, "the refreshed bundle", func() bool {
+	testenv.Eventually(t, "the refreshed bundle", 30*time.Second, func() bool {
 		leaf, ok := bundle(t, path, roots)
 		second = leaf
 		return ok && leaf.SerialNumber.Cmp(first.SerialNumber) != 0
@@ -232,11 +221,11 @@ func TestPodCertificatesEndToEnd(t *testing.T) {
 		}
 	}
 	clk.SetTime(latestBegin.Add(11 * time.Minute))
-	waitFor(t, "CertificateOverdueForRefresh on the Pod", func() bool { return podEvents(t, podcert.ReasonOverdueForRefresh) == 1 })
-	waitFor(t, "metric overdue_for_refresh", func() bool { return stateCount(t, podcert.StateOverdueForRefresh) == 1 })
+	testenv.Eventually(t, "CertificateOverdueForRefresh on the Pod", 30*time.Second, func() bool { return podEvents(t, podcert.ReasonOverdueForRefresh) == 1 })
+	testenv.Eventually(t, "metric overdue_for_refresh", 30*time.Second, func() bool { return stateCount(t, podcert.StateOverdueForRefresh) == 1 })
 	clk.SetTime(second.NotAfter.Add(time.Minute))
-	waitFor(t, "CertificateExpired on the Pod", func() bool { return podEvents(t, podcert.ReasonExpired) == 1 })
-	waitFor(t, "metric expired", func() bool { return stateCount(t, podcert.StateExpired) == 1 })
+	testenv.Eventually(t, "CertificateExpired on the Pod", 30*time.Second, func() bool { return podEvents(t, podcert.ReasonExpired) == 1 })
+	testenv.Eventually(t, "metric expired", 30*time.Second, func() bool { return stateCount(t, podcert.StateExpired) == 1 })
 	time.Sleep(time.Second) // ten more refresh passes
 	if podEvents(t, podcert.ReasonOverdueForRefresh) != 1 || podEvents(t, podcert.ReasonExpired) != 1 {
 		t.Errorf("events repeated: overdue %d, expired %d", podEvents(t, podcert.ReasonOverdueForRefresh), podEvents(t, podcert.ReasonExpired))
@@ -250,7 +239,7 @@ func TestPodCertificatesEndToEnd(t *testing.T) {
 	if err := env.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the pod's directory to be removed", func() bool {
+	testenv.Eventually(t, "the pod's directory to be removed", 30*time.Second, func() bool {
 		_, err := os.Stat(filepath.Join(dir, "apps", "web"))
 		return os.IsNotExist(err)
 	})

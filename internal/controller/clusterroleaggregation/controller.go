@@ -21,11 +21,11 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/trustplane/trustplane/internal/debounce"
+	"github.com/trustplane/trustplane/internal/handlers"
 	"github.com/trustplane/trustplane/internal/manager"
 	"github.com/trustplane/trustplane/internal/rbac"
 )
@@ -92,7 +92,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		Debounce: debounce.New(opts.QuietPeriod, opts.MaxDelay, clock.RealClock{})}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
-		Watches(&rbacv1.ClusterRole{}, r.fanOut()).
+		WatchesRawSource(source.Kind(mgr.GetCache(), &rbacv1.ClusterRole{}, handlers.OldNew(r.changed))).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: opts.Workers,
 			// Upstream's queue: per-item exponential backoff with an overall token bucket.
@@ -166,26 +166,10 @@ func sources(roles []rbacv1.ClusterRole) []rbac.Source {
 	return out
 }
 
-// fanOut enqueues, for a ClusterRole event, the role itself if it aggregates (before or
+// changed enqueues, for a ClusterRole event, the role itself if it aggregates (before or
 // after) and every aggregator whose selectors match its labels before or after — the
 // only roles whose result can change. Upstream enqueues every aggregator instead.
-func (r *Reconciler) fanOut() handler.EventHandler {
-	return handler.Funcs{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			r.changed(nil, e.Object.(*rbacv1.ClusterRole), q)
-		},
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			r.changed(e.ObjectOld.(*rbacv1.ClusterRole), e.ObjectNew.(*rbacv1.ClusterRole), q)
-		},
-		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if role, ok := e.Object.(*rbacv1.ClusterRole); ok {
-				r.changed(role, nil, q)
-			}
-		},
-	}
-}
-
-func (r *Reconciler) changed(old, cur *rbacv1.ClusterRole, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+func (r *Reconciler) changed(old, cur *rbacv1.ClusterRole, q handlers.Queue) {
 	if old != nil && cur != nil && sameForAggregation(old, cur) {
 		return // e.g. an annotation or a status-only change: no result can differ
 	}
@@ -216,7 +200,7 @@ func (r *Reconciler) changed(old, cur *rbacv1.ClusterRole, q workqueue.TypedRate
 	}
 }
 
-func (r *Reconciler) enqueue(q workqueue.TypedRateLimitingInterface[reconcile.Request], key types.NamespacedName) {
+func (r *Reconciler) enqueue(q handlers.Queue, key types.NamespacedName) {
 	q.AddAfter(reconcile.Request{NamespacedName: key}, r.Debounce.Touch(key.Name))
 }
 

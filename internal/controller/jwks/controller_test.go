@@ -84,7 +84,7 @@ func TestSecretChangeReachesConfigMapThroughTheWatch(t *testing.T) {
 
 	putSecret(t, ns, "tls", tlsData(second))
 	kid2, _ := expectedDoc(t, second)
-	waitFor(t, "the new key in the ConfigMap", func() bool {
+	testenv.Eventually(t, "the new key in the ConfigMap", 30*time.Second, func() bool {
 		return strings.Contains(getConfigMap(t, ns, "watch-jwks").Data[jwks.DocumentKey], kid2)
 	})
 	doc := getConfigMap(t, ns, "watch-jwks").Data[jwks.DocumentKey]
@@ -116,7 +116,7 @@ func TestRetiredKeyIsRemovedOnTimeAndSurvivesRestart(t *testing.T) {
 	kid1, _ := expectedDoc(t, first)
 	kid2, _ := expectedDoc(t, second)
 	putSecret(t, ns, "tls", tlsData(second))
-	waitFor(t, "two keys", func() bool { return getConfig(t, ns, "ttl").Status.KeyCount == 2 })
+	testenv.Eventually(t, "two keys", 30*time.Second, func() bool { return getConfig(t, ns, "ttl").Status.KeyCount == 2 })
 	retiredAt := getConfigMap(t, ns, "ttl-jwks").Annotations[RetirementsAnnotation]
 	if !strings.Contains(retiredAt, kid1) {
 		t.Fatalf("retirement record %q lacks the old kid", retiredAt)
@@ -129,7 +129,7 @@ func TestRetiredKeyIsRemovedOnTimeAndSurvivesRestart(t *testing.T) {
 	if got := getConfigMap(t, ns, "ttl-jwks").Annotations[RetirementsAnnotation]; got != retiredAt {
 		t.Fatalf("restart changed the retirement record: %q → %q", retiredAt, got)
 	}
-	waitFor(t, "the retired key to be removed", func() bool { return getConfig(t, ns, "ttl").Status.KeyCount == 1 })
+	testenv.Eventually(t, "the retired key to be removed", 30*time.Second, func() bool { return getConfig(t, ns, "ttl").Status.KeyCount == 1 })
 	doc := getConfigMap(t, ns, "ttl-jwks").Data[jwks.DocumentKey]
 	if strings.Contains(doc, kid1) || !strings.Contains(doc, kid2) {
 		t.Errorf("after the TTL the set should hold only the new key")
@@ -152,7 +152,7 @@ func TestReplacingStrategies(t *testing.T) {
 		waitReady(t, ns, name, metav1.ConditionTrue, ReasonPublished)
 		putSecret(t, ns, name, tlsData(second))
 		_, want := expectedDoc(t, second)
-		waitFor(t, name+": the set replaced by the new key", func() bool {
+		testenv.Eventually(t, name+": the set replaced by the new key", 30*time.Second, func() bool {
 			return getConfigMap(t, ns, name+"-jwks").Data[jwks.DocumentKey] == string(want)
 		})
 	}
@@ -170,7 +170,7 @@ func TestRenewedCertificateWithSameKeyKeepsKid(t *testing.T) {
 	renewed := renew(t, first)
 	putSecret(t, ns, "tls", tlsData(renewed))
 	_, want := expectedDoc(t, renewed)
-	waitFor(t, "x5c/x5t updated in place", func() bool {
+	testenv.Eventually(t, "x5c/x5t updated in place", 30*time.Second, func() bool {
 		return getConfigMap(t, ns, "renew-jwks").Data[jwks.DocumentKey] == string(want)
 	})
 	cfg = getConfig(t, ns, "renew")
@@ -332,7 +332,7 @@ func TestNginxObjectsAndPodRefresh(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond) // let the pod reach the controller's cache
 	putSecret(t, ns, "tls", tlsData(newChain(t, testcerts.P256)))
-	waitFor(t, "pod content annotation", func() bool {
+	testenv.Eventually(t, "pod content annotation", 30*time.Second, func() bool {
 		got := &corev1.Pod{}
 		_ = env.Client.Get(ctx, client.ObjectKeyFromObject(pod), got)
 		return got.Annotations[PodContentAnnotation] == hashOf(getConfigMap(t, ns, "web-jwks").Data)
@@ -348,7 +348,7 @@ func TestNginxObjectsAndPodRefresh(t *testing.T) {
 	if err := env.Client.Delete(ctx, deploy); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the Deployment to be recreated", func() bool {
+	testenv.Eventually(t, "the Deployment to be recreated", 30*time.Second, func() bool {
 		d := &appsv1.Deployment{}
 		return env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, d) == nil && d.UID != deploy.UID
 	})
@@ -368,7 +368,7 @@ func TestDeletion(t *testing.T) {
 		if err := env.Client.Delete(ctx, cfg); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the JWKSConfig to go", func() bool {
+		testenv.Eventually(t, "the JWKSConfig to go", 30*time.Second, func() bool {
 			return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(cfg), &jwksv1alpha1.JWKSConfig{}))
 		})
 		for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}} {

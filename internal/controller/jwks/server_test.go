@@ -6,12 +6,14 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	"github.com/trustplane/trustplane/internal/jwks"
 	"github.com/trustplane/trustplane/internal/testcerts"
+	"github.com/trustplane/trustplane/internal/testenv"
 )
 
 func get(t *testing.T, url string, header ...string) (*http.Response, []byte) {
@@ -66,7 +68,7 @@ func TestNativeServer(t *testing.T) {
 	second := newChain(t, testcerts.P256)
 	putSecret(t, ns, "tls", tlsData(second))
 	kid2, _ := expectedDoc(t, second)
-	waitFor(t, "the new key to be served", func() bool {
+	testenv.Eventually(t, "the new key to be served", 30*time.Second, func() bool {
 		_, body := get(t, base+"/jwks.json")
 		return strings.Contains(string(body), kid2)
 	})

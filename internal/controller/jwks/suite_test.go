@@ -188,18 +188,6 @@ func getConfigMap(t *testing.T, ns, name string) *corev1.ConfigMap {
 	return cm
 }
 
-// waitFor polls the test's own observation of the API server (not the controller).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func readyCondition(cfg *jwksv1alpha1.JWKSConfig) *metav1.Condition {
 	return meta.FindStatusCondition(cfg.Status.Conditions, ConditionReady)
 }
@@ -214,7 +202,7 @@ func waitReady(t *testing.T, ns, name string, status metav1.ConditionStatus, rea
 func waitReadyMessage(t *testing.T, ns, name string, status metav1.ConditionStatus, reason, msg string) *jwksv1alpha1.JWKSConfig {
 	t.Helper()
 	var cfg *jwksv1alpha1.JWKSConfig
-	waitFor(t, fmt.Sprintf("%s/%s Ready=%s %s %q", ns, name, status, reason, msg), func() bool {
+	testenv.Eventually(t, fmt.Sprintf("%s/%s Ready=%s %s %q", ns, name, status, reason, msg), 30*time.Second, func() bool {
 		cfg = getConfig(t, ns, name)
 		c := readyCondition(cfg)
 		return c != nil && c.Status == status && c.Reason == reason && c.ObservedGeneration == cfg.Generation && strings.Contains(c.Message, msg)

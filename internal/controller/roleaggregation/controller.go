@@ -16,14 +16,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/trustplane/trustplane/internal/handlers"
 	"github.com/trustplane/trustplane/internal/manager"
 	"github.com/trustplane/trustplane/internal/rbac"
 )
@@ -77,7 +76,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	r := &Reconciler{Reader: mgr.GetCache(), Writer: mgr.GetClient(), Recorder: mgr.GetEventRecorder("trustplane-" + Name), Index: rbac.NewIndex()}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
-		Watches(&rbacv1.Role{}, r.fanOut()).
+		WatchesRawSource(source.Kind(mgr.GetCache(), &rbacv1.Role{}, handlers.OldNew(r.changed))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).
 		Complete(r)
 	return r, err
@@ -119,23 +118,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{}, r.Writer.Apply(ctx, apply, client.FieldOwner(FieldManager), client.ForceOwnership)
 }
 
-func (r *Reconciler) fanOut() handler.EventHandler {
-	return handler.Funcs{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			r.changed(nil, e.Object.(*rbacv1.Role), q)
-		},
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			r.changed(e.ObjectOld.(*rbacv1.Role), e.ObjectNew.(*rbacv1.Role), q)
-		},
-		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if role, ok := e.Object.(*rbacv1.Role); ok {
-				r.changed(role, nil, q)
-			}
-		},
-	}
-}
-
-func (r *Reconciler) changed(old, cur *rbacv1.Role, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+// changed enqueues the Role itself if it aggregates and the aggregators of its namespace
+// whose selector matches its labels before or after the change.
+func (r *Reconciler) changed(old, cur *rbacv1.Role, q handlers.Queue) {
 	if old != nil && cur != nil && equality.Semantic.DeepEqual(old.Labels, cur.Labels) &&
 		old.Annotations[SelectorAnnotation] == cur.Annotations[SelectorAnnotation] && rbac.RulesEqual(old.Rules, cur.Rules) {
 		return

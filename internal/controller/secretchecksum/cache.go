@@ -13,8 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	tenginev1 "github.com/trustplane/trustplane/api/tengine/v1"
-	"k8s.io/client-go/util/workqueue"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"github.com/trustplane/trustplane/internal/handlers"
 )
 
 // newInputCache is the controller's own cache: Secrets and Ingresses in scope, and the
@@ -68,8 +67,8 @@ func stripIngress(obj any) (any, error) {
 	return obj, nil
 }
 
-func kindSource[T client.Object](c cache.Cache, obj T, fn func(old, cur T, q workqueue.TypedRateLimitingInterface[reconcile.Request])) source.Source {
-	return source.Kind(c, obj, eventFuncs(fn))
+func kindSource[T client.Object](c cache.Cache, obj T, fn func(old, cur T, q handlers.Queue)) source.Source {
+	return source.Kind(c, obj, handlers.OldNew(fn))
 }
 
 func isNil(obj any) bool {

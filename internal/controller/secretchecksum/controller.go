@@ -19,18 +19,16 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	tenginev1 "github.com/trustplane/trustplane/api/tengine/v1"
 	"github.com/trustplane/trustplane/internal/checksum"
 	"github.com/trustplane/trustplane/internal/debounce"
+	"github.com/trustplane/trustplane/internal/handlers"
 	"github.com/trustplane/trustplane/internal/manager"
 )
 
@@ -286,7 +284,7 @@ func (r *Reconciler) set(key string) *checksum.Set {
 
 // onSecret keeps the namespace's ID set current from Secret events: only the changed
 // Secret's certificate is parsed.
-func (r *Reconciler) onSecret(old, cur *corev1.Secret, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+func (r *Reconciler) onSecret(old, cur *corev1.Secret, q handlers.Queue) {
 	obj, gone := cur, cur == nil
 	if gone {
 		obj = old
@@ -305,7 +303,7 @@ func (r *Reconciler) onSecret(old, cur *corev1.Secret, q workqueue.TypedRateLimi
 	r.record(trackSecrets, obj, !gone && isTLS, id, err, q)
 }
 
-func (r *Reconciler) onIngress(old, cur *networkingv1.Ingress, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+func (r *Reconciler) onIngress(old, cur *networkingv1.Ingress, q handlers.Queue) {
 	obj, gone := cur, cur == nil
 	if gone {
 		obj = old
@@ -322,7 +320,7 @@ func (r *Reconciler) onIngress(old, cur *networkingv1.Ingress, q workqueue.Typed
 }
 
 // record updates a track's set for one object and schedules the namespace's publication.
-func (r *Reconciler) record(track string, obj client.Object, present bool, id string, err error, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+func (r *Reconciler) record(track string, obj client.Object, present bool, id string, err error, q handlers.Queue) {
 	key := track + "/" + obj.GetNamespace()
 	objKey := key + "/" + obj.GetName()
 	set := r.set(key)
@@ -361,8 +359,8 @@ func (r *Reconciler) record(track string, obj client.Object, present bool, id st
 
 // onPublished brings a namespace back when its published objects change (someone
 // deleted ours, or a leftover needs cleaning).
-func onPublished[T client.Object](track string) func(old, cur T, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	return func(old, cur T, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+func onPublished[T client.Object](track string) func(old, cur T, q handlers.Queue) {
+	return func(old, cur T, q handlers.Queue) {
 		var obj client.Object = cur
 		if isNil(cur) {
 			obj = old
@@ -371,22 +369,6 @@ func onPublished[T client.Object](track string) func(old, cur T, q workqueue.Typ
 			return
 		}
 		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: track}})
-	}
-}
-
-// eventFuncs adapts a typed old/new callback to controller-runtime's event handler.
-func eventFuncs[T client.Object](fn func(old, cur T, q workqueue.TypedRateLimitingInterface[reconcile.Request])) handler.TypedEventHandler[T, reconcile.Request] {
-	var zero T
-	return handler.TypedFuncs[T, reconcile.Request]{
-		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[T], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			fn(zero, e.Object, q)
-		},
-		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[T], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			fn(e.ObjectOld, e.ObjectNew, q)
-		},
-		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[T], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			fn(e.Object, zero, q)
-		},
 	}
 }
 

@@ -7,8 +7,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -16,13 +14,10 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
-
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/trustplane/trustplane/internal/testenv"
 	"github.com/trustplane/trustplane/test/aggregation"
@@ -172,20 +167,7 @@ func feed(ctx context.Context, sides []*measured, ops []aggregation.Op) error {
 // controllerWrites counts server-side applies and updates of ClusterRoles, as the API
 // server itself reports them; the bench only creates, merge-patches and deletes.
 func controllerWrites(ctx context.Context, s *aggregation.Side) (int, error) {
-	raw, err := kubernetes.NewForConfigOrDie(s.Env.Config).RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return 0, err
-	}
-	total := 0
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "apiserver_request_total{") && strings.Contains(line, `resource="clusterroles"`) &&
-			(strings.Contains(line, `verb="APPLY"`) || strings.Contains(line, `verb="PUT"`)) {
-			v, _ := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
-			total += int(v)
-		}
-	}
-	return total, nil
+	return testenv.APIRequests(ctx, s.Env.Config, func(labels string) bool {
+		return strings.Contains(labels, `resource="clusterroles"`) && (strings.Contains(labels, `verb="APPLY"`) || strings.Contains(labels, `verb="PUT"`))
+	})
 }

@@ -9,8 +9,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -218,7 +216,7 @@ func (b *bench) createMany(ctx context.Context) (time.Duration, error) {
 // resyncWrites restarts the manager over the 1,000 published sets and counts the
 // mutating requests the API server receives for the controller's resources.
 func (b *bench) resyncWrites(ctx context.Context) error {
-	before, err := b.mutatingRequests(ctx)
+	before, err := b.controllerWrites(ctx)
 	if err != nil {
 		return err
 	}
@@ -231,7 +229,7 @@ func (b *bench) resyncWrites(ctx context.Context) error {
 		mgr.stop()
 		return err
 	}
-	after, err := b.mutatingRequests(ctx)
+	after, err := b.controllerWrites(ctx)
 	mgr.stop()
 	if err != nil {
 		return err
@@ -281,33 +279,16 @@ func (b *bench) waitAllReady(ctx context.Context, ns string, n int) (time.Durati
 	return 0, fmt.Errorf("not all %d JWKSConfigs in %s became Ready", n, ns)
 }
 
-// mutatingRequests sums apiserver_request_total for writes to the resources the jwks
-// controller writes.
-func (b *bench) mutatingRequests(ctx context.Context) (int, error) {
-	cs := kubernetes.NewForConfigOrDie(b.env.Config)
-	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return 0, err
-	}
-	total := 0
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_request_total{") {
-			continue
-		}
-		if !hasAny(line, `verb="POST"`, `verb="PUT"`, `verb="PATCH"`, `verb="APPLY"`, `verb="DELETE"`) ||
-			!hasAny(line, `resource="jwksconfigs"`, `resource="configmaps"`, `resource="deployments"`, `resource="services"`, `resource="pods"`) {
-			continue
-		}
-		v, _ := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
-		total += int(v)
-	}
-	return total, nil
+// controllerWrites counts writes to the resources the jwks controller writes, as the API
+// server reports them.
+func (b *bench) controllerWrites(ctx context.Context) (int, error) {
+	return testenv.APIRequests(ctx, b.env.Config, func(labels string) bool {
+		return containsAny(labels, `verb="POST"`, `verb="PUT"`, `verb="PATCH"`, `verb="APPLY"`, `verb="DELETE"`) &&
+			containsAny(labels, `resource="jwksconfigs"`, `resource="configmaps"`, `resource="deployments"`, `resource="services"`, `resource="pods"`)
+	})
 }
 
-func hasAny(s string, subs ...string) bool {
+func containsAny(s string, subs ...string) bool {
 	for _, sub := range subs {
 		if strings.Contains(s, sub) {
 			return true

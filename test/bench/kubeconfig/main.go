@@ -5,8 +5,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -20,7 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -168,21 +165,11 @@ func markReady(kr *operatorv1alpha1.KubeconfigRequest, ready map[string]time.Dur
 	}
 }
 
-// requestsServed sums apiserver_request_total as the API server reports it.
+// requestsServed is every request the API server answered.
 func requestsServed(ctx context.Context, env *testenv.Env) int {
-	raw, err := kubernetes.NewForConfigOrDie(env.Config).RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	n, err := testenv.APIRequests(ctx, env.Config, nil)
 	if err != nil {
-		return 0
+		fmt.Fprintln(os.Stderr, "counting API requests:", err)
 	}
-	total := 0
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "apiserver_request_total{") {
-			v, _ := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
-			total += int(v)
-		}
-	}
-	return total
+	return n
 }
