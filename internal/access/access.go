@@ -1,13 +1,17 @@
 // Package access decides what an issued kubeconfig may do and renders it: the ceiling of
-// rules a KubeconfigRequest may ask for, and the kubeconfig file itself. No client here.
+// rules a KubeconfigRequest may ask for, the kubeconfig file itself, and the
+// cluster-admin bindings of a Cluster's administrators. No client here.
 package access
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
@@ -69,4 +73,26 @@ func Kubeconfig(clusterName, server string, caData []byte, user, token string) (
 	cfg.Contexts[clusterName] = &clientcmdapi.Context{Cluster: clusterName, AuthInfo: user}
 	cfg.CurrentContext = clusterName
 	return clientcmd.Write(*cfg)
+}
+
+// AdministratorLabel marks the cluster-admin bindings made for a Cluster's administrators,
+// so that removing an administrator removes exactly its binding and nothing else.
+const AdministratorLabel = "operator.kyma-project.io/administrator"
+
+// AdminBindings are the ClusterRoleBindings that give each administrator (a user name as
+// the cluster's authenticator reports it, e.g. an OIDC e-mail) cluster-admin.
+func AdminBindings(administrators []string) []rbacv1.ClusterRoleBinding {
+	out := make([]rbacv1.ClusterRoleBinding, 0, len(administrators))
+	for _, user := range administrators {
+		sum := sha256.Sum256([]byte(user))
+		out = append(out, rbacv1.ClusterRoleBinding{
+			TypeMeta: metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRoleBinding"},
+			ObjectMeta: metav1.ObjectMeta{Name: "trustplane-admin-" + hex.EncodeToString(sum[:8]),
+				Labels:      map[string]string{AdministratorLabel: "true", "app.kubernetes.io/managed-by": "trustplane"},
+				Annotations: map[string]string{AdministratorLabel: user}},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+		})
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"github.com/trustplane/trustplane/internal/controller/cluster"
 	"github.com/trustplane/trustplane/internal/controller/clusterroleaggregation"
 	"github.com/trustplane/trustplane/internal/controller/jwks"
 	"github.com/trustplane/trustplane/internal/controller/kubeconfig"
@@ -9,11 +10,13 @@ import (
 	"github.com/trustplane/trustplane/internal/controller/secretchecksum"
 	"github.com/trustplane/trustplane/internal/controller/subscription"
 	"github.com/trustplane/trustplane/internal/controller/tlsexpiry"
+	"github.com/trustplane/trustplane/internal/garden"
 	"github.com/trustplane/trustplane/internal/manager"
 )
 
 // controllers is every controller `trustplane manager` knows, in start order.
 func controllers() []manager.Controller {
+	gardenOpts := garden.DefaultOptions() // shared by the cluster and kubeconfig controllers
 	return []manager.Controller{
 		jwks.Controller(),
 		clusterroleaggregation.Controller(),
@@ -21,7 +24,8 @@ func controllers() []manager.Controller {
 		secretchecksum.Controller(),
 		podcertsigner.Controller(),
 		tlsexpiry.Controller(),
-		kubeconfig.Controller(),
+		kubeconfig.Controller(gardenOpts),
+		cluster.Controller(gardenOpts),
 		subscription.Controller(),
 	}
 }

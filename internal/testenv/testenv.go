@@ -76,8 +76,9 @@ func (e *Env) Stop() error { return e.env.Stop() }
 // Environment exposes the envtest environment, e.g. to add users with other permissions.
 func (e *Env) Environment() *envtest.Environment { return e.env }
 
-// Main is a TestMain body: it starts the control plane into *env, runs the tests, stops it.
-func Main(m *testing.M, env **Env) int {
+// Main is a TestMain body: it starts the control plane into *env, runs the tests (m is a
+// *testing.M, or a wrapper that prepares more before running them), stops it.
+func Main(m interface{ Run() int }, env **Env) int {
 	e, err := Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -52,7 +52,7 @@ func setup(t *testing.T) {
 	t.Helper()
 	env := mgmt
 	env.RunManager(t, func(mgr ctrl.Manager) error {
-		_, err := kubeconfigctrl.Setup(mgr, kubeconfigctrl.DefaultOptions())
+		_, err := kubeconfigctrl.Setup(mgr, kubeconfigctrl.DefaultOptions(), nil)
 		return err
 	})
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "target-admin"}, Data: map[string][]byte{"kubeconfig": target.Environment().KubeConfig}}

@@ -39,6 +39,8 @@ type OIDCConfig struct {
 }
 
 // ClusterInfrastructure is where and how big the cluster is.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.autoScalerMin) || !has(self.autoScalerMax) || self.autoScalerMin <= self.autoScalerMax",message="autoScalerMin must not exceed autoScalerMax"
 type ClusterInfrastructure struct {
 	// provider is the hyperscaler: aws, azure, gcp, openstack.
 	// +optional

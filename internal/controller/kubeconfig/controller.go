@@ -27,7 +27,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -42,6 +41,8 @@ import (
 
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
 	"github.com/trustplane/trustplane/internal/access"
+	clusterctrl "github.com/trustplane/trustplane/internal/controller/cluster"
+	"github.com/trustplane/trustplane/internal/garden"
 	"github.com/trustplane/trustplane/internal/manager"
 )
 
@@ -91,19 +92,30 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 }
 
 // Controller is the registry entry for `trustplane manager`.
-func Controller() manager.Controller {
+// The garden options are registered by the cluster controller and shared.
+func Controller(gardenOpts *garden.Options) manager.Controller {
 	opts := DefaultOptions()
 	return manager.Controller{
 		Name: Name, Help: "KubeconfigRequest: RBAC-scoped, expiring kubeconfigs with rotate/revoke",
 		AddFlags: opts.AddFlags,
-		Setup:    func(mgr ctrl.Manager) error { _, err := Setup(mgr, opts); return err },
+		Setup: func(mgr ctrl.Manager) error {
+			g, err := gardenOpts.Connect(mgr)
+			if err != nil {
+				return err
+			}
+			_, err = Setup(mgr, opts, g)
+			return err
+		},
 	}
 }
 
 // Reconciler reconciles KubeconfigRequests.
 type Reconciler struct {
-	Client   client.Client
-	Recorder events.EventRecorder
+	Client    client.Client
+	APIReader client.Reader // kubeconfig Secrets are read uncached: they hold cluster-admin credentials
+	Recorder  events.EventRecorder
+	// Garden is nil when no garden is configured: only brought-along clusters work then.
+	Garden *garden.Garden
 	opts     Options
 	// Targets gives the clients of a request's target cluster (tests may replace it).
 	Targets func(ctx context.Context, req *operatorv1alpha1.KubeconfigRequest) (*Target, error)
@@ -120,6 +132,7 @@ type Target struct {
 	Client client.Client
 	Kube   kubernetes.Interface
 
+	refreshAt      time.Time // when a fresh admin kubeconfig is due
 	mu             sync.Mutex
 	namespaceReady bool
 }
@@ -146,10 +159,10 @@ func (t *Target) ensureNamespace(ctx context.Context) error {
 // +kubebuilder:rbac:groups=operator.kyma-project.io,resources=clusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete
 
-// Setup adds the controller to mgr.
-func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
-	r := &Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("trustplane-" + Name), opts: opts}
-	r.Targets = r.byocTarget
+// Setup adds the controller to mgr; g may be nil (brought-along clusters only).
+func Setup(mgr ctrl.Manager, opts Options, g *garden.Garden) (*Reconciler, error) {
+	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("trustplane-" + Name), Garden: g, opts: opts}
+	r.Targets = r.target
 	annotationsOrSpec := predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{})
 	return r, ctrl.NewControllerManagedBy(mgr).Named(Name).
 		For(&operatorv1alpha1.KubeconfigRequest{}, builder.WithPredicates(annotationsOrSpec)).
@@ -370,6 +383,13 @@ func (r *Reconciler) finalize(ctx context.Context, kr *operatorv1alpha1.Kubeconf
 		return nil
 	}
 	t, err := r.Targets(ctx, kr)
+	if errors.Is(err, errClusterGone) {
+		// Without its Cluster there is no cluster to clean up (a Cluster waits for its
+		// requests before it goes, so this is a request for a cluster that never was).
+		r.Recorder.Eventf(kr, nil, corev1.EventTypeNormal, "ClusterGone", "Delete", "%v: nothing to clean up", err)
+		controllerutil.RemoveFinalizer(kr, Finalizer)
+		return client.IgnoreNotFound(r.Client.Update(ctx, kr))
+	}
 	if err != nil {
 		return err // keep the finalizer: the target must be cleaned up
 	}
@@ -392,33 +412,66 @@ func (r *Reconciler) finalize(ctx context.Context, kr *operatorv1alpha1.Kubeconf
 	return client.IgnoreNotFound(r.Client.Update(ctx, kr))
 }
 
-// byocTarget connects to a Cluster that brings its own kubeconfig.
-func (r *Reconciler) byocTarget(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest) (*Target, error) {
+// errClusterGone: the request's Cluster does not exist (any more).
+var errClusterGone = errors.New("cluster not found")
+
+// target connects to the request's cluster: a brought-along one through its kubeconfig
+// Secret, a Gardener one through a short-lived admin kubeconfig kept in memory only.
+func (r *Reconciler) target(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest) (*Target, error) {
 	cluster := &operatorv1alpha1.Cluster{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: kr.Namespace, Name: kr.Spec.Cluster}, cluster); err != nil {
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: kr.Namespace, Name: kr.Spec.Cluster}, cluster); apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("cluster %q: %w", kr.Spec.Cluster, errClusterGone)
+	} else if err != nil {
 		return nil, fmt.Errorf("cluster %q: %w", kr.Spec.Cluster, err)
 	}
-	ref := cluster.Spec.KubeconfigSecretRef
-	if ref == nil {
-		// Gardener shoots are reached through shoots/adminkubeconfig; that path is not built yet.
-		return nil, fmt.Errorf("cluster %q has no kubeconfigSecretRef: only brought-along clusters are supported so far", cluster.Name)
+	if cluster.Spec.KubeconfigSecretRef != nil {
+		return r.broughtAlongTarget(ctx, cluster)
 	}
-	secret := &corev1.Secret{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: kr.Namespace, Name: ref.Name}, secret); err != nil {
+	return r.shootTarget(ctx, cluster)
+}
+
+// broughtAlongTarget reuses the connection while the kubeconfig Secret is unchanged; its
+// version comes from the metadata cache, its content is read uncached only on change.
+func (r *Reconciler) broughtAlongTarget(ctx context.Context, cluster *operatorv1alpha1.Cluster) (*Target, error) {
+	secretMeta := &metav1.PartialObjectMetadata{}
+	secretMeta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: cluster.Namespace, Name: cluster.Spec.KubeconfigSecretRef.Name}, secretMeta); err != nil {
 		return nil, fmt.Errorf("cluster %q kubeconfig Secret: %w", cluster.Name, err)
 	}
-	key := ref.Key
-	if key == "" {
-		key = "kubeconfig"
-	}
-	cacheKey := cluster.Namespace + "/" + cluster.Name + "@" + secret.Name + "/" + secret.ResourceVersion
-	if t, ok := r.targets.Load(cacheKey); ok {
+	key := string(cluster.UID) + "@" + secretMeta.ResourceVersion
+	if t, ok := r.targets.Load(key); ok {
 		return t.(*Target), nil
 	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data[key])
+	cfg, err := clusterctrl.BroughtAlongConfig(ctx, r.APIReader, cluster)
 	if err != nil {
-		return nil, fmt.Errorf("cluster %q kubeconfig: %w", cluster.Name, err)
+		return nil, fmt.Errorf("cluster %q: %w", cluster.Name, err)
 	}
+	return r.connect(key, cluster.Name, cfg, time.Time{})
+}
+
+// shootTarget asks Gardener for an admin kubeconfig and reuses it for half its lifetime.
+func (r *Reconciler) shootTarget(ctx context.Context, cluster *operatorv1alpha1.Cluster) (*Target, error) {
+	if r.Garden == nil {
+		return nil, fmt.Errorf("cluster %q is a Gardener cluster and the operator runs without --garden-kubeconfig", cluster.Name)
+	}
+	provisioned := meta.FindStatusCondition(cluster.Status.Conditions, clusterctrl.ConditionProvisioned)
+	if provisioned == nil || provisioned.Status != metav1.ConditionTrue || cluster.Status.ShootName == "" {
+		return nil, fmt.Errorf("cluster %q is not provisioned yet", cluster.Name)
+	}
+	key := string(cluster.UID) + "@shoot"
+	now := r.opts.Clock.Now()
+	if t, ok := r.targets.Load(key); ok && now.Before(t.(*Target).refreshAt) {
+		return t.(*Target), nil
+	}
+	cfg, expires, err := r.Garden.AdminConfig(ctx, cluster.Status.ShootName)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %q: %w", cluster.Name, err)
+	}
+	return r.connect(key, cluster.Name, cfg, now.Add(expires.Sub(now)/2))
+}
+
+// connect makes and caches a connection; a zero refreshAt never expires.
+func (r *Reconciler) connect(key, name string, cfg *rest.Config, refreshAt time.Time) (*Target, error) {
 	cfg.Timeout = 15 * time.Second
 	// client-go's default of 5 requests/s would serialise a burst of requests; the target
 	// API server protects itself with priority and fairness.
@@ -431,8 +484,11 @@ func (r *Reconciler) byocTarget(ctx context.Context, kr *operatorv1alpha1.Kubeco
 	if err != nil {
 		return nil, err
 	}
-	t := &Target{Name: cluster.Name, Config: cfg, Client: c, Kube: kube}
-	r.targets.Store(cacheKey, t)
+	if refreshAt.IsZero() {
+		refreshAt = time.Unix(1<<62, 0)
+	}
+	t := &Target{Name: name, Config: cfg, Client: c, Kube: kube, refreshAt: refreshAt}
+	r.targets.Store(key, t)
 	return t, nil
 }
 

@@ -70,7 +70,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if _, err := kubeconfigctrl.Setup(mgr, kubeconfigctrl.DefaultOptions()); err != nil {
+	if _, err := kubeconfigctrl.Setup(mgr, kubeconfigctrl.DefaultOptions(), nil); err != nil {
 		return err
 	}
 	mctx, cancel := context.WithCancel(ctx)

@@ -1,0 +1,627 @@
+// Package cluster tests the Cluster operator end to end with real API servers: one plays
+// the management cluster and the Gardener garden (with a Shoot CRD behind a small front
+// that serves shoots/adminkubeconfig), the other the provisioned shoot. The Subscription
+// and Kubeconfig operators run alongside, so a Cluster goes from credential to Shoot to
+// administrators and issued kubeconfigs, and back to nothing on deletion.
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	cp "github.com/trustplane/trustplane/api/controlplane/v1alpha1"
+	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
+	"github.com/trustplane/trustplane/internal/access"
+	clusterctrl "github.com/trustplane/trustplane/internal/controller/cluster"
+	kubeconfigctrl "github.com/trustplane/trustplane/internal/controller/kubeconfig"
+	subscriptionctrl "github.com/trustplane/trustplane/internal/controller/subscription"
+	"github.com/trustplane/trustplane/internal/garden"
+	"github.com/trustplane/trustplane/internal/shoot"
+	"github.com/trustplane/trustplane/internal/testenv"
+)
+
+const (
+	ns               = "default"
+	projectNamespace = "garden-test"
+)
+
+var (
+	mgmt, shootEnv *testenv.Env // mgmt is also the garden
+	gardenFront    *front
+	testGardener   *gardener
+	ctx            = context.Background()
+)
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(logr.Discard())
+	var err error
+	if shootEnv, err = testenv.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := testenv.Main(&setupThenRun{m}, &mgmt)
+	_ = shootEnv.Stop()
+	os.Exit(code)
+}
+
+// setupThenRun prepares the garden once the management API server is up.
+type setupThenRun struct{ m *testing.M }
+
+func (s *setupThenRun) Run() int {
+	if err := prepareGarden(); err != nil {
+		fmt.Fprintln(os.Stderr, "preparing the test garden:", err)
+		return 1
+	}
+	defer func() { gardenFront.server.CloseClientConnections(); gardenFront.server.Close() }()
+	defer stopGardener()
+	return s.m.Run()
+}
+
+var stopGardener context.CancelFunc = func() {}
+
+func prepareGarden() error {
+	if _, err := envtest.InstallCRDs(mgmt.Config, envtest.CRDInstallOptions{Paths: []string{filepath.Join("testdata", "shoots.yaml")}, ErrorIfPathMissing: true}); err != nil {
+		return err
+	}
+	if err := mgmt.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: projectNamespace}}); err != nil {
+		return err
+	}
+	admin, err := adminUser(shootEnv.Environment())
+	if err != nil {
+		return err
+	}
+	if gardenFront, err = newFront(mgmt, admin); err != nil {
+		return err
+	}
+	gardenerCtx, cancel := context.WithCancel(ctx)
+	stopGardener = cancel
+	testGardener, err = startGardener(gardenerCtx, mgmt)
+	return err
+}
+
+// runOperators starts the cluster, subscription and kubeconfig controllers with the
+// garden behind the front (or without a garden).
+func runOperators(t *testing.T, withGarden bool) {
+	t.Helper()
+	mgmt.RunManager(t, func(mgr ctrl.Manager) error {
+		var g *garden.Garden
+		if withGarden {
+			params := shoot.DefaultParams()
+			params.Namespace = projectNamespace
+			var err error
+			if g, err = garden.New(mgr, gardenFront.config(), params, 10*time.Minute); err != nil {
+				return err
+			}
+		}
+		if _, err := clusterctrl.Setup(mgr, g); err != nil {
+			return err
+		}
+		if _, err := subscriptionctrl.Setup(mgr); err != nil {
+			return err
+		}
+		_, err := kubeconfigctrl.Setup(mgr, kubeconfigctrl.DefaultOptions(), g)
+		return err
+	})
+}
+
+func poolSecret(t *testing.T, name string, labels map[string]string) {
+	t.Helper()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}, Data: map[string][]byte{"credentials": []byte("hyperscaler secret " + name)}}
+	if err := mgmt.Client.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func getCluster(t *testing.T, name string) *operatorv1alpha1.Cluster {
+	t.Helper()
+	c := &operatorv1alpha1.Cluster{}
+	if err := mgmt.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// waitCondition waits for a Cluster condition and returns it.
+func waitCondition(t *testing.T, name, condition string, status metav1.ConditionStatus, reason string) metav1.Condition {
+	t.Helper()
+	var last *metav1.Condition
+	testenv.Eventually(t, fmt.Sprintf("Cluster %s %s=%s (%s)", name, condition, status, reason), 30*time.Second, func() bool {
+		c := &operatorv1alpha1.Cluster{}
+		if err := mgmt.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, c); err != nil {
+			return false
+		}
+		last = meta.FindStatusCondition(c.Status.Conditions, condition)
+		return last != nil && last.Status == status && last.Reason == reason && c.Status.ObservedGeneration == c.Generation
+	})
+	return *last
+}
+
+func getShoot(name string) (*unstructured.Unstructured, error) {
+	s := garden.NewShoot()
+	return s, mgmt.Client.Get(ctx, types.NamespacedName{Namespace: projectNamespace, Name: name}, s)
+}
+
+func gone(c client.Client, obj client.Object) func() bool {
+	return func() bool { return apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(obj), obj)) }
+}
+
+// canI asks the shoot API server whether user may do verb on resource in namespace.
+func canI(t *testing.T, user, verb, resource, namespace string) bool {
+	t.Helper()
+	kube := kubernetes.NewForConfigOrDie(shootEnv.Config)
+	review, err := kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Resource: resource, Namespace: namespace}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return review.Status.Allowed
+}
+
+func TestGardenerClusterLifecycle(t *testing.T) {
+	runOperators(t, true)
+	poolSecret(t, "aws-shared-1", map[string]string{cp.LabelHyperscalerType: "aws", cp.LabelShared: "true"})
+	name := "example-cluster"
+	shootName := shoot.Name(ns, name)
+	testGardener.hold.Store(shootName, struct{}{})
+	c := &operatorv1alpha1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"plan": "trial", "globalaccountid": "abcd-0001"}},
+		Spec: operatorv1alpha1.ClusterSpec{
+			Core:       operatorv1alpha1.ClusterCore{Purpose: "production", Region: "eu-central-1"},
+			Extensions: &runtime.RawExtension{Raw: []byte(`{"shootNetworkingFilterDisabled":true}`)},
+			OIDCConfig: &operatorv1alpha1.OIDCConfig{ClientID: "kyma", IssuerURL: "https://issuer.example", GroupsClaim: "groups",
+				UsernameClaim: "email", UsernamePrefix: "-", SigningAlgs: []string{"RS256"}},
+			Infrastructure: operatorv1alpha1.ClusterInfrastructure{MachineType: "m5.2xlarge", AutoScalerMin: 3, AutoScalerMax: 5,
+				Provider: "aws", NumberOfZones: 3, SubscriptionSelector: "shared"},
+			Administrators: []string{"user.id@example.com", "other.id@example.com"},
+		},
+	}
+	if err := mgmt.Client.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+
+	// The credential, then the Shoot with every mapped field; held by "Gardener" at 30%.
+	waitCondition(t, name, clusterctrl.ConditionProvisioned, metav1.ConditionFalse, clusterctrl.ReasonProvisioning)
+	testenv.Eventually(t, "the provisioning message to report Gardener's progress", 30*time.Second, func() bool {
+		cond := meta.FindStatusCondition(getCluster(t, name).Status.Conditions, clusterctrl.ConditionProvisioned)
+		return cond != nil && cond.Reason == clusterctrl.ReasonProvisioning && strings.Contains(cond.Message, "Create processing (30%)")
+	})
+	sr := &cp.SubscriptionRequest{}
+	if err := mgmt.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, sr); err != nil {
+		t.Fatal(err)
+	}
+	if sr.Spec.Provider != "aws" || sr.Spec.SubscriptionSelector != "shared" || sr.Status.GardenerSecretName != "aws-shared-1" {
+		t.Errorf("SubscriptionRequest spec %+v status %+v", sr.Spec, sr.Status)
+	}
+	s, err := getShoot(shootName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"spec.cloudProfile.name":                             "aws",
+		"spec.region":                                        "eu-central-1",
+		"spec.credentialsBindingName":                        "aws-shared-1",
+		"spec.purpose":                                       "production",
+		"spec.provider.type":                                 "aws",
+		"spec.networking.type":                               "calico",
+		"spec.kubernetes.kubeAPIServer.oidcConfig.clientID":  "kyma",
+		"spec.kubernetes.kubeAPIServer.oidcConfig.issuerURL": "https://issuer.example",
+		"spec.kubernetes.kubeAPIServer.oidcConfig.usernameClaim":  "email",
+		"spec.kubernetes.kubeAPIServer.oidcConfig.usernamePrefix": "-",
+		"spec.kubernetes.kubeAPIServer.oidcConfig.groupsClaim":    "groups",
+		"metadata.labels.plan":            "trial",
+		"metadata.labels.globalaccountid": "abcd-0001",
+	}
+	for path, v := range want {
+		if got, _, _ := unstructured.NestedFieldNoCopy(s.Object, strings.Split(path, ".")...); got != v {
+			t.Errorf("shoot %s = %v, want %v", path, got, v)
+		}
+	}
+	if _, found, _ := unstructured.NestedString(s.Object, "spec", "secretBindingName"); found {
+		t.Error("shoot sets secretBindingName, which Gardener forbids for new Kubernetes versions")
+	}
+	workers, _, _ := unstructured.NestedSlice(s.Object, "spec", "provider", "workers")
+	if len(workers) != 1 {
+		t.Fatalf("workers %v", workers)
+	}
+	w := workers[0].(map[string]any)
+	if w["machine"].(map[string]any)["type"] != "m5.2xlarge" || w["minimum"] != int64(3) || w["maximum"] != int64(5) ||
+		fmt.Sprint(w["zones"]) != "[eu-central-1a eu-central-1b eu-central-1c]" {
+		t.Errorf("worker pool %v", w)
+	}
+	ext, _, _ := unstructured.NestedSlice(s.Object, "spec", "extensions")
+	if fmt.Sprint(ext) != "[map[disabled:true type:shoot-networking-filter]]" {
+		t.Errorf("extensions %v", ext)
+	}
+	if n := gardenFront.adminRequests.Load(); n != 0 {
+		t.Errorf("%d admin kubeconfigs requested before the shoot was provisioned", n)
+	}
+
+	// Gardener finishes: provisioned, administrators are cluster-admin in the shoot.
+	testGardener.release(shootName)
+	waitCondition(t, name, clusterctrl.ConditionProvisioned, metav1.ConditionTrue, clusterctrl.ReasonProvisioned)
+	waitCondition(t, name, clusterctrl.ConditionReady, metav1.ConditionTrue, clusterctrl.ReasonAdministratorsBound)
+	if got := getCluster(t, name).Status.ShootName; got != shootName {
+		t.Errorf("status.shootName %q, want %q", got, shootName)
+	}
+	for _, admin := range c.Spec.Administrators {
+		if !canI(t, admin, "delete", "secrets", "kube-system") {
+			t.Errorf("administrator %s is not cluster-admin in the shoot", admin)
+		}
+	}
+	if canI(t, "stranger@example.com", "get", "secrets", "kube-system") {
+		t.Fatal("the SubjectAccessReview check allows anyone: it proves nothing")
+	}
+	assertAdminKubeconfigNotStored(t)
+
+	// One administrator leaves: only that binding goes.
+	c = getCluster(t, name)
+	c.Spec.Administrators = []string{"other.id@example.com"}
+	if err := mgmt.Client.Update(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the former administrator's binding to go", 30*time.Second, func() bool {
+		return !canI(t, "user.id@example.com", "delete", "secrets", "kube-system")
+	})
+	if !canI(t, "other.id@example.com", "delete", "secrets", "kube-system") {
+		t.Error("the remaining administrator lost cluster-admin")
+	}
+
+	// A KubeconfigRequest against the Gardener cluster, through the admin kubeconfig.
+	if err := shootEnv.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}}); client.IgnoreAlreadyExists(err) != nil {
+		t.Fatal(err)
+	}
+	kr := &operatorv1alpha1.KubeconfigRequest{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lifecycle-manager"},
+		Spec: operatorv1alpha1.KubeconfigRequestSpec{Cluster: name, Expiration: 3600,
+			Role: &operatorv1alpha1.RoleSpec{Namespace: "team", Rules: []operatorv1alpha1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "create"}}}}}}
+	if err := mgmt.Client.Create(ctx, kr); err != nil {
+		t.Fatal(err)
+	}
+	var issued []byte
+	testenv.Eventually(t, "a kubeconfig for the Gardener cluster", 30*time.Second, func() bool {
+		_ = mgmt.Client.Get(ctx, client.ObjectKeyFromObject(kr), kr)
+		issued, _ = base64.StdEncoding.DecodeString(kr.Status.Kubeconfig)
+		return len(issued) > 0
+	})
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(issued)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	if _, err := kube.CoreV1().ConfigMaps("team").List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("the issued kubeconfig cannot list configmaps in team: %v", err)
+	}
+	if _, err := kube.CoreV1().Secrets("team").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("listing secrets with the issued kubeconfig: %v, want forbidden", err)
+	}
+	assertAdminKubeconfigNotStored(t)
+
+	// Deletion waits for the KubeconfigRequest, which cleans up in the shoot first.
+	if err := mgmt.Client.Delete(ctx, getCluster(t, name)); err != nil {
+		t.Fatal(err)
+	}
+	cond := waitCondition(t, name, clusterctrl.ConditionReady, metav1.ConditionFalse, clusterctrl.ReasonInUse)
+	if !strings.Contains(cond.Message, "lifecycle-manager") {
+		t.Errorf("InUse message %q does not name the request", cond.Message)
+	}
+	if _, err := getShoot(shootName); err != nil {
+		t.Fatalf("the shoot went while a KubeconfigRequest still used it: %v", err)
+	}
+	if err := mgmt.Client.Delete(ctx, kr); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the KubeconfigRequest to go", 30*time.Second, gone(mgmt.Client, kr))
+	sas := &corev1.ServiceAccountList{}
+	if err := shootEnv.Client.List(ctx, sas, client.InNamespace(kubeconfigctrl.TargetNamespace)); err != nil || len(sas.Items) != 0 {
+		t.Errorf("service accounts left in the shoot: %d (%v)", len(sas.Items), err)
+	}
+	// Then the Shoot (confirmed, or the front would refuse), the credential, the Cluster.
+	testenv.Eventually(t, "the Cluster to go", 30*time.Second, gone(mgmt.Client, &operatorv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}))
+	if _, err := getShoot(shootName); !apierrors.IsNotFound(err) {
+		t.Errorf("shoot after the Cluster went: %v", err)
+	}
+	if err := mgmt.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &cp.SubscriptionRequest{}); !apierrors.IsNotFound(err) {
+		t.Errorf("SubscriptionRequest after the Cluster went: %v", err)
+	}
+	pool := &corev1.Secret{}
+	if err := mgmt.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "aws-shared-1"}, pool); err != nil || pool.Labels[cp.LabelDirty] == "true" {
+		t.Errorf("shared pool credential after release: dirty=%q err=%v", pool.Labels[cp.LabelDirty], err)
+	}
+}
+
+// assertAdminKubeconfigNotStored: no Secret, ConfigMap or Cluster in the management
+// cluster holds the admin credential handed out by the garden.
+func assertAdminKubeconfigNotStored(t *testing.T) {
+	t.Helper()
+	admin, err := clientcmd.Load(gardenFront.adminKubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var needles [][]byte
+	for _, a := range admin.AuthInfos {
+		needles = append(needles, a.ClientKeyData, a.ClientCertificateData)
+	}
+	secrets := &corev1.SecretList{}
+	configMaps := &corev1.ConfigMapList{}
+	clusters := &operatorv1alpha1.ClusterList{}
+	for _, list := range []client.ObjectList{secrets, configMaps, clusters} {
+		if err := mgmt.Client.List(ctx, list); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var haystack [][]byte
+	for _, s := range secrets.Items {
+		for _, v := range s.Data {
+			haystack = append(haystack, v, []byte(base64.StdEncoding.EncodeToString(v)))
+		}
+	}
+	for _, cm := range configMaps.Items {
+		for _, v := range cm.Data {
+			haystack = append(haystack, []byte(v))
+		}
+	}
+	for _, c := range clusters.Items {
+		haystack = append(haystack, []byte(fmt.Sprint(c.Status)))
+	}
+	for _, n := range needles {
+		if len(n) == 0 {
+			continue
+		}
+		if slices.ContainsFunc(haystack, func(h []byte) bool { return bytes.Contains(h, n) || bytes.Contains(h, []byte(base64.StdEncoding.EncodeToString(n))) }) {
+			t.Fatal("the shoot's admin credential is stored in the management cluster")
+		}
+	}
+}
+
+func TestBroughtAlongCluster(t *testing.T) {
+	runOperators(t, true)
+	name := "byoc"
+	c := &operatorv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: operatorv1alpha1.ClusterSpec{KubeconfigSecretRef: &operatorv1alpha1.SecretKeyReference{Name: "byoc-admin"}, Administrators: []string{"byoc-admin@example.com"}}}
+	if err := mgmt.Client.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, name, clusterctrl.ConditionProvisioned, metav1.ConditionFalse, clusterctrl.ReasonKubeconfigMissing)
+
+	// A broken kubeconfig stalls with a clear message; nothing is created anywhere.
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "byoc-admin"}, Data: map[string][]byte{"kubeconfig": []byte("clusters: [this is not a kubeconfig")}}
+	if err := mgmt.Client.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	cond := waitCondition(t, name, clusterctrl.ConditionStalled, metav1.ConditionTrue, clusterctrl.ReasonKubeconfigInvalid)
+	if !strings.Contains(cond.Message, "byoc-admin") {
+		t.Errorf("message %q does not name the Secret", cond.Message)
+	}
+
+	// The real kubeconfig: provisioned without Gardener, the administrator bound.
+	secret.Data["kubeconfig"] = shootEnv.Environment().KubeConfig
+	if err := mgmt.Client.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, name, clusterctrl.ConditionReady, metav1.ConditionTrue, clusterctrl.ReasonAdministratorsBound)
+	waitCondition(t, name, clusterctrl.ConditionProvisioned, metav1.ConditionTrue, clusterctrl.ReasonBroughtAlong)
+	if c := getCluster(t, name); meta.FindStatusCondition(c.Status.Conditions, clusterctrl.ConditionStalled) != nil {
+		t.Error("Stalled stays after the kubeconfig was fixed")
+	}
+	if !canI(t, "byoc-admin@example.com", "delete", "secrets", "kube-system") {
+		t.Error("the administrator is not cluster-admin in the brought-along cluster")
+	}
+	if _, err := getShoot(shoot.Name(ns, name)); !apierrors.IsNotFound(err) {
+		t.Errorf("a brought-along cluster got a shoot: %v", err)
+	}
+	if err := mgmt.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &cp.SubscriptionRequest{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a brought-along cluster got a SubscriptionRequest: %v", err)
+	}
+
+	// A binding made by someone else with the same label shape is not ours to judge by
+	// name; deleting the Cluster removes exactly the administrators' bindings it made.
+	other := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "someone-elses-admin"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "someone"}}}
+	if err := shootEnv.Client.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if err := mgmt.Client.Delete(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the brought-along Cluster to go", 30*time.Second, gone(mgmt.Client, c))
+	if canI(t, "byoc-admin@example.com", "delete", "secrets", "kube-system") {
+		t.Error("the administrator binding outlived its Cluster")
+	}
+	if err := shootEnv.Client.Get(ctx, client.ObjectKeyFromObject(other), other); err != nil {
+		t.Errorf("someone else's binding was touched: %v", err)
+	}
+	if err := mgmt.Client.Get(ctx, client.ObjectKeyFromObject(secret), secret); err != nil {
+		t.Errorf("the user's kubeconfig Secret was touched: %v", err)
+	}
+	bindings := &rbacv1.ClusterRoleBindingList{}
+	if err := shootEnv.Client.List(ctx, bindings, client.MatchingLabels{access.AdministratorLabel: "true"}); err != nil || len(bindings.Items) != 0 {
+		t.Errorf("administrator bindings left: %d (%v)", len(bindings.Items), err)
+	}
+}
+
+func TestGardenUnreachableDeletesNothing(t *testing.T) {
+	runOperators(t, true)
+	poolSecret(t, "gcp-shared-1", map[string]string{cp.LabelHyperscalerType: "gcp", cp.LabelShared: "true"})
+	name := "flaky-garden"
+	c := gcpCluster(name, "europe-west3")
+	if err := mgmt.Client.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, name, clusterctrl.ConditionReady, metav1.ConditionTrue, clusterctrl.ReasonAdministratorsBound)
+
+	gardenFront.down.Store(true)
+	c = getCluster(t, name)
+	c.Spec.Infrastructure.AutoScalerMax = 7 // a change that needs the garden
+	if err := mgmt.Client.Update(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	cond := waitCondition(t, name, clusterctrl.ConditionReady, metav1.ConditionFalse, clusterctrl.ReasonGardenUnreachable)
+	if !strings.Contains(cond.Message, "unable to handle the request") {
+		t.Errorf("message %q does not say what the garden answered", cond.Message)
+	}
+	// Deleting while the garden is down keeps the Cluster and its credential.
+	if err := mgmt.Client.Delete(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // give a wrong implementation time to delete things
+	c = getCluster(t, name)
+	if !slices.Contains(c.Finalizers, clusterctrl.Finalizer) {
+		t.Error("the Cluster lost its finalizer while the garden was down")
+	}
+	if err := mgmt.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &cp.SubscriptionRequest{}); err != nil {
+		t.Errorf("the SubscriptionRequest went while the shoot could not be deleted: %v", err)
+	}
+	s, err := getShoot(shoot.Name(ns, name))
+	if err != nil || s.GetDeletionTimestamp() != nil {
+		t.Errorf("the shoot was touched while the garden was down: %v", err)
+	}
+
+	gardenFront.down.Store(false)
+	testenv.Eventually(t, "the Cluster to go once the garden is back", 60*time.Second, gone(mgmt.Client, c))
+	if _, err := getShoot(shoot.Name(ns, name)); !apierrors.IsNotFound(err) {
+		t.Errorf("shoot after the Cluster went: %v", err)
+	}
+}
+
+func gcpCluster(name, region string) *operatorv1alpha1.Cluster {
+	return &operatorv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: operatorv1alpha1.ClusterSpec{Core: operatorv1alpha1.ClusterCore{Region: region},
+			Infrastructure: operatorv1alpha1.ClusterInfrastructure{Provider: "gcp", MachineType: "n2-standard-4", AutoScalerMin: 1, AutoScalerMax: 3, NumberOfZones: 1},
+			Administrators: []string{"admin@example.com"}}}
+}
+
+func TestBadClustersStall(t *testing.T) {
+	runOperators(t, true)
+	poolSecret(t, "gcp-shared-2", map[string]string{cp.LabelHyperscalerType: "gcp", cp.LabelShared: "true"})
+
+	// A spec Gardener could not use: said so, nothing requested.
+	incomplete := &operatorv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "incomplete"},
+		Spec: operatorv1alpha1.ClusterSpec{Infrastructure: operatorv1alpha1.ClusterInfrastructure{Provider: "gcp", NumberOfZones: 4}}}
+	if err := mgmt.Client.Create(ctx, incomplete); err != nil {
+		t.Fatal(err)
+	}
+	cond := waitCondition(t, "incomplete", clusterctrl.ConditionStalled, metav1.ConditionTrue, clusterctrl.ReasonInvalidSpec)
+	for _, want := range []string{"spec.core.region is required", "spec.infrastructure.machineType is required"} {
+		if !strings.Contains(cond.Message, want) {
+			t.Errorf("message %q lacks %q", cond.Message, want)
+		}
+	}
+	if err := mgmt.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "incomplete"}, &cp.SubscriptionRequest{}); !apierrors.IsNotFound(err) {
+		t.Errorf("an invalid Cluster requested a credential: %v", err)
+	}
+
+	// Gardener fails the shoot for good.
+	failing := gcpCluster("failing", "fail-region")
+	if err := mgmt.Client.Create(ctx, failing); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, "failing", clusterctrl.ConditionProvisioned, metav1.ConditionFalse, clusterctrl.ReasonProvisioningFailed)
+	waitCondition(t, "failing", clusterctrl.ConditionStalled, metav1.ConditionTrue, clusterctrl.ReasonProvisioningFailed)
+
+	// A shoot of the same name that is not ours is never taken over.
+	squatter := garden.NewShoot()
+	squatter.SetNamespace(projectNamespace)
+	squatter.SetName(shoot.Name(ns, "squatted"))
+	squatter.Object["spec"] = map[string]any{"region": "elsewhere"}
+	if err := mgmt.Client.Create(ctx, squatter); err != nil {
+		t.Fatal(err)
+	}
+	if err := mgmt.Client.Create(ctx, gcpCluster("squatted", "europe-west3")); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, "squatted", clusterctrl.ConditionStalled, metav1.ConditionTrue, clusterctrl.ReasonShootNameTaken)
+	if s, _ := getShoot(squatter.GetName()); s.Object["spec"].(map[string]any)["region"] != "elsewhere" {
+		t.Error("someone else's shoot was changed")
+	}
+	// Deleting that Cluster leaves the other shoot alone.
+	if err := mgmt.Client.Delete(ctx, getCluster(t, "squatted")); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the squatted Cluster to go", 30*time.Second, gone(mgmt.Client, &operatorv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "squatted"}}))
+	if _, err := getShoot(squatter.GetName()); err != nil {
+		t.Errorf("someone else's shoot was deleted: %v", err)
+	}
+
+	// The API server itself rejects what CEL and the schema can judge.
+	capitalised := gcpCluster("capitalised", "europe-west3")
+	capitalised.Spec.Core.Purpose = "Production" // as in the seed's example
+	if err := mgmt.Client.Create(ctx, capitalised); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), `supported values: "evaluation", "development", "production", "testing"`) {
+		t.Errorf("creating a Cluster with purpose Production: %v", err)
+	}
+	upsideDown := gcpCluster("upside-down", "europe-west3")
+	upsideDown.Spec.Infrastructure.AutoScalerMin, upsideDown.Spec.Infrastructure.AutoScalerMax = 5, 2
+	if err := mgmt.Client.Create(ctx, upsideDown); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "autoScalerMin must not exceed autoScalerMax") {
+		t.Errorf("creating a Cluster with autoScalerMin > autoScalerMax: %v", err)
+	}
+}
+
+func TestDedicatedSubscriptionWaitsForPool(t *testing.T) {
+	runOperators(t, true)
+	name := "dedicated"
+	c := gcpCluster(name, "europe-west3")
+	c.Spec.Infrastructure.SubscriptionSelector = "globalaccount:ga-42"
+	if err := mgmt.Client.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	cond := waitCondition(t, name, clusterctrl.ConditionProvisioned, metav1.ConditionFalse, clusterctrl.ReasonWaitingForSubscription)
+	if !strings.Contains(cond.Message, "gcp") {
+		t.Errorf("waiting message %q does not explain the empty pool", cond.Message)
+	}
+	poolSecret(t, "gcp-free-1", map[string]string{cp.LabelHyperscalerType: "gcp"})
+	waitCondition(t, name, clusterctrl.ConditionReady, metav1.ConditionTrue, clusterctrl.ReasonAdministratorsBound)
+	s, err := getShoot(shoot.Name(ns, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := unstructured.NestedString(s.Object, "spec", "credentialsBindingName"); got != "gcp-free-1" {
+		t.Errorf("credentialsBindingName %q", got)
+	}
+	if err := mgmt.Client.Delete(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the dedicated Cluster to go", 30*time.Second, gone(mgmt.Client, c))
+	pool := &corev1.Secret{}
+	if err := mgmt.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "gcp-free-1"}, pool); err != nil {
+		t.Fatal(err)
+	}
+	if pool.Labels[cp.LabelTenantName] != "ga-42" || pool.Labels[cp.LabelDirty] != "true" {
+		t.Errorf("released dedicated credential labels %v, want tenantName=ga-42 dirty=true", pool.Labels)
+	}
+}
+
+func TestWithoutGarden(t *testing.T) {
+	runOperators(t, false)
+	c := gcpCluster("no-garden", "europe-west3")
+	if err := mgmt.Client.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, "no-garden", clusterctrl.ConditionStalled, metav1.ConditionTrue, clusterctrl.ReasonGardenNotConfigured)
+	if err := mgmt.Client.Delete(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "a never-provisioned Cluster to go", 30*time.Second, gone(mgmt.Client, c))
+}
