@@ -221,19 +221,19 @@ func TestGardenerClusterLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]any{
-		"spec.cloudProfile.name":                             "aws",
-		"spec.region":                                        "eu-central-1",
-		"spec.credentialsBindingName":                        "aws-shared-1",
-		"spec.purpose":                                       "production",
-		"spec.provider.type":                                 "aws",
-		"spec.networking.type":                               "calico",
-		"spec.kubernetes.kubeAPIServer.oidcConfig.clientID":  "kyma",
-		"spec.kubernetes.kubeAPIServer.oidcConfig.issuerURL": "https://issuer.example",
+		"spec.cloudProfile.name":      "aws",
+		"spec.region":                 "eu-central-1",
+		"spec.credentialsBindingName": "aws-shared-1",
+		"spec.purpose":                "production",
+		"spec.provider.type":          "aws",
+		"spec.networking.type":        "calico",
+		"spec.kubernetes.kubeAPIServer.oidcConfig.clientID":       "kyma",
+		"spec.kubernetes.kubeAPIServer.oidcConfig.issuerURL":      "https://issuer.example",
 		"spec.kubernetes.kubeAPIServer.oidcConfig.usernameClaim":  "email",
 		"spec.kubernetes.kubeAPIServer.oidcConfig.usernamePrefix": "-",
 		"spec.kubernetes.kubeAPIServer.oidcConfig.groupsClaim":    "groups",
-		"metadata.labels.plan":            "trial",
-		"metadata.labels.globalaccountid": "abcd-0001",
+		"metadata.labels.plan":                                    "trial",
+		"metadata.labels.globalaccountid":                         "abcd-0001",
 	}
 	for path, v := range want {
 		if got, _, _ := unstructured.NestedFieldNoCopy(s.Object, strings.Split(path, ".")...); got != v {
@@ -390,7 +390,9 @@ func assertAdminKubeconfigNotStored(t *testing.T) {
 		if len(n) == 0 {
 			continue
 		}
-		if slices.ContainsFunc(haystack, func(h []byte) bool { return bytes.Contains(h, n) || bytes.Contains(h, []byte(base64.StdEncoding.EncodeToString(n))) }) {
+		if slices.ContainsFunc(haystack, func(h []byte) bool {
+			return bytes.Contains(h, n) || bytes.Contains(h, []byte(base64.StdEncoding.EncodeToString(n)))
+		}) {
 			t.Fatal("the shoot's admin credential is stored in the management cluster")
 		}
 	}

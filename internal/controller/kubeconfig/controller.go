@@ -117,7 +117,7 @@ type Reconciler struct {
 	Recorder  events.EventRecorder
 	// Garden is nil when no garden is configured: only brought-along clusters work then.
 	Garden *garden.Garden
-	opts     Options
+	opts   Options
 	// Targets gives the clients of a request's target cluster (tests may replace it).
 	Targets func(ctx context.Context, req *operatorv1alpha1.KubeconfigRequest) (*Target, error)
 
