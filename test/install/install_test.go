@@ -94,6 +94,8 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 		"kustomize": run(t, root, tool(t, "k8s/kubectl"), "kustomize", filepath.Join(root, "config/default")),
 		"helm": run(t, root, tool(t, "helm"), "template", "trustplane", filepath.Join(root, "charts/trustplane"),
 			"--namespace", "trustplane-system", "--include-crds"),
+		"helm-with-garden": run(t, root, tool(t, "helm"), "template", "trustplane", filepath.Join(root, "charts/trustplane"),
+			"--namespace", "trustplane-system", "--include-crds", "--set", "garden.kubeconfigSecret=garden-kubeconfig", "--set", "garden.namespace=garden-kcp"),
 	}
 	ctx := context.Background()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "trustplane-system"}}
@@ -116,6 +118,7 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 				}
 				if obj.GetKind() == "Deployment" {
 					assertHardened(t, obj)
+					assertGarden(t, obj, name == "helm-with-garden")
 				}
 			}
 			for _, kind := range []string{"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "ServiceAccount", "Deployment", "Service"} {
@@ -124,6 +127,24 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// assertGarden checks the garden kubeconfig is mounted read-only and passed on exactly
+// when the chart is given one.
+func assertGarden(t *testing.T, obj *unstructured.Unstructured, configured bool) {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, d); err != nil {
+		t.Fatal(err)
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	args := strings.Join(c.Args, " ")
+	hasFlags := strings.Contains(args, "--garden-kubeconfig=/etc/trustplane/garden/kubeconfig") && strings.Contains(args, "--garden-namespace=garden-kcp")
+	mounted := len(c.VolumeMounts) == 1 && c.VolumeMounts[0].MountPath == "/etc/trustplane/garden" && c.VolumeMounts[0].ReadOnly &&
+		len(d.Spec.Template.Spec.Volumes) == 1 && d.Spec.Template.Spec.Volumes[0].Secret != nil && d.Spec.Template.Spec.Volumes[0].Secret.SecretName == "garden-kubeconfig"
+	if configured != hasFlags || configured != mounted {
+		t.Errorf("garden configured=%v, but flags=%v mounted=%v (args %q)", configured, hasFlags, mounted, args)
 	}
 }
 
