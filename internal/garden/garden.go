@@ -74,6 +74,18 @@ func (o *Options) Connect(mgr ctrl.Manager) (*Garden, error) {
 	return g, nil
 }
 
+// Setup adapts a controller's setup that needs the garden (nil when none is configured)
+// to the registry's setup signature.
+func (o *Options) Setup(setup func(ctrl.Manager, *Garden) error) func(ctrl.Manager) error {
+	return func(mgr ctrl.Manager) error {
+		g, err := o.Connect(mgr)
+		if err != nil {
+			return err
+		}
+		return setup(mgr, g)
+	}
+}
+
 // Garden is one Gardener project.
 type Garden struct {
 	// Params are the settings of every Shoot; Params.Namespace is the project namespace.

@@ -83,14 +83,10 @@ func Controller(gardenOpts *garden.Options) manager.Controller {
 	return manager.Controller{
 		Name: Name, Help: "Cluster: Gardener Shoots from a credential pool, or brought-along clusters; cluster-admin for administrators",
 		AddFlags: gardenOpts.AddFlags,
-		Setup: func(mgr ctrl.Manager) error {
-			g, err := gardenOpts.Connect(mgr)
-			if err != nil {
-				return err
-			}
-			_, err = Setup(mgr, g)
+		Setup: gardenOpts.Setup(func(mgr ctrl.Manager, g *garden.Garden) error {
+			_, err := Setup(mgr, g)
 			return err
-		},
+		}),
 	}
 }
 

@@ -99,14 +99,10 @@ func Controller(gardenOpts *garden.Options) manager.Controller {
 	return manager.Controller{
 		Name: Name, Help: "KubeconfigRequest: RBAC-scoped, expiring kubeconfigs with rotate/revoke",
 		AddFlags: opts.AddFlags,
-		Setup: func(mgr ctrl.Manager) error {
-			g, err := gardenOpts.Connect(mgr)
-			if err != nil {
-				return err
-			}
-			_, err = Setup(mgr, opts, g)
+		Setup: gardenOpts.Setup(func(mgr ctrl.Manager, g *garden.Garden) error {
+			_, err := Setup(mgr, opts, g)
 			return err
-		},
+		}),
 	}
 }
 
