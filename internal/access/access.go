@@ -75,24 +75,36 @@ func Kubeconfig(clusterName, server string, caData []byte, user, token string) (
 	return clientcmd.Write(*cfg)
 }
 
-// AdministratorLabel marks the cluster-admin bindings made for a Cluster's administrators,
-// so that removing an administrator removes exactly its binding and nothing else.
-const AdministratorLabel = "operator.kyma-project.io/administrator"
+// AdministratorLabel marks the cluster-admin bindings made for a Cluster's administrators;
+// its value identifies the Cluster, so that two Clusters brought along for the same
+// cluster keep their own administrators, and removing an administrator removes exactly
+// its binding and nothing else.
+const AdministratorLabel = "operator.kyma-project.io/administrators-of"
 
-// AdminBindings are the ClusterRoleBindings that give each administrator (a user name as
-// the cluster's authenticator reports it, e.g. an OIDC e-mail) cluster-admin.
-func AdminBindings(administrators []string) []rbacv1.ClusterRoleBinding {
+// AdministratorsOf is the AdministratorLabel value of a Cluster.
+func AdministratorsOf(clusterNamespace, clusterName string) string {
+	return shortHash(clusterNamespace + "/" + clusterName)
+}
+
+// AdminBindings are the ClusterRoleBindings that give each administrator of the Cluster
+// identified by owner (AdministratorsOf) cluster-admin. An administrator is a user name as
+// the cluster's authenticator reports it, e.g. an OIDC e-mail.
+func AdminBindings(owner string, administrators []string) []rbacv1.ClusterRoleBinding {
 	out := make([]rbacv1.ClusterRoleBinding, 0, len(administrators))
 	for _, user := range administrators {
-		sum := sha256.Sum256([]byte(user))
 		out = append(out, rbacv1.ClusterRoleBinding{
 			TypeMeta: metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRoleBinding"},
-			ObjectMeta: metav1.ObjectMeta{Name: "trustplane-admin-" + hex.EncodeToString(sum[:8]),
-				Labels:      map[string]string{AdministratorLabel: "true", "app.kubernetes.io/managed-by": "trustplane"},
-				Annotations: map[string]string{AdministratorLabel: user}},
+			ObjectMeta: metav1.ObjectMeta{Name: "trustplane-admin-" + owner + "-" + shortHash(user),
+				Labels:      map[string]string{AdministratorLabel: owner, "app.kubernetes.io/managed-by": "trustplane"},
+				Annotations: map[string]string{"operator.kyma-project.io/administrator": user}},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
 			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
 		})
 	}
 	return out
+}
+
+func shortHash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:5])
 }

@@ -45,3 +45,23 @@ func TestKubeconfigRenders(t *testing.T) {
 		t.Errorf("round trip: %+v %v", cfg, err)
 	}
 }
+
+func TestAdminBindingsAreScopedToTheirCluster(t *testing.T) {
+	a, b := AdministratorsOf("kcp", "one"), AdministratorsOf("kcp", "two")
+	if a == b || len(a) != 10 {
+		t.Fatalf("owners %q %q", a, b)
+	}
+	ofA := AdminBindings(a, []string{"ann@example.com", "bob@example.com"})
+	ofB := AdminBindings(b, []string{"ann@example.com"})
+	if len(ofA) != 2 || ofA[0].Name == ofA[1].Name || ofA[0].Name == ofB[0].Name {
+		t.Fatalf("names %s %s %s: must differ per user and per Cluster", ofA[0].Name, ofA[1].Name, ofB[0].Name)
+	}
+	crb := ofA[1]
+	if crb.Labels[AdministratorLabel] != a || crb.RoleRef.Name != "cluster-admin" || crb.RoleRef.Kind != "ClusterRole" ||
+		len(crb.Subjects) != 1 || crb.Subjects[0].Kind != "User" || crb.Subjects[0].Name != "bob@example.com" {
+		t.Errorf("binding %+v", crb)
+	}
+	if len(crb.Name) > 253 {
+		t.Errorf("name %q too long", crb.Name)
+	}
+}

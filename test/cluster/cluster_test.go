@@ -44,12 +44,13 @@ import (
 	"github.com/trustplane/trustplane/internal/testenv"
 )
 
-const (
-	ns               = "default"
-	projectNamespace = "garden-test"
-)
+const projectNamespace = "garden-test"
 
 var (
+	// ns is the namespace of the running test's Clusters and pool: each test takes a fresh
+	// one (the tests run one after another: they share the test gardener).
+	ns string
+
 	mgmt, shootEnv *testenv.Env // mgmt is also the garden
 	gardenFront    *front
 	testGardener   *gardener
@@ -104,9 +105,14 @@ func prepareGarden() error {
 }
 
 // runOperators starts the cluster, subscription and kubeconfig controllers with the
-// garden behind the front (or without a garden).
+// garden behind the front (or without a garden), in a fresh namespace for the test.
 func runOperators(t *testing.T, withGarden bool) {
 	t.Helper()
+	namespace := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "cluster-test-"}}
+	if err := mgmt.Client.Create(ctx, namespace); err != nil {
+		t.Fatal(err)
+	}
+	ns = namespace.Name
 	mgmt.RunManager(t, func(mgr ctrl.Manager) error {
 		var g *garden.Garden
 		if withGarden {
@@ -256,7 +262,7 @@ func TestGardenerClusterLifecycle(t *testing.T) {
 	if fmt.Sprint(ext) != "[map[disabled:true type:shoot-networking-filter]]" {
 		t.Errorf("extensions %v", ext)
 	}
-	if n := gardenFront.adminRequests.Load(); n != 0 {
+	if n := gardenFront.adminRequestsFor(shootName); n != 0 {
 		t.Errorf("%d admin kubeconfigs requested before the shoot was provisioned", n)
 	}
 
@@ -274,6 +280,9 @@ func TestGardenerClusterLifecycle(t *testing.T) {
 	}
 	if canI(t, "stranger@example.com", "get", "secrets", "kube-system") {
 		t.Fatal("the SubjectAccessReview check allows anyone: it proves nothing")
+	}
+	if gardenFront.adminRequestsFor(shootName) == 0 {
+		t.Error("administrators were bound without an admin kubeconfig from the garden")
 	}
 	assertAdminKubeconfigNotStored(t)
 
@@ -440,7 +449,7 @@ func TestBroughtAlongCluster(t *testing.T) {
 
 	// A binding made by someone else with the same label shape is not ours to judge by
 	// name; deleting the Cluster removes exactly the administrators' bindings it made.
-	other := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "someone-elses-admin"},
+	other := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "someone-elses-admin-" + ns},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
 		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "someone"}}}
 	if err := shootEnv.Client.Create(ctx, other); err != nil {
@@ -460,7 +469,7 @@ func TestBroughtAlongCluster(t *testing.T) {
 		t.Errorf("the user's kubeconfig Secret was touched: %v", err)
 	}
 	bindings := &rbacv1.ClusterRoleBindingList{}
-	if err := shootEnv.Client.List(ctx, bindings, client.MatchingLabels{access.AdministratorLabel: "true"}); err != nil || len(bindings.Items) != 0 {
+	if err := shootEnv.Client.List(ctx, bindings, client.MatchingLabels{access.AdministratorLabel: access.AdministratorsOf(ns, name)}); err != nil || len(bindings.Items) != 0 {
 		t.Errorf("administrator bindings left: %d (%v)", len(bindings.Items), err)
 	}
 }
@@ -589,10 +598,11 @@ func TestDedicatedSubscriptionWaitsForPool(t *testing.T) {
 	if err := mgmt.Client.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	cond := waitCondition(t, name, clusterctrl.ConditionProvisioned, metav1.ConditionFalse, clusterctrl.ReasonWaitingForSubscription)
-	if !strings.Contains(cond.Message, "gcp") {
-		t.Errorf("waiting message %q does not explain the empty pool", cond.Message)
-	}
+	waitCondition(t, name, clusterctrl.ConditionProvisioned, metav1.ConditionFalse, clusterctrl.ReasonWaitingForSubscription)
+	testenv.Eventually(t, "the waiting message to pass on why the pool cannot serve", 30*time.Second, func() bool {
+		cond := meta.FindStatusCondition(getCluster(t, name).Status.Conditions, clusterctrl.ConditionProvisioned)
+		return cond != nil && strings.Contains(cond.Message, "no free credential in the pool") && strings.Contains(cond.Message, "gcp")
+	})
 	poolSecret(t, "gcp-free-1", map[string]string{cp.LabelHyperscalerType: "gcp"})
 	waitCondition(t, name, clusterctrl.ConditionReady, metav1.ConditionTrue, clusterctrl.ReasonAdministratorsBound)
 	s, err := getShoot(shoot.Name(ns, name))

@@ -40,7 +40,13 @@ type front struct {
 	// adminKubeconfig is what shoots/adminkubeconfig hands out.
 	adminKubeconfig []byte
 	down            atomic.Bool
-	adminRequests   atomic.Int32
+	adminRequests   sync.Map // shoot name → *atomic.Int32
+}
+
+// adminRequestsFor is how many admin kubeconfigs were handed out for the shoot.
+func (f *front) adminRequestsFor(shootName string) int32 {
+	n, _ := f.adminRequests.LoadOrStore(shootName, &atomic.Int32{})
+	return n.(*atomic.Int32).Load()
 }
 
 var adminKubeconfigPath = regexp.MustCompile(`^/apis/core\.gardener\.cloud/v1beta1/namespaces/([^/]+)/shoots/([^/]+)/adminkubeconfig$`)
@@ -106,7 +112,8 @@ func (f *front) answerAdminKubeconfig(w http.ResponseWriter, r *http.Request, ns
 		writeStatus(w, http.StatusNotFound, "NotFound", err.Error())
 		return
 	}
-	f.adminRequests.Add(1)
+	n, _ := f.adminRequests.LoadOrStore(name, &atomic.Int32{})
+	n.(*atomic.Int32).Add(1)
 	expires := time.Now().Add(time.Duration(req.Spec.ExpirationSeconds) * time.Second).UTC()
 	_ = json.NewEncoder(w).Encode(map[string]any{
 		"apiVersion": "authentication.gardener.cloud/v1alpha1", "kind": "AdminKubeconfigRequest",

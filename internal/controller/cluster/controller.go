@@ -201,7 +201,7 @@ func (r *Reconciler) reconcile(ctx context.Context, c *operatorv1alpha1.Cluster)
 	} else if admin, err = r.provision(ctx, c); admin == nil {
 		return reconcile.Result{}, err
 	}
-	if err := bindAdministrators(ctx, admin, c.Spec.Administrators); err != nil {
+	if err := bindAdministrators(ctx, admin, access.AdministratorsOf(c.Namespace, c.Name), c.Spec.Administrators); err != nil {
 		msg := fmt.Sprintf("binding administrators in the cluster: %v", err)
 		r.set(c, ConditionReady, metav1.ConditionFalse, ReasonClusterUnreachable, msg)
 		r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, ReasonClusterUnreachable, "BindAdministrators", "%s", msg)
@@ -363,14 +363,14 @@ func (r *Reconciler) applySubscription(ctx context.Context, c *operatorv1alpha1.
 
 // bindAdministrators makes the cluster's cluster-admin bindings match the administrators:
 // it applies one per administrator and deletes only bindings it made for former ones.
-func bindAdministrators(ctx context.Context, cfg *rest.Config, administrators []string) error {
+func bindAdministrators(ctx context.Context, cfg *rest.Config, owner string, administrators []string) error {
 	cfg = rest.CopyConfig(cfg)
 	cfg.Timeout = 15 * time.Second
 	target, err := client.New(cfg, client.Options{})
 	if err != nil {
 		return err
 	}
-	want := access.AdminBindings(administrators)
+	want := access.AdminBindings(owner, administrators)
 	names := make([]string, len(want))
 	for i := range want {
 		names[i] = want[i].Name
@@ -379,12 +379,12 @@ func bindAdministrators(ctx context.Context, cfg *rest.Config, administrators []
 			return fmt.Errorf("applying ClusterRoleBinding %s: %w", want[i].Name, err)
 		}
 	}
-	return removeAdministratorsExcept(ctx, target, names)
+	return removeAdministratorsExcept(ctx, target, owner, names)
 }
 
-func removeAdministratorsExcept(ctx context.Context, target client.Client, keep []string) error {
+func removeAdministratorsExcept(ctx context.Context, target client.Client, owner string, keep []string) error {
 	have := &rbacv1.ClusterRoleBindingList{}
-	if err := target.List(ctx, have, client.MatchingLabels{access.AdministratorLabel: "true"}); err != nil {
+	if err := target.List(ctx, have, client.MatchingLabels{access.AdministratorLabel: owner}); err != nil {
 		return fmt.Errorf("listing administrator bindings: %w", err)
 	}
 	for i := range have.Items {
@@ -455,7 +455,7 @@ func (r *Reconciler) unbindBroughtAlong(ctx context.Context, c *operatorv1alpha1
 	if err != nil {
 		return err
 	}
-	if err := bindAdministrators(ctx, cfg, nil); err != nil {
+	if err := bindAdministrators(ctx, cfg, access.AdministratorsOf(c.Namespace, c.Name), nil); err != nil {
 		r.set(c, ConditionReady, metav1.ConditionFalse, ReasonClusterUnreachable, "removing administrator bindings: "+err.Error())
 		return err
 	}
