@@ -145,7 +145,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	before := c.Status.DeepCopy()
-	var result reconcile.Result
 	var err error
 	if !c.DeletionTimestamp.IsZero() {
 		err = r.deprovision(ctx, c)
@@ -155,7 +154,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 				return reconcile.Result{}, err
 			}
 		}
-		result, err = r.reconcile(ctx, c)
+		err = r.reconcile(ctx, c)
 	}
 	c.Status.ObservedGeneration = c.Generation
 	if !statusEqual(before, &c.Status) && controllerutil.ContainsFinalizer(c, Finalizer) {
@@ -167,7 +166,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if errors.As(err, &stalled) {
 		return reconcile.Result{}, reconcile.TerminalError(err)
 	}
-	return result, err
+	// Every wait ends with a watched change (Shoot, SubscriptionRequest, Secret,
+	// KubeconfigRequest): no requeue after a time.
+	return reconcile.Result{}, err
 }
 
 // stalledError is a problem only a change of the Cluster (or its Secret) can fix.
@@ -191,25 +192,25 @@ func (r *Reconciler) waiting(c *operatorv1alpha1.Cluster, provisioned metav1.Con
 	meta.RemoveStatusCondition(&c.Status.Conditions, ConditionStalled)
 }
 
-func (r *Reconciler) reconcile(ctx context.Context, c *operatorv1alpha1.Cluster) (reconcile.Result, error) {
-	var admin *rest.Config
-	var err error
+func (r *Reconciler) reconcile(ctx context.Context, c *operatorv1alpha1.Cluster) error {
+	// Cluster-admin access to the cluster: its own kubeconfig, or Gardener's once provisioned.
+	adminAccess := r.provision
 	if c.Spec.KubeconfigSecretRef != nil {
-		if admin, err = r.broughtAlong(ctx, c); admin == nil {
-			return reconcile.Result{}, err
-		}
-	} else if admin, err = r.provision(ctx, c); admin == nil {
-		return reconcile.Result{}, err
+		adminAccess = r.broughtAlong
+	}
+	admin, err := adminAccess(ctx, c)
+	if admin == nil {
+		return err // not there yet, or a problem the conditions already describe
 	}
 	if err := bindAdministrators(ctx, admin, access.AdministratorsOf(c.Namespace, c.Name), c.Spec.Administrators); err != nil {
 		msg := fmt.Sprintf("binding administrators in the cluster: %v", err)
 		r.set(c, ConditionReady, metav1.ConditionFalse, ReasonClusterUnreachable, msg)
 		r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, ReasonClusterUnreachable, "BindAdministrators", "%s", msg)
-		return reconcile.Result{}, err
+		return err
 	}
-	r.set(c, ConditionReady, metav1.ConditionTrue, ReasonAdministratorsBound, fmt.Sprintf("%d administrators have cluster-admin", len(c.Spec.Administrators)))
+	r.set(c, ConditionReady, metav1.ConditionTrue, ReasonAdministratorsBound, fmt.Sprintf("administrators bound to cluster-admin: %d", len(c.Spec.Administrators)))
 	meta.RemoveStatusCondition(&c.Status.Conditions, ConditionStalled)
-	return reconcile.Result{}, nil
+	return nil
 }
 
 // broughtAlong checks the Cluster's own kubeconfig; a nil config means "not yet".
