@@ -117,9 +117,9 @@ type Reconciler struct {
 	// Targets gives the clients of a request's target cluster (tests may replace it).
 	Targets func(ctx context.Context, req *operatorv1alpha1.KubeconfigRequest) (*Target, error)
 
-	// targets caches connections by Cluster and kubeconfig Secret version: a new
-	// connection costs a TLS handshake and API discovery.
-	targets sync.Map // string → *Target
+	// targets caches a connection per Cluster: a new one costs a TLS handshake and API
+	// discovery.
+	targets sync.Map // Cluster UID → *Target
 }
 
 // Target is a connection to a target cluster.
@@ -129,7 +129,8 @@ type Target struct {
 	Client client.Client
 	Kube   kubernetes.Interface
 
-	refreshAt      time.Time // when a fresh admin kubeconfig is due
+	version        string    // of the kubeconfig Secret it was made from (brought along)
+	refreshAt      time.Time // when a fresh admin kubeconfig is due (Gardener)
 	mu             sync.Mutex
 	namespaceReady bool
 }
@@ -442,15 +443,14 @@ func (r *Reconciler) broughtAlongTarget(ctx context.Context, cluster *operatorv1
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: cluster.Namespace, Name: cluster.Spec.KubeconfigSecretRef.Name}, secretMeta); err != nil {
 		return nil, fmt.Errorf("cluster %q kubeconfig Secret: %w", cluster.Name, err)
 	}
-	key := string(cluster.UID) + "@" + secretMeta.ResourceVersion
-	if t, ok := r.targets.Load(key); ok {
+	if t, ok := r.targets.Load(cluster.UID); ok && t.(*Target).version == secretMeta.ResourceVersion {
 		return t.(*Target), nil
 	}
 	cfg, err := clusterctrl.BroughtAlongConfig(ctx, r.APIReader, cluster)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %q: %w", cluster.Name, err)
 	}
-	return r.connect(key, cluster.Name, cfg, time.Time{})
+	return r.connect(cluster, secretMeta.ResourceVersion, cfg, time.Time{})
 }
 
 // shootTarget asks Gardener for an admin kubeconfig and reuses it for half its lifetime.
@@ -462,20 +462,20 @@ func (r *Reconciler) shootTarget(ctx context.Context, cluster *operatorv1alpha1.
 	if provisioned == nil || provisioned.Status != metav1.ConditionTrue || cluster.Status.ShootName == "" {
 		return nil, fmt.Errorf("cluster %q is not provisioned yet", cluster.Name)
 	}
-	key := string(cluster.UID) + "@shoot"
 	now := r.opts.Clock.Now()
-	if t, ok := r.targets.Load(key); ok && now.Before(t.(*Target).refreshAt) {
+	if t, ok := r.targets.Load(cluster.UID); ok && now.Before(t.(*Target).refreshAt) {
 		return t.(*Target), nil
 	}
 	cfg, expires, err := r.Garden.AdminConfig(ctx, cluster.Status.ShootName)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %q: %w", cluster.Name, err)
 	}
-	return r.connect(key, cluster.Name, cfg, now.Add(expires.Sub(now)/2))
+	return r.connect(cluster, "", cfg, now.Add(expires.Sub(now)/2))
 }
 
-// connect makes and caches a connection; a zero refreshAt never expires.
-func (r *Reconciler) connect(key, name string, cfg *rest.Config, refreshAt time.Time) (*Target, error) {
+// connect makes the connection to cluster and caches it in place of the one before; a
+// zero refreshAt never expires.
+func (r *Reconciler) connect(cluster *operatorv1alpha1.Cluster, version string, cfg *rest.Config, refreshAt time.Time) (*Target, error) {
 	cfg.Timeout = 15 * time.Second
 	// client-go's default of 5 requests/s would serialise a burst of requests; the target
 	// API server protects itself with priority and fairness.
@@ -491,8 +491,8 @@ func (r *Reconciler) connect(key, name string, cfg *rest.Config, refreshAt time.
 	if refreshAt.IsZero() {
 		refreshAt = time.Unix(1<<62, 0)
 	}
-	t := &Target{Name: name, Config: cfg, Client: c, Kube: kube, refreshAt: refreshAt}
-	r.targets.Store(key, t)
+	t := &Target{Name: cluster.Name, Config: cfg, Client: c, Kube: kube, version: version, refreshAt: refreshAt}
+	r.targets.Store(cluster.UID, t)
 	return t, nil
 }
 
