@@ -286,6 +286,31 @@ func TestGardenerClusterLifecycle(t *testing.T) {
 	}
 	assertAdminKubeconfigNotStored(t)
 
+	// Gardener's periodic reconcile reports progress on the Shoot: the condition follows,
+	// and no new admin kubeconfig is asked for (the administrators are bound already).
+	adminRequests := gardenFront.adminRequestsFor(shootName)
+	s, err = getShoot(shootName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedMap(s.Object, map[string]any{"type": "Reconcile", "state": "Processing", "progress": int64(50)}, "status", "lastOperation"); err != nil {
+		t.Fatal(err)
+	}
+	if err := mgmt.Client.Status().Update(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, name, clusterctrl.ConditionProvisioned, metav1.ConditionTrue, clusterctrl.ReasonProvisioned)
+	testenv.Eventually(t, "the condition to follow Gardener's reconcile", 30*time.Second, func() bool {
+		cond := meta.FindStatusCondition(getCluster(t, name).Status.Conditions, clusterctrl.ConditionProvisioned)
+		return cond != nil && cond.Status == metav1.ConditionTrue && strings.Contains(cond.Message, "Reconcile processing (50%)")
+	})
+	if !meta.IsStatusConditionTrue(getCluster(t, name).Status.Conditions, clusterctrl.ConditionReady) {
+		t.Error("Ready went false during Gardener's reconcile")
+	}
+	if n := gardenFront.adminRequestsFor(shootName); n != adminRequests {
+		t.Errorf("a Shoot progress update asked for %d more admin kubeconfigs", n-adminRequests)
+	}
+
 	// One administrator leaves: only that binding goes.
 	c = getCluster(t, name)
 	c.Spec.Administrators = []string{"other.id@example.com"}

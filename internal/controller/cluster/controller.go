@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -73,8 +74,9 @@ const (
 	ReasonInUse                  = "InUse"
 	ReasonDeprovisioning         = "Deprovisioning"
 
-	secretRefIndex      = ".spec.kubeconfigSecretRef.name"
-	requestClusterIndex = ".spec.cluster"
+	secretRefIndex = ".spec.kubeconfigSecretRef.name"
+	// RequestsByCluster indexes KubeconfigRequests by spec.cluster (IndexRequestsByCluster).
+	RequestsByCluster = ".spec.cluster"
 )
 
 // Controller is the registry entry for `trustplane manager`; the garden options are
@@ -117,9 +119,7 @@ func Setup(mgr ctrl.Manager, g *garden.Garden) (*Reconciler, error) {
 	}); err != nil {
 		return nil, err
 	}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &operatorv1alpha1.KubeconfigRequest{}, requestClusterIndex, func(o client.Object) []string {
-		return []string{o.(*operatorv1alpha1.KubeconfigRequest).Spec.Cluster}
-	}); err != nil {
+	if err := IndexRequestsByCluster(mgr); err != nil {
 		return nil, err
 	}
 	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("trustplane-" + Name), Garden: g}
@@ -136,6 +136,19 @@ func Setup(mgr ctrl.Manager, g *garden.Garden) (*Reconciler, error) {
 		b = b.WatchesRawSource(source.Kind(g.Cache, garden.NewShoot(), handler.TypedEnqueueRequestsFromMapFunc(clusterOfShoot)))
 	}
 	return r, b.Complete(r)
+}
+
+var requestsIndexed sync.Map // ctrl.Manager → struct{}
+
+// IndexRequestsByCluster registers the RequestsByCluster index once per manager: the
+// cluster and kubeconfig controllers both use it, and either may run without the other.
+func IndexRequestsByCluster(mgr ctrl.Manager) error {
+	if _, done := requestsIndexed.LoadOrStore(mgr, struct{}{}); done {
+		return nil
+	}
+	return mgr.GetFieldIndexer().IndexField(context.Background(), &operatorv1alpha1.KubeconfigRequest{}, RequestsByCluster, func(o client.Object) []string {
+		return []string{o.(*operatorv1alpha1.KubeconfigRequest).Spec.Cluster}
+	})
 }
 
 // Reconcile provisions (or adopts, or deprovisions) one Cluster.
@@ -200,7 +213,7 @@ func (r *Reconciler) reconcile(ctx context.Context, c *operatorv1alpha1.Cluster)
 	}
 	admin, err := adminAccess(ctx, c)
 	if admin == nil {
-		return err // not there yet, or a problem the conditions already describe
+		return err // not there yet, nothing to do, or a problem the conditions describe
 	}
 	if err := bindAdministrators(ctx, admin, access.AdministratorsOf(c.Namespace, c.Name), c.Spec.Administrators); err != nil {
 		msg := fmt.Sprintf("binding administrators in the cluster: %v", err)
@@ -261,7 +274,8 @@ func BroughtAlongConfig(ctx context.Context, reader client.Reader, c *operatorv1
 	return cfg, nil
 }
 
-// provision drives the Gardener path; a nil config means "not provisioned yet".
+// provision drives the Gardener path; a nil config means there is nothing more to do now:
+// not provisioned yet, or provisioned with the administrators already bound.
 func (r *Reconciler) provision(ctx context.Context, c *operatorv1alpha1.Cluster) (*rest.Config, error) {
 	if r.Garden == nil {
 		return nil, r.stall(c, ReasonGardenNotConfigured, "the Cluster has no kubeconfigSecretRef and the operator runs without --garden-kubeconfig")
@@ -306,10 +320,17 @@ func (r *Reconciler) provision(ctx context.Context, c *operatorv1alpha1.Cluster)
 		}
 		return nil, nil // the Shoot watch brings the Cluster back at every step
 	}
-	if cond := meta.FindStatusCondition(c.Status.Conditions, ConditionProvisioned); cond == nil || cond.Status != metav1.ConditionTrue {
+	wasProvisioned := meta.IsStatusConditionTrue(c.Status.Conditions, ConditionProvisioned)
+	if !wasProvisioned {
 		r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, ReasonProvisioned, "Provision", "shoot %s is provisioned", desired.GetName())
 	}
 	r.set(c, ConditionProvisioned, metav1.ConditionTrue, ReasonProvisioned, "shoot "+desired.GetName()+": "+progress.Message())
+	// Gardener reports every step of its periodic reconciles on the Shoot; none of them
+	// needs a new admin kubeconfig once this generation's administrators are bound.
+	if ready := meta.FindStatusCondition(c.Status.Conditions, ConditionReady); wasProvisioned && ready != nil &&
+		ready.Reason == ReasonAdministratorsBound && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == c.Generation {
+		return nil, nil
+	}
 	admin, _, err := r.Garden.AdminConfig(ctx, desired.GetName())
 	if err != nil {
 		return nil, r.gardenUnreachable(c, "admin kubeconfig", err)
@@ -405,7 +426,7 @@ func (r *Reconciler) deprovision(ctx context.Context, c *operatorv1alpha1.Cluste
 		return nil
 	}
 	requests := &operatorv1alpha1.KubeconfigRequestList{}
-	if err := r.Client.List(ctx, requests, client.InNamespace(c.Namespace), client.MatchingFields{requestClusterIndex: c.Name}); err != nil {
+	if err := r.Client.List(ctx, requests, client.InNamespace(c.Namespace), client.MatchingFields{RequestsByCluster: c.Name}); err != nil {
 		return err
 	}
 	if n := len(requests.Items); n > 0 {

@@ -161,6 +161,9 @@ func (t *Target) ensureNamespace(ctx context.Context) error {
 func Setup(mgr ctrl.Manager, opts Options, g *garden.Garden) (*Reconciler, error) {
 	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("trustplane-" + Name), Garden: g, opts: opts}
 	r.Targets = r.target
+	if err := clusterctrl.IndexRequestsByCluster(mgr); err != nil {
+		return nil, err
+	}
 	annotationsOrSpec := predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{})
 	return r, ctrl.NewControllerManagedBy(mgr).Named(Name).
 		For(&operatorv1alpha1.KubeconfigRequest{}, builder.WithPredicates(annotationsOrSpec)).
@@ -498,14 +501,12 @@ func (r *Reconciler) connect(cluster *operatorv1alpha1.Cluster, version string, 
 
 func (r *Reconciler) requestsForCluster(ctx context.Context, o client.Object) []reconcile.Request {
 	list := &operatorv1alpha1.KubeconfigRequestList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace())); err != nil {
+	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{clusterctrl.RequestsByCluster: o.GetName()}); err != nil {
 		return nil
 	}
-	var out []reconcile.Request
-	for _, kr := range list.Items {
-		if kr.Spec.Cluster == o.GetName() {
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: kr.Namespace, Name: kr.Name}})
-		}
+	out := make([]reconcile.Request, len(list.Items))
+	for i, kr := range list.Items {
+		out[i] = reconcile.Request{NamespacedName: types.NamespacedName{Namespace: kr.Namespace, Name: kr.Name}}
 	}
 	return out
 }
