@@ -305,11 +305,13 @@ func TestDataPlaneEndToEnd(t *testing.T) {
 	// The agent starts with nothing on disk; nginx starts once the first verified set is there.
 	reloadCmd := "true"
 	stopAgent := run(t, agent(env, dir, reloadCmd))
-	testenv.Eventually(t, "the first verified set", 20*time.Second, fileIs(dir, "site-1.crt", a.PEM()))
-	testenv.Eventually(t, "ingresses verified", 20*time.Second, func() bool { return gauge(t, "trustplane_dataplane_consistent", "track", "ingresses") == 1 })
-	if !fileIs(dir, "site-2.key", b.KeyPEM())() || gauge(t, "trustplane_dataplane_consistent", "track", "secrets") != 1 {
-		t.Fatal("verified set incomplete or not consistent")
-	}
+	// The agent writes a set file by file and reloads once it is complete, and it verifies
+	// secrets and ingresses independently: wait for all of it, not for the first file.
+	testenv.Eventually(t, "the first verified set, complete, and both tracks consistent", 20*time.Second, func() bool {
+		return fileIs(dir, "site-1.crt", a.PEM())() && fileIs(dir, "site-2.key", b.KeyPEM())() &&
+			gauge(t, "trustplane_dataplane_consistent", "track", "secrets") == 1 &&
+			gauge(t, "trustplane_dataplane_consistent", "track", "ingresses") == 1
+	})
 	nginx := startNginx(t, dir)
 	if got := nginx.leafSHA(); got != pemSHA(t, a) {
 		t.Fatalf("nginx serves %s, want PemSHA %s", got, pemSHA(t, a))
@@ -335,10 +337,11 @@ func TestDataPlaneEndToEnd(t *testing.T) {
 			return gauge(t, "trustplane_dataplane_consistent", "track", "ingresses") == 0 &&
 				gauge(t, "trustplane_dataplane_mismatch_ids", "track", "ingresses", "side", "local_only") == 1
 		})
-		testenv.Eventually(t, "the mismatch to be seen", 20*time.Second, func() bool { return gauge(t, "trustplane_dataplane_consistent", "track", "secrets") == 0 })
-		if gauge(t, "trustplane_dataplane_mismatch_ids", "track", "secrets", "side", "local_only") != 1 || gauge(t, "trustplane_dataplane_mismatch_ids", "track", "secrets", "side", "published_only") != 1 {
-			t.Error("mismatch metrics do not count one ID on each side")
-		}
+		testenv.Eventually(t, "the secret mismatch, one ID on each side", 20*time.Second, func() bool {
+			return gauge(t, "trustplane_dataplane_consistent", "track", "secrets") == 0 &&
+				gauge(t, "trustplane_dataplane_mismatch_ids", "track", "secrets", "side", "local_only") == 1 &&
+				gauge(t, "trustplane_dataplane_mismatch_ids", "track", "secrets", "side", "published_only") == 1
+		})
 		localOnly, publishedOnly := "1-3-"+pemSHA(t, a3), "1-2-"+pemSHA(t, a)
 		testenv.Eventually(t, "a ChecksumMismatch event naming both IDs", 20*time.Second, func() bool {
 			list := &eventsv1.EventList{}
@@ -384,10 +387,9 @@ func TestDataPlaneEndToEnd(t *testing.T) {
 			os.Remove(filepath.Join(dir, f))
 		}
 		stopAgent = run(t, agent(env, dir, nginx.reload))
-		testenv.Eventually(t, "files restored from the snapshot", 10*time.Second, fileIs(dir, "site-1.crt", a3.PEM()))
-		if !fileIs(dir, "site-2.key", b.KeyPEM())() {
-			t.Error("site-2 not restored")
-		}
+		testenv.Eventually(t, "every file restored from the snapshot", 10*time.Second, func() bool {
+			return fileIs(dir, "site-1.crt", a3.PEM())() && fileIs(dir, "site-2.key", b.KeyPEM())()
+		})
 		stopAgent()
 	})
 
