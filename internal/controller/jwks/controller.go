@@ -57,8 +57,8 @@ type Reconciler struct {
 	Client client.Client
 	// Owned reads the objects the controller made, from its private label-scoped cache.
 	Owned client.Reader
-	// APIReader reads Secrets (never cached: private keys stay out of memory) and,
-	// once, a ConfigMap to adopt that is not labelled yet.
+	// APIReader reads Secrets (never cached: private keys stay out of memory), once a
+	// ConfigMap to adopt that is not labelled yet, and the objects to delete on deletion.
 	APIReader client.Reader
 	// Recorder emits events through the events.k8s.io API.
 	Recorder events.EventRecorder
@@ -329,11 +329,12 @@ func (r *Reconciler) finalize(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig)
 }
 
 // deleteOwned deletes objects that carry this JWKSConfig's owner label; an object of
-// the same name that someone else made is never deleted.
+// the same name that someone else made is never deleted. It reads from the API server,
+// not the cache: an object the cache has not seen yet must not be left behind.
 func (r *Reconciler) deleteOwned(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, objs ...client.Object) error {
 	for _, obj := range objs {
 		current := obj.DeepCopyObject().(client.Object)
-		if err := r.Owned.Get(ctx, client.ObjectKeyFromObject(obj), current); err != nil {
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), current); err != nil {
 			if apierrors.IsNotFound(err) {
 				continue
 			}

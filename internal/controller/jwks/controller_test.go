@@ -64,9 +64,7 @@ func TestEveryKeyTypeIsPublishedWithStatus(t *testing.T) {
 		if !strings.Contains(readyCondition(cfg).Message, kid) {
 			t.Errorf("%s: Ready message %q lacks the kid", kt, readyCondition(cfg).Message)
 		}
-		if len(eventsFor(t, ns, name, "Published")) == 0 {
-			t.Errorf("%s: no Published event", kt)
-		}
+		waitEvent(t, ns, name, "Published")
 	}
 }
 
@@ -91,13 +89,12 @@ func TestSecretChangeReachesConfigMapThroughTheWatch(t *testing.T) {
 	if strings.Index(doc, kid2) > strings.Index(doc, kid1) {
 		t.Error("the new key is not first")
 	}
-	cfg := waitReady(t, ns, "watch", metav1.ConditionTrue, ReasonPublished)
-	if cfg.Status.KeyCount != 2 || cfg.Status.Keys[1].RetiredAt == nil {
-		t.Errorf("status after rotation: %+v", cfg.Status)
-	}
-	if len(eventsFor(t, ns, "watch", "KeyRotated")) == 0 {
-		t.Error("no KeyRotated event")
-	}
+	// The status is patched after the ConfigMap is applied, in the same reconcile.
+	testenv.Eventually(t, "the status to record the rotation", 30*time.Second, func() bool {
+		st := getConfig(t, ns, "watch").Status
+		return st.KeyCount == 2 && len(st.Keys) == 2 && st.Keys[1].RetiredAt != nil
+	})
+	waitEvent(t, ns, "watch", "KeyRotated")
 }
 
 // TestRetiredKeyIsRemovedOnTimeAndSurvivesRestart: rolling + keepOldKeys keeps the old
@@ -134,9 +131,7 @@ func TestRetiredKeyIsRemovedOnTimeAndSurvivesRestart(t *testing.T) {
 	if strings.Contains(doc, kid1) || !strings.Contains(doc, kid2) {
 		t.Errorf("after the TTL the set should hold only the new key")
 	}
-	if len(eventsFor(t, ns, "ttl", "KeyRemoved")) == 0 {
-		t.Error("no KeyRemoved event")
-	}
+	waitEvent(t, ns, "ttl", "KeyRemoved")
 }
 
 func TestReplacingStrategies(t *testing.T) {
@@ -220,9 +215,7 @@ func TestBadInputKeepsThePublishedSet(t *testing.T) {
 		if msg := readyCondition(cfg).Message; strings.Contains(msg, "BEGIN") {
 			t.Errorf("%s: message %q", tc.name, msg)
 		}
-		if len(eventsFor(t, ns, "bad", tc.reason)) == 0 {
-			t.Errorf("%s: no %s event", tc.name, tc.reason)
-		}
+		waitEvent(t, ns, "bad", tc.reason)
 		if now := getConfigMap(t, ns, "bad-jwks"); now.ResourceVersion != published.ResourceVersion {
 			t.Errorf("%s: the published ConfigMap was written", tc.name)
 		}
@@ -247,9 +240,7 @@ func TestMissingSecretWaitsForIt(t *testing.T) {
 	if !strings.Contains(readyCondition(cfg).Message, `"not-yet"`) {
 		t.Errorf("message %q", readyCondition(cfg).Message)
 	}
-	if len(eventsFor(t, ns, "later", ReasonSecretNotFound)) == 0 {
-		t.Error("no SecretNotFound event")
-	}
+	waitEvent(t, ns, "later", ReasonSecretNotFound)
 	putSecret(t, ns, "not-yet", tlsData(newChain(t, testcerts.P384)))
 	waitReady(t, ns, "later", metav1.ConditionTrue, ReasonPublished)
 }
@@ -289,7 +280,7 @@ func TestAdoptsExistingSetAndKeepsItsKeys(t *testing.T) {
 }
 
 func TestNginxObjectsAndPodRefresh(t *testing.T) {
-	startManager(t)
+	m := startManager(t)
 	ns := newNamespace(t)
 	ctx := context.Background()
 	putSecret(t, ns, "tls", tlsData(newChain(t, testcerts.P256)))
@@ -330,7 +321,10 @@ func TestNginxObjectsAndPodRefresh(t *testing.T) {
 	if err := env.Client.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond) // let the pod reach the controller's cache
+	// The controller finds pods in its cache when the set changes; it does not watch them.
+	testenv.Eventually(t, "the pod in the controller's cache", 10*time.Second, func() bool {
+		return m.reconciler.Owned.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{}) == nil
+	})
 	putSecret(t, ns, "tls", tlsData(newChain(t, testcerts.P256)))
 	testenv.Eventually(t, "pod content annotation", 30*time.Second, func() bool {
 		got := &corev1.Pod{}

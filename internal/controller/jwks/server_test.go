@@ -43,10 +43,13 @@ func TestNativeServer(t *testing.T) {
 	waitReady(t, ns, "native", metav1.ConditionTrue, ReasonPublished)
 	base := "http://" + mgr.serverAddr + "/" + ns + "/native"
 
-	resp, body := get(t, base+"/jwks.json")
-	if resp.StatusCode != 200 || string(body) != getConfigMap(t, ns, "native-jwks").Data[jwks.DocumentKey] {
-		t.Fatalf("GET jwks.json: %d %s", resp.StatusCode, body)
-	}
+	// The server reads the set from the controller's cache, which may trail the status.
+	var resp *http.Response
+	var body []byte
+	testenv.Eventually(t, "the server to serve the published set", 30*time.Second, func() bool {
+		resp, body = get(t, base+"/jwks.json")
+		return resp.StatusCode == 200 && string(body) == getConfigMap(t, ns, "native-jwks").Data[jwks.DocumentKey]
+	})
 	for header, want := range map[string]string{
 		"Content-Type":                "application/json",
 		"Access-Control-Allow-Origin": "*",

@@ -226,4 +226,13 @@ func eventsFor(t *testing.T, ns, name, reason string) []eventsv1.Event {
 	return out
 }
 
+// waitEvent waits for an event about the named object with the given reason: the
+// recorder writes events from its own goroutine, after the reconcile that made them.
+func waitEvent(t *testing.T, ns, name, reason string) {
+	t.Helper()
+	testenv.Eventually(t, fmt.Sprintf("a %s event for %s/%s", reason, ns, name), 30*time.Second, func() bool {
+		return len(eventsFor(t, ns, name, reason)) > 0
+	})
+}
+
 func boolPtr(b bool) *bool { return ptr.To(b) }
