@@ -480,9 +480,10 @@ func (r *Reconciler) shootTarget(ctx context.Context, cluster *operatorv1alpha1.
 // zero refreshAt never expires.
 func (r *Reconciler) connect(cluster *operatorv1alpha1.Cluster, version string, cfg *rest.Config, refreshAt time.Time) (*Target, error) {
 	cfg.Timeout = 15 * time.Second
-	// client-go's default of 5 requests/s would serialise a burst of requests; the target
-	// API server protects itself with priority and fairness.
-	cfg.QPS, cfg.Burst = 100, 200
+	// client-go's default of 5 requests/s would serialise a burst of requests. As for its
+	// own connection (controller-runtime's default), client-side rate limiting is off: the
+	// target API server protects itself with priority and fairness.
+	cfg.QPS = -1
 	c, err := client.New(cfg, client.Options{Scheme: r.Client.Scheme()})
 	if err != nil {
 		return nil, err
