@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -133,9 +134,9 @@ func FreeAddr(tb testing.TB) string {
 }
 
 // RunManager starts a manager against the test control plane with what setup adds to
-// it, and stops it when the test ends. Each test may start its own: controller name
-// validation is off, metrics and probes are not served.
-func (e *Env) RunManager(tb testing.TB, setup func(ctrl.Manager) error) {
+// it, and stops it when the test ends or stop is called. Each test may start its own:
+// controller name validation is off, metrics and probes are not served.
+func (e *Env) RunManager(tb testing.TB, setup func(ctrl.Manager) error) (stop func()) {
 	tb.Helper()
 	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
 		Scheme:                 scheme.New(),
@@ -149,15 +150,26 @@ func (e *Env) RunManager(tb testing.TB, setup func(ctrl.Manager) error) {
 	if err := setup(mgr); err != nil {
 		tb.Fatal(err)
 	}
+	return Background(tb, mgr.Start)
+}
+
+// Background runs fn (a manager, an agent) until the test ends or stop is called; stop
+// cancels fn's context and waits for it to return. An error it returns fails the test.
+func Background(tb testing.TB, fn func(context.Context) error) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	tb.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			tb.Errorf("manager: %v", err)
-		}
-	})
+	go func() { done <- fn(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				tb.Errorf("stopping a background run: %v", err)
+			}
+		})
+	}
+	tb.Cleanup(stop)
+	return stop
 }
 
 // Eventually polls cond every 20ms until it holds, failing the test after timeout. It is

@@ -24,19 +24,15 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	tenginev1 "github.com/trustplane/trustplane/api/tengine/v1"
 	"github.com/trustplane/trustplane/internal/checksum"
 	"github.com/trustplane/trustplane/internal/controller/secretchecksum"
 	"github.com/trustplane/trustplane/internal/dataplaneagent"
-	"github.com/trustplane/trustplane/internal/scheme"
 	"github.com/trustplane/trustplane/internal/testcerts"
 	"github.com/trustplane/trustplane/internal/testenv"
 	"github.com/trustplane/trustplane/pkg/dataplane"
@@ -55,40 +51,14 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// run starts fn in the background until the returned stop is called.
-func run(t *testing.T, fn func(context.Context) error) (stop func()) {
-	t.Helper()
-	c, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- fn(c) }()
-	stopped := false
-	stop = func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			<-done
-		}
-	}
-	t.Cleanup(stop)
-	return stop
-}
-
-func controlPlane(env *testenv.Env) func(context.Context) error {
-	return func(c context.Context) error {
-		mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-			Scheme: scheme.New(), Metrics: metricsserver.Options{BindAddress: "0"},
-			Controller: crconfig.Controller{SkipNameValidation: ptr.To(true)},
-		})
-		if err != nil {
-			return err
-		}
+// startControlPlane runs the secret-checksum controller for ns until stop is called.
+func startControlPlane(t *testing.T, env *testenv.Env) (stop func()) {
+	return env.RunManager(t, func(mgr ctrl.Manager) error {
 		opts := secretchecksum.DefaultOptions()
 		opts.Namespaces, opts.QuietPeriod = []string{ns}, 200*time.Millisecond
-		if _, err := secretchecksum.Setup(mgr, opts); err != nil {
-			return err
-		}
-		return mgr.Start(c)
-	}
+		_, err := secretchecksum.Setup(mgr, opts)
+		return err
+	})
 }
 
 func agent(env *testenv.Env, dir, reload string) func(context.Context) error {
@@ -299,12 +269,12 @@ func TestDataPlaneEndToEnd(t *testing.T) {
 	putSecret(t, env.Client, "site-1", "1", a)
 	putSecret(t, env.Client, "site-2", "1", b)
 	putIngress(t, env.Client, "web-1", "1")
-	stopControl := run(t, controlPlane(env))
+	stopControl := startControlPlane(t, env)
 	waitPublished(t, env.Client, "1-1-"+pemSHA(t, a), "2-1-"+pemSHA(t, b))
 
 	// The agent starts with nothing on disk; nginx starts once the first verified set is there.
 	reloadCmd := "true"
-	stopAgent := run(t, agent(env, dir, reloadCmd))
+	stopAgent := testenv.Background(t, agent(env, dir, reloadCmd))
 	// The agent writes a set file by file and reloads once it is complete, and it verifies
 	// secrets and ingresses independently: wait for all of it, not for the first file.
 	testenv.Eventually(t, "the first verified set, complete, and both tracks consistent", 20*time.Second, func() bool {
@@ -317,7 +287,7 @@ func TestDataPlaneEndToEnd(t *testing.T) {
 		t.Fatalf("nginx serves %s, want PemSHA %s", got, pemSHA(t, a))
 	}
 	stopAgent()
-	stopAgent = run(t, agent(env, dir, nginx.reload)) // from now on the agent reloads nginx
+	stopAgent = testenv.Background(t, agent(env, dir, nginx.reload)) // from now on the agent reloads nginx
 
 	t.Run("consistent rotation switches nginx", func(t *testing.T) {
 		a2 := cert(t)
@@ -360,7 +330,7 @@ func TestDataPlaneEndToEnd(t *testing.T) {
 	})
 
 	t.Run("recovers when both sides agree", func(t *testing.T) {
-		stopControl = run(t, controlPlane(env))
+		stopControl = startControlPlane(t, env)
 		testenv.Eventually(t, "nginx to serve the now verified certificate", 20*time.Second, func() bool { return nginx.leafSHA() == pemSHA(t, a3) })
 		testenv.Eventually(t, "ingresses consistent again", 20*time.Second, func() bool { return gauge(t, "trustplane_dataplane_consistent", "track", "ingresses") == 1 })
 		if gauge(t, "trustplane_dataplane_consistent", "track", "secrets") != 1 {
@@ -386,7 +356,7 @@ func TestDataPlaneEndToEnd(t *testing.T) {
 		for _, f := range []string{"site-1.crt", "site-1.key", "site-2.crt", "site-2.key"} {
 			os.Remove(filepath.Join(dir, f))
 		}
-		stopAgent = run(t, agent(env, dir, nginx.reload))
+		stopAgent = testenv.Background(t, agent(env, dir, nginx.reload))
 		testenv.Eventually(t, "every file restored from the snapshot", 10*time.Second, func() bool {
 			return fileIs(dir, "site-1.crt", a3.PEM())() && fileIs(dir, "site-2.key", b.KeyPEM())()
 		})
@@ -403,7 +373,7 @@ func TestDataPlaneEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		os.Remove(filepath.Join(dir, "site-1.crt"))
-		stopAgent = run(t, agent(env, dir, ""))
+		stopAgent = testenv.Background(t, agent(env, dir, ""))
 		testenv.Eventually(t, "the corruption to be reported", 10*time.Second, func() bool { return gauge(t, "trustplane_dataplane_snapshot_corrupt") == 1 })
 		time.Sleep(300 * time.Millisecond)
 		if _, err := os.Stat(filepath.Join(dir, "site-1.crt")); !os.IsNotExist(err) {

@@ -23,15 +23,12 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/trustplane/trustplane/internal/controller/podcertsigner"
 	"github.com/trustplane/trustplane/internal/nodeagent"
 	"github.com/trustplane/trustplane/internal/podcert"
-	"github.com/trustplane/trustplane/internal/scheme"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
 
@@ -50,22 +47,6 @@ func TestMain(m *testing.M) {
 }
 
 const signer = "trustplane.io/pod-identity"
-
-func background(t *testing.T, fn func(context.Context) error) (stop func()) {
-	c, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- fn(c) }()
-	stopped := false
-	stop = func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			<-done
-		}
-	}
-	t.Cleanup(stop)
-	return stop
-}
 
 func stateCount(t *testing.T, state string) float64 {
 	t.Helper()
@@ -138,7 +119,7 @@ func TestPodCertificatesEndToEnd(t *testing.T) {
 			NodeName: "node-a", ServiceAccountName: "web", Containers: []corev1.Container{{Name: "c", Image: "x"}},
 			Volumes: []corev1.Volume{{Name: "identity", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 				Sources: []corev1.VolumeProjection{{PodCertificate: &corev1.PodCertificateProjection{
-					SignerName: signer, KeyType: "ECDSAP256", MaxExpirationSeconds: ptrInt32(3600), CredentialBundlePath: "bundle.pem"}}}}}}},
+					SignerName: signer, KeyType: "ECDSAP256", MaxExpirationSeconds: ptr.To[int32](3600), CredentialBundlePath: "bundle.pem"}}}}}}},
 		}},
 		// A pod on another node: never this agent's business.
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "elsewhere", Annotations: map[string]string{nodeagent.SignerAnnotation: signer}},
@@ -150,16 +131,7 @@ func TestPodCertificatesEndToEnd(t *testing.T) {
 	}
 	signerOpts := podcertsigner.DefaultOptions()
 	signerOpts.CANamespace = "default"
-	stopSigner := background(t, func(c context.Context) error {
-		mgr, err := ctrl.NewManager(env.Config, managerOptions())
-		if err != nil {
-			return err
-		}
-		if _, err := podcertsigner.Setup(mgr, signerOpts); err != nil {
-			return err
-		}
-		return mgr.Start(c)
-	})
+	stopSigner := env.RunManager(t, func(mgr ctrl.Manager) error { _, err := podcertsigner.Setup(mgr, signerOpts); return err })
 
 	clk := clocktesting.NewFakeClock(time.Now())
 	dir := t.TempDir()
@@ -168,7 +140,7 @@ func TestPodCertificatesEndToEnd(t *testing.T) {
 	agentOpts.RefreshInterval = 100 * time.Millisecond
 	agentOpts.MetricsBindAddress, agentOpts.HealthProbeBindAddress = "0", "0"
 	agentOpts.Jitter = func() time.Duration { return 0 }
-	background(t, func(c context.Context) error { return nodeagent.Run(c, env.Config, agentOpts) })
+	testenv.Background(t, func(c context.Context) error { return nodeagent.Run(c, env.Config, agentOpts) })
 
 	path := filepath.Join(dir, "apps", "web", "identity-0", nodeagent.BundleFile)
 	var roots *x509.CertPool
@@ -243,11 +215,4 @@ func TestPodCertificatesEndToEnd(t *testing.T) {
 		_, err := os.Stat(filepath.Join(dir, "apps", "web"))
 		return os.IsNotExist(err)
 	})
-}
-
-func ptrInt32(v int32) *int32 { return &v }
-
-func managerOptions() ctrl.Options {
-	return ctrl.Options{Scheme: scheme.New(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: crconfig.Controller{SkipNameValidation: ptr.To(true)}}
 }

@@ -17,13 +17,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
-	"github.com/trustplane/trustplane/internal/scheme"
 	"github.com/trustplane/trustplane/internal/testcerts"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
@@ -56,36 +54,16 @@ func startManager(t *testing.T, mutate ...func(*Options)) *runningManager {
 	for _, m := range mutate {
 		m(&opts)
 	}
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 scheme.New(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		// Each test starts its own manager with the same controller name.
-		Controller: crconfig.Controller{SkipNameValidation: ptr.To(true)},
+	var r *Reconciler
+	var informers cache.Cache
+	stop := env.RunManager(t, func(mgr ctrl.Manager) (err error) {
+		informers = mgr.GetCache()
+		r, err = Setup(mgr, opts)
+		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := Setup(mgr, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	var stopped bool
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}
-	t.Cleanup(stop)
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
+	syncCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if !informers.WaitForCacheSync(syncCtx) {
 		t.Fatal("caches did not sync")
 	}
 	return &runningManager{serverAddr: opts.ServerBindAddress, reconciler: r, stop: stop}
