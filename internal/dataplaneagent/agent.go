@@ -5,6 +5,7 @@
 package dataplaneagent
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -208,7 +209,7 @@ func (a *Agent) verifySecrets(ctx context.Context) error {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.served.Checksum == v.Checksum && sameIDs(a.served.Secrets, local) {
+	if a.served.Checksum == v.Checksum && sameSecrets(a.served.Secrets, local) {
 		return nil
 	}
 	snap := dataplane.Snapshot{Checksum: v.Checksum, Secrets: local}
@@ -331,12 +332,14 @@ func (a *Agent) reload(logger interface{ Error(error, string, ...any) }) {
 	}
 }
 
-func sameIDs(a, b []dataplane.Secret) bool {
+// sameSecrets says whether two sets would write the same files. The ID covers only the
+// leaf certificate, so the chain behind it and the key are compared too.
+func sameSecrets(a, b []dataplane.Secret) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for i := range a {
-		if a[i].Name != b[i].Name || a[i].ID != b[i].ID || string(a[i].Key) != string(b[i].Key) {
+		if a[i].Name != b[i].Name || a[i].ID != b[i].ID || !bytes.Equal(a[i].Crt, b[i].Crt) || !bytes.Equal(a[i].Key, b[i].Key) {
 			return false
 		}
 	}

@@ -157,6 +157,16 @@ func (a *Agent) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 	}
 	pod = withAnnotationProjection(pod)
 	projections := podcert.Projections(pod)
+	a.mu.Lock()
+	uid, known := a.uids[req.NamespacedName]
+	a.mu.Unlock()
+	// A pod that no longer asks (its opt-in annotation removed), or a new pod under a
+	// reused name, must not keep or inherit the old pod's credentials.
+	if known && (len(projections) == 0 || uid != pod.UID) {
+		if err := a.forget(req.NamespacedName); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
 	if len(projections) == 0 {
 		return reconcile.Result{}, nil
 	}

@@ -215,4 +215,24 @@ func TestPodCertificatesEndToEnd(t *testing.T) {
 		_, err := os.Stat(filepath.Join(dir, "apps", "web"))
 		return os.IsNotExist(err)
 	})
+
+	// A pod that opted in by annotation and then opts out loses its credentials.
+	clk.SetTime(time.Now())
+	env.RunManager(t, func(mgr ctrl.Manager) error { _, err := podcertsigner.Setup(mgr, signerOpts); return err })
+	opted := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "opted", Annotations: map[string]string{nodeagent.SignerAnnotation: signer}},
+		Spec: corev1.PodSpec{NodeName: "node-a", ServiceAccountName: "web", Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+	if err := env.Client.Create(ctx, opted); err != nil {
+		t.Fatal(err)
+	}
+	optedDir := filepath.Join(dir, "apps", "opted")
+	testenv.Eventually(t, "the opted-in pod's bundle", 30*time.Second, func() bool { _, err := os.Stat(optedDir); return err == nil })
+	patch := client.MergeFrom(opted.DeepCopy())
+	delete(opted.Annotations, nodeagent.SignerAnnotation)
+	if err := env.Client.Patch(ctx, opted, patch); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the opted-out pod's directory to be removed", 30*time.Second, func() bool {
+		_, err := os.Stat(optedDir)
+		return os.IsNotExist(err)
+	})
 }

@@ -58,7 +58,7 @@ type Reconciler struct {
 	// Owned reads the objects the controller made, from its private label-scoped cache.
 	Owned client.Reader
 	// APIReader reads Secrets (never cached: private keys stay out of memory), once a
-	// ConfigMap to adopt that is not labelled yet, and the objects to delete on deletion.
+	// ConfigMap to adopt that is not labelled yet, and the objects to delete when finalizing.
 	APIReader client.Reader
 	// Recorder emits events through the events.k8s.io API.
 	Recorder events.EventRecorder
@@ -265,7 +265,7 @@ func restorePublished(cm *corev1.ConfigMap) ([]jwks.PublishedKey, error) {
 func (r *Reconciler) reconcileNginx(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, now time.Time) error {
 	objs := []client.Object{desiredNginxConfigMap(cfg), desiredDeployment(cfg), desiredService(cfg)}
 	if !nginxEnabled(cfg) {
-		return r.deleteOwned(ctx, cfg, objs...)
+		return r.deleteOwned(ctx, r.Owned, cfg, objs...)
 	}
 	for i, obj := range objs {
 		current := obj.DeepCopyObject().(client.Object)
@@ -316,7 +316,7 @@ func (r *Reconciler) finalize(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig)
 	if cfg.Spec.CleanupOnDelete {
 		objs = append(objs, desiredJWKSConfigMap(cfg, nil, ""))
 	}
-	if err := r.deleteOwned(ctx, cfg, objs...); err != nil {
+	if err := r.deleteOwned(ctx, r.APIReader, cfg, objs...); err != nil {
 		return err
 	}
 	patch := client.MergeFrom(cfg.DeepCopy())
@@ -329,12 +329,13 @@ func (r *Reconciler) finalize(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig)
 }
 
 // deleteOwned deletes objects that carry this JWKSConfig's owner label; an object of
-// the same name that someone else made is never deleted. It reads from the API server,
-// not the cache: an object the cache has not seen yet must not be left behind.
-func (r *Reconciler) deleteOwned(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, objs ...client.Object) error {
+// the same name that someone else made is never deleted. It looks them up with from:
+// the cache on the steady path, the API server when finalizing (an object the cache
+// has not seen yet must not be left behind).
+func (r *Reconciler) deleteOwned(ctx context.Context, from client.Reader, cfg *jwksv1alpha1.JWKSConfig, objs ...client.Object) error {
 	for _, obj := range objs {
 		current := obj.DeepCopyObject().(client.Object)
-		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), current); err != nil {
+		if err := from.Get(ctx, client.ObjectKeyFromObject(obj), current); err != nil {
 			if apierrors.IsNotFound(err) {
 				continue
 			}

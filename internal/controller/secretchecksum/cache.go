@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,9 +18,9 @@ import (
 )
 
 // newInputCache is the controller's own cache: Secrets and Ingresses in scope, and the
-// checksum objects it published. Secrets are stripped to what the formula reads before
+// checksum objects it published. Inputs are stripped to what the formula reads before
 // they are stored: private keys never stay in the manager's memory.
-func newInputCache(mgr ctrl.Manager, namespaces []string, selector labels.Selector) (cache.Cache, error) {
+func newInputCache(mgr ctrl.Manager, namespaces []string, selector labels.Selector, versionAnnotation string) (cache.Cache, error) {
 	var byNamespace map[string]cache.Config
 	if len(namespaces) > 0 {
 		byNamespace = map[string]cache.Config{}
@@ -32,8 +33,8 @@ func newInputCache(mgr ctrl.Manager, namespaces []string, selector labels.Select
 		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
 		DefaultNamespaces: byNamespace,
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}:             {Label: selector, Transform: stripSecret},
-			&networkingv1.Ingress{}:      {Label: selector, Transform: stripIngress},
+			&corev1.Secret{}:             {Label: selector, Transform: stripSecret(versionAnnotation)},
+			&networkingv1.Ingress{}:      {Label: selector, Transform: stripIngress(versionAnnotation)},
 			&tenginev1.SecretCheckSum{}:  {Label: ours},
 			&tenginev1.IngressCheckSum{}: {Label: ours},
 		},
@@ -44,27 +45,42 @@ func newInputCache(mgr ctrl.Manager, namespaces []string, selector labels.Select
 	return c, mgr.Add(c)
 }
 
-// stripSecret keeps tls.crt and the annotations; everything else (tls.key above all)
-// is dropped before the object reaches the cache.
-func stripSecret(obj any) (any, error) {
-	s, ok := obj.(*corev1.Secret)
-	if !ok {
-		return obj, nil
+// stripSecret keeps tls.crt and the version annotation; everything else is dropped
+// before the object reaches the cache: tls.key above all, and other annotations too
+// (kubectl's last-applied-configuration holds the whole Secret, key included).
+func stripSecret(versionAnnotation string) toolscache.TransformFunc {
+	return func(obj any) (any, error) {
+		s, ok := obj.(*corev1.Secret)
+		if !ok {
+			return obj, nil
+		}
+		kept := map[string][]byte{}
+		if crt, ok := s.Data[corev1.TLSCertKey]; ok {
+			kept[corev1.TLSCertKey] = crt
+		}
+		s.Data, s.StringData, s.ManagedFields = kept, nil, nil
+		s.Annotations = onlyAnnotation(s.Annotations, versionAnnotation)
+		return s, nil
 	}
-	kept := map[string][]byte{}
-	if crt, ok := s.Data[corev1.TLSCertKey]; ok {
-		kept[corev1.TLSCertKey] = crt
-	}
-	s.Data, s.StringData = kept, nil
-	s.ManagedFields = nil
-	return s, nil
 }
 
-func stripIngress(obj any) (any, error) {
-	if ing, ok := obj.(*networkingv1.Ingress); ok {
-		ing.Spec, ing.Status, ing.ManagedFields = networkingv1.IngressSpec{}, networkingv1.IngressStatus{}, nil
+// stripIngress keeps an Ingress's name and version annotation: all the formula reads.
+func stripIngress(versionAnnotation string) toolscache.TransformFunc {
+	return func(obj any) (any, error) {
+		if ing, ok := obj.(*networkingv1.Ingress); ok {
+			ing.Spec, ing.Status, ing.ManagedFields = networkingv1.IngressSpec{}, networkingv1.IngressStatus{}, nil
+			ing.Annotations = onlyAnnotation(ing.Annotations, versionAnnotation)
+		}
+		return obj, nil
 	}
-	return obj, nil
+}
+
+func onlyAnnotation(annotations map[string]string, key string) map[string]string {
+	v, ok := annotations[key]
+	if !ok {
+		return nil
+	}
+	return map[string]string{key: v}
 }
 
 func kindSource[T client.Object](c cache.Cache, obj T, fn func(old, cur T, q handlers.Queue)) source.Source {

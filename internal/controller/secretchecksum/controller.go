@@ -124,7 +124,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 			return nil, fmt.Errorf("--secret-checksum-label-selector: %w", err)
 		}
 	}
-	inputs, err := newInputCache(mgr, opts.Namespaces, selector)
+	inputs, err := newInputCache(mgr, opts.Namespaces, selector, opts.VersionAnnotation)
 	if err != nil {
 		return nil, err
 	}
