@@ -21,7 +21,9 @@ import (
 type Ceiling struct {
 	// ForbiddenVerbs are never granted (default: escalate, bind, impersonate).
 	ForbiddenVerbs []string
-	// AllowSecrets permits rules on secrets (and wildcard resources, which include them).
+	// AllowSecrets permits rules on secrets and on serviceaccounts/token (minting a token
+	// for any service account in reach is worth as much as reading its secrets), and on
+	// wildcard resources, which include both.
 	AllowSecrets bool
 	// AllowWildcardVerbs permits "*" in verbs.
 	AllowWildcardVerbs bool
@@ -44,21 +46,24 @@ func (c Ceiling) Check(rules []rbacv1.PolicyRule) []string {
 				problems = append(problems, fmt.Sprintf("rule %d: verb \"*\" would include %s", i+1, strings.Join(c.ForbiddenVerbs, ", ")))
 			}
 		}
-		if !c.AllowSecrets && len(r.NonResourceURLs) == 0 && coversSecrets(r) {
-			problems = append(problems, fmt.Sprintf("rule %d: access to secrets is not allowed", i+1))
+		if !c.AllowSecrets && len(r.NonResourceURLs) == 0 && coversCredentials(r) {
+			problems = append(problems, fmt.Sprintf("rule %d: access to secrets or service account tokens is not allowed", i+1))
 		}
 	}
 	return problems
 }
 
-// coversSecrets: the rule reaches core secrets (named, or through a wildcard).
-func coversSecrets(r rbacv1.PolicyRule) bool {
+// coversCredentials: the rule reaches core secrets or serviceaccounts/token (named, or
+// through a wildcard).
+func coversCredentials(r rbacv1.PolicyRule) bool {
 	coreGroup := len(r.APIGroups) == 0 || slices.Contains(r.APIGroups, "") || slices.Contains(r.APIGroups, "*")
 	if !coreGroup {
 		return false
 	}
 	for _, res := range r.Resources {
-		if res == "*" || res == "secrets" || strings.HasPrefix(res, "secrets/") {
+		switch {
+		case res == "*", res == "secrets", strings.HasPrefix(res, "secrets/"),
+			res == "serviceaccounts/token", res == "serviceaccounts/*":
 			return true
 		}
 	}

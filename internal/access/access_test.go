@@ -19,8 +19,11 @@ func TestCeiling(t *testing.T) {
 		{rbacv1.PolicyRule{Verbs: []string{"bind"}, APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles"}}, `verb "bind"`},
 		{rbacv1.PolicyRule{Verbs: []string{"impersonate"}, Resources: []string{"users"}}, `verb "impersonate"`},
 		{rbacv1.PolicyRule{Verbs: []string{"*"}, Resources: []string{"pods"}}, `verb "*"`},
-		{rbacv1.PolicyRule{Verbs: []string{"get"}, Resources: []string{"secrets"}}, "secrets is not allowed"},
-		{rbacv1.PolicyRule{Verbs: []string{"get"}, APIGroups: []string{"*"}, Resources: []string{"*"}}, "secrets is not allowed"},
+		{rbacv1.PolicyRule{Verbs: []string{"get"}, Resources: []string{"secrets"}}, "secrets or service account tokens is not allowed"},
+		{rbacv1.PolicyRule{Verbs: []string{"get"}, APIGroups: []string{"*"}, Resources: []string{"*"}}, "secrets or service account tokens is not allowed"},
+		{rbacv1.PolicyRule{Verbs: []string{"create"}, Resources: []string{"serviceaccounts/token"}}, "service account tokens is not allowed"},
+		{rbacv1.PolicyRule{Verbs: []string{"create"}, Resources: []string{"serviceaccounts/*"}}, "service account tokens is not allowed"},
+		{rbacv1.PolicyRule{Verbs: []string{"get"}, Resources: []string{"serviceaccounts"}}, ""},
 		{rbacv1.PolicyRule{Verbs: []string{"get"}, APIGroups: []string{"apps"}, Resources: []string{"*"}}, ""},
 		{rbacv1.PolicyRule{Verbs: []string{"get"}, NonResourceURLs: []string{"/healthz"}}, ""},
 	} {

@@ -315,3 +315,42 @@ func TestUnreachableTargetSaysSoAndKeepsEverything(t *testing.T) {
 		}
 	}
 }
+
+// TestSomeoneElsesSecretIsNeverTaken: a Secret of the published name that the request does
+// not control (here: a user's credential) is neither overwritten nor deleted on revoke.
+func TestSomeoneElsesSecretIsNeverTaken(t *testing.T) {
+	setup(t)
+	users := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken-kubeconfig"}, Data: map[string][]byte{"kubeconfig": []byte("the user's own")}}
+	if err := mgmt.Client.Create(ctx, users); err != nil {
+		t.Fatal(err)
+	}
+	kr := &operatorv1alpha1.KubeconfigRequest{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken"},
+		Spec: operatorv1alpha1.KubeconfigRequestSpec{Cluster: "target", Expiration: 3600,
+			Role: &operatorv1alpha1.RoleSpec{Namespace: "team", Rules: []operatorv1alpha1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}}}}}}
+	if err := mgmt.Client.Create(ctx, kr); err != nil {
+		t.Fatal(err)
+	}
+	kr = waitReady(t, "taken", metav1.ConditionFalse, kubeconfigctrl.ReasonSecretNameTaken)
+	if kr.Status.Kubeconfig != "" {
+		t.Error("a kubeconfig was issued without a place to publish it")
+	}
+	patch := client.MergeFrom(kr.DeepCopy())
+	kr.Annotations = map[string]string{operatorv1alpha1.RevokeAnnotation: "true"}
+	if err := mgmt.Client.Patch(ctx, kr, patch); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, "taken", metav1.ConditionFalse, kubeconfigctrl.ReasonRevoked)
+	got := &corev1.Secret{}
+	if err := mgmt.Client.Get(ctx, client.ObjectKeyFromObject(users), got); err != nil || string(got.Data["kubeconfig"]) != "the user's own" || len(got.OwnerReferences) != 0 {
+		t.Fatalf("the user's Secret was touched: %v %+v", err, got)
+	}
+	if err := mgmt.Client.Delete(ctx, kr); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the request to go", 30*time.Second, func() bool {
+		return apierrors.IsNotFound(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(kr), kr))
+	})
+	if err := mgmt.Client.Get(ctx, client.ObjectKeyFromObject(users), got); err != nil {
+		t.Fatalf("the user's Secret went with the request: %v", err)
+	}
+}

@@ -67,6 +67,7 @@ const (
 	ReasonRevoked           = "Revoked"
 	ReasonTargetUnreachable = "TargetUnreachable"
 	ReasonClusterNotReady   = "ClusterNotReady"
+	ReasonSecretNameTaken   = "SecretNameTaken"
 )
 
 // Options are the controller's flags.
@@ -87,7 +88,7 @@ func DefaultOptions() Options {
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Workers, "kubeconfig-workers", o.Workers, "Concurrent KubeconfigRequest reconciles.")
 	fs.StringSliceVar(&o.Ceiling.ForbiddenVerbs, "kubeconfig-forbidden-verbs", o.Ceiling.ForbiddenVerbs, "Verbs no KubeconfigRequest may be granted.")
-	fs.BoolVar(&o.Ceiling.AllowSecrets, "kubeconfig-allow-secrets", o.Ceiling.AllowSecrets, "Allow KubeconfigRequests to be granted access to secrets.")
+	fs.BoolVar(&o.Ceiling.AllowSecrets, "kubeconfig-allow-secrets", o.Ceiling.AllowSecrets, "Allow KubeconfigRequests to be granted access to secrets and serviceaccounts/token.")
 	fs.BoolVar(&o.Ceiling.AllowWildcardVerbs, "kubeconfig-allow-wildcard-verbs", o.Ceiling.AllowWildcardVerbs, `Allow the verb "*".`)
 	fs.Float64Var(&o.RotateFraction, "kubeconfig-rotate-fraction", o.RotateFraction, "Rotate a credential once this fraction of its lifetime has passed.")
 }
@@ -228,6 +229,15 @@ func (r *Reconciler) reconcile(ctx context.Context, kr *operatorv1alpha1.Kubecon
 	rotateAt := r.rotateAt(kr)
 	rotateNow := kr.Annotations[operatorv1alpha1.RotateAnnotation] == "true"
 	if kr.Status.Kubeconfig == "" || rotateNow || !now.Before(rotateAt) {
+		if taken, err := r.secretNameTaken(ctx, kr); err != nil || taken {
+			if taken {
+				msg := fmt.Sprintf("Secret %s/%s exists and is not this request's: delete or rename it", kr.Namespace, secretName(kr))
+				r.setReady(kr, metav1.ConditionFalse, ReasonSecretNameTaken, msg)
+				r.Recorder.Eventf(kr, nil, corev1.EventTypeWarning, ReasonSecretNameTaken, "Issue", "%s", msg)
+				err = errors.New(msg) // retried with backoff: nothing watches the user's Secret
+			}
+			return reconcile.Result{}, err
+		}
 		rotating := kr.Status.Kubeconfig != ""
 		if err := r.issue(ctx, kr, target, now); err != nil {
 			r.setReady(kr, metav1.ConditionFalse, ReasonTargetUnreachable, fmt.Sprintf("cluster %s: %v", target.Name, err))
@@ -334,7 +344,7 @@ func (r *Reconciler) issue(ctx context.Context, kr *operatorv1alpha1.KubeconfigR
 		return err
 	}
 	secret := &corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: metav1.ObjectMeta{Name: kr.Name + "-kubeconfig", Namespace: kr.Namespace,
+		ObjectMeta: metav1.ObjectMeta{Name: secretName(kr), Namespace: kr.Namespace,
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(kr, operatorv1alpha1.GroupVersion.WithKind("KubeconfigRequest"))}},
 		Data: map[string][]byte{"kubeconfig": raw}}
 	if err := createOrApply(ctx, r.Client, secret, kr.Status.IssuedAt == nil); err != nil {
@@ -374,8 +384,12 @@ func (r *Reconciler) revoke(ctx context.Context, kr *operatorv1alpha1.Kubeconfig
 		r.setReady(kr, metav1.ConditionFalse, ReasonTargetUnreachable, fmt.Sprintf("revoking in cluster %s: %v", t.Name, err))
 		return err
 	}
-	if err := client.IgnoreNotFound(r.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: kr.Namespace, Name: kr.Name + "-kubeconfig"}})); err != nil {
+	if taken, err := r.secretNameTaken(ctx, kr); err != nil {
 		return err
+	} else if !taken { // someone else's Secret of that name is never deleted
+		if err := client.IgnoreNotFound(r.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: kr.Namespace, Name: secretName(kr)}})); err != nil {
+			return err
+		}
 	}
 	if kr.Status.Kubeconfig != "" {
 		r.Recorder.Eventf(kr, nil, corev1.EventTypeNormal, ReasonRevoked, "Revoke", "revoked the kubeconfig for cluster %s", t.Name)
@@ -383,6 +397,21 @@ func (r *Reconciler) revoke(ctx context.Context, kr *operatorv1alpha1.Kubeconfig
 	kr.Status.Kubeconfig, kr.Status.SecretName, kr.Status.ExpirationTimestamp, kr.Status.IssuedAt = "", "", nil, nil
 	r.setReady(kr, metav1.ConditionFalse, ReasonRevoked, "revoked; set "+operatorv1alpha1.RevokeAnnotation+` to "false" to issue a new kubeconfig`)
 	return nil
+}
+
+// secretName is the Secret the kubeconfig is published in.
+func secretName(kr *operatorv1alpha1.KubeconfigRequest) string { return kr.Name + "-kubeconfig" }
+
+// secretNameTaken says whether a Secret of the published name exists that this request
+// does not control (a user's, say a brought-along cluster's admin kubeconfig): it is
+// never overwritten or deleted. Read from the metadata cache: no API call.
+func (r *Reconciler) secretNameTaken(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest) (bool, error) {
+	existing := &metav1.PartialObjectMetadata{}
+	existing.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: kr.Namespace, Name: secretName(kr)}, existing); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return !metav1.IsControlledBy(existing, kr), nil
 }
 
 // finalize removes what the request created in the target cluster.
