@@ -57,7 +57,7 @@ func Controller() manager.Controller {
 // Reconciler assigns credentials.
 type Reconciler struct {
 	Client    client.Client
-	Pool      client.Reader // the private cache of pool Secrets
+	Pool      client.Reader // the private cache of pool Secrets, labels only
 	APIReader client.Reader // a fresh view after a lost claim
 	Recorder  events.EventRecorder
 }
@@ -74,7 +74,7 @@ func Setup(mgr ctrl.Manager) (*Reconciler, error) {
 		return nil, err
 	}
 	pool, err := cache.New(mgr.GetConfig(), cache.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-		ByObject: map[client.Object]cache.ByObject{&corev1.Secret{}: {Label: labels.NewSelector().Add(*inPool)}}})
+		ByObject: map[client.Object]cache.ByObject{&corev1.Secret{}: {Label: labels.NewSelector().Add(*inPool), Transform: labelsOnly}}})
 	if err != nil {
 		return nil, err
 	}
@@ -94,6 +94,16 @@ func Setup(mgr ctrl.Manager) (*Reconciler, error) {
 		For(&cp.SubscriptionRequest{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Kind(pool, client.Object(&corev1.Secret{}), handler.EnqueueRequestsFromMapFunc(r.waitingRequests))).
 		Complete(r)
+}
+
+// labelsOnly strips a pool Secret to its metadata before it is cached: selection reads
+// labels only, and the credentials (also copied whole into kubectl's last-applied
+// annotation) stay out of the manager's memory. Writes start from an uncached read.
+func labelsOnly(obj any) (any, error) {
+	if s, ok := obj.(*corev1.Secret); ok {
+		s.Data, s.StringData, s.Annotations, s.ManagedFields = nil, nil, nil, nil
+	}
+	return obj, nil
 }
 
 // Reconcile assigns (or keeps, or releases) one request's credential.

@@ -79,12 +79,14 @@ func secret(t *testing.T, ns, name string) *corev1.Secret {
 	return s
 }
 
-func start(t *testing.T) {
-	env.RunManager(t, func(mgr ctrl.Manager) error { _, err := Setup(mgr); return err })
+func start(t *testing.T) *Reconciler {
+	var r *Reconciler
+	env.RunManager(t, func(mgr ctrl.Manager) (err error) { r, err = Setup(mgr); return err })
+	return r
 }
 
 func TestSharedDedicatedReleaseAndEmptyPool(t *testing.T) {
-	start(t)
+	r := start(t)
 	ns := namespace(t)
 	credential(t, ns, "aws-shared-1", map[string]string{"hyperscalerType": "aws", "shared": "true"})
 	credential(t, ns, "aws-shared-2", map[string]string{"hyperscalerType": "aws", "shared": "true"})
@@ -107,8 +109,12 @@ func TestSharedDedicatedReleaseAndEmptyPool(t *testing.T) {
 	if again := waitReason(t, ns, "acct1-b", ReasonAssigned).Status.GardenerSecretName; again != first {
 		t.Errorf("the same account got %s and %s", first, again)
 	}
-	if secret(t, ns, first).Labels["tenantName"] != "acct1" {
-		t.Error("credential not labelled for the tenant")
+	if claimed := secret(t, ns, first); claimed.Labels["tenantName"] != "acct1" || string(claimed.Data["credentials"]) != "x" {
+		t.Errorf("claimed credential: labels %v, credentials kept %v", claimed.Labels, string(claimed.Data["credentials"]) == "x")
+	}
+	cached := &corev1.Secret{}
+	if err := r.Pool.Get(ctx, client.ObjectKey{Namespace: ns, Name: first}, cached); err != nil || cached.Data != nil {
+		t.Errorf("the pool cache holds credentials: %v, data %d keys", err, len(cached.Data))
 	}
 	request(t, ns, "acct2", "aws", "globalaccount:acct2")
 	second := waitReason(t, ns, "acct2", ReasonAssigned).Status.GardenerSecretName
