@@ -155,6 +155,12 @@ func (r *Reconciler) publish(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, 
 	}
 
 	desired := desiredJWKSConfigMap(cfg, doc, jwks.EncodeRetirements(next))
+	if cm != nil {
+		// The set is planned from what was read, maybe from a cache that has not seen our
+		// last write yet: the API server refuses the apply (conflict, retried) rather than
+		// let a stale plan drop a key.
+		desired.ResourceVersion = cm.ResourceVersion
+	}
 	if cm == nil || changed(cm, desired) {
 		id := types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Name}
 		if wait := r.Throttle.Wait(id, now, cm == nil); wait > 0 {
@@ -365,6 +371,7 @@ func (r *Reconciler) apply(ctx context.Context, obj client.Object) error {
 	}
 	annotations[DesiredHashAnnotation] = hash
 	u.SetAnnotations(annotations)
+	u.SetResourceVersion(obj.GetResourceVersion()) // a precondition when set, never hashed
 	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying %s %s: %w", u.GetKind(), u.GetName(), err)
 	}
@@ -382,6 +389,7 @@ func applyObject(obj client.Object) (*unstructured.Unstructured, string, error) 
 	u := &unstructured.Unstructured{Object: content}
 	unstructured.RemoveNestedField(u.Object, "status")
 	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	unstructured.RemoveNestedField(u.Object, "metadata", "resourceVersion")
 	unstructured.RemoveNestedField(u.Object, "spec", "template", "metadata", "creationTimestamp")
 	return u, hashOf(u.Object), nil
 }

@@ -295,3 +295,43 @@ func TestBurstsAreFoldedIntoOneWrite(t *testing.T) {
 		}
 	}
 }
+
+// staleConfigMaps answers ConfigMap reads with a snapshot taken earlier: a cache that has
+// not seen the controller's last write yet.
+type staleConfigMaps struct {
+	client.Reader
+	snapshot *corev1.ConfigMap
+}
+
+func (s staleConfigMaps) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if cm, ok := obj.(*corev1.ConfigMap); ok && key.Name == s.snapshot.Name {
+		s.snapshot.DeepCopyInto(cm)
+		return nil
+	}
+	return s.Reader.Get(ctx, key, obj, opts...)
+}
+
+// TestAStalePlanNeverDropsAKey: planned from a set read before the last rotation, the
+// apply is refused instead of publishing a set without the key that rotation added.
+func TestAStalePlanNeverDropsAKey(t *testing.T) {
+	d := newDirectReconciler(t, 0)
+	ns := newNamespace(t)
+	first, second, third := newChain(t, testcerts.P256), newChain(t, testcerts.P256), newChain(t, testcerts.P256)
+	putSecret(t, ns, "tls", tlsData(first))
+	newJWKSConfig(t, ns, "stale", "tls")
+	d.mustReconcile(t, ns, "stale")
+	before := getConfigMap(t, ns, "stale-jwks")
+
+	putSecret(t, ns, "tls", tlsData(second))
+	d.mustReconcile(t, ns, "stale")
+	kid2, _ := expectedDoc(t, second)
+
+	putSecret(t, ns, "tls", tlsData(third))
+	d.Owned = staleConfigMaps{Reader: d.Owned, snapshot: before}
+	if _, err := d.reconcile(t, ns, "stale"); !apierrors.IsConflict(err) {
+		t.Errorf("a plan from a stale read: %v, want a conflict", err)
+	}
+	if doc := getConfigMap(t, ns, "stale-jwks").Data[jwks.DocumentKey]; !strings.Contains(doc, kid2) {
+		t.Errorf("the key of the last rotation (%s) was dropped", kid2)
+	}
+}
