@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -48,24 +49,29 @@ func TestMain(m *testing.M) {
 
 const ns = "default"
 
-func setup(t *testing.T) {
+// setup starts the controller (stop ends it early) and brings along the target cluster.
+func setup(t *testing.T) (stop func()) {
 	t.Helper()
-	env := mgmt
-	env.RunManager(t, func(mgr ctrl.Manager) error {
-		_, err := kubeconfigctrl.Setup(mgr, kubeconfigctrl.DefaultOptions(), nil)
-		return err
-	})
+	stop = runController(t)
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "target-admin"}, Data: map[string][]byte{"kubeconfig": target.Environment().KubeConfig}}
 	cluster := &operatorv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "target"},
 		Spec: operatorv1alpha1.ClusterSpec{KubeconfigSecretRef: &operatorv1alpha1.SecretKeyReference{Name: "target-admin"}}}
 	for _, obj := range []client.Object{secret, cluster} {
-		if err := env.Client.Create(ctx, obj); client.IgnoreAlreadyExists(err) != nil {
+		if err := mgmt.Client.Create(ctx, obj); client.IgnoreAlreadyExists(err) != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := target.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}}); client.IgnoreAlreadyExists(err) != nil {
 		t.Fatal(err)
 	}
+	return stop
+}
+
+func runController(t *testing.T) (stop func()) {
+	return mgmt.RunManager(t, func(mgr ctrl.Manager) error {
+		_, err := kubeconfigctrl.Setup(mgr, kubeconfigctrl.DefaultOptions(), nil)
+		return err
+	})
 }
 
 func waitReady(t *testing.T, name string, status metav1.ConditionStatus, reason string) *operatorv1alpha1.KubeconfigRequest {
@@ -353,4 +359,76 @@ func TestSomeoneElsesSecretIsNeverTaken(t *testing.T) {
 	if err := mgmt.Client.Get(ctx, client.ObjectKeyFromObject(users), got); err != nil {
 		t.Fatalf("the user's Secret went with the request: %v", err)
 	}
+}
+
+// TestClusterGoingWithItsKubeconfig: the namespace is being deleted, so the Cluster is
+// going (held by its finalizer) and its kubeconfig Secret is already gone. A request still
+// cleans up through the connection it has; with none left (a restarted operator) it lets
+// go with a warning rather than hold the Cluster and the namespace for ever.
+func TestClusterGoingWithItsKubeconfig(t *testing.T) {
+	stop := setup(t)
+	const hold = "test.trustplane.io/hold" // stands in for the cluster controller's finalizer
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "doomed-admin"}, Data: map[string][]byte{"kubeconfig": target.Environment().KubeConfig}}
+	cluster := &operatorv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "doomed", Finalizers: []string{hold}},
+		Spec: operatorv1alpha1.ClusterSpec{KubeconfigSecretRef: &operatorv1alpha1.SecretKeyReference{Name: "doomed-admin"}}}
+	request := func(name string) *operatorv1alpha1.KubeconfigRequest {
+		kr := &operatorv1alpha1.KubeconfigRequest{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: operatorv1alpha1.KubeconfigRequestSpec{Cluster: "doomed", Expiration: 3600,
+				Role: &operatorv1alpha1.RoleSpec{Namespace: "team", Rules: []operatorv1alpha1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}}}}}}
+		if err := mgmt.Client.Create(ctx, kr); err != nil {
+			t.Fatal(err)
+		}
+		return kr
+	}
+	for _, obj := range []client.Object{secret, cluster} {
+		if err := mgmt.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		_ = mgmt.Client.Get(ctx, client.ObjectKeyFromObject(cluster), cluster)
+		cluster.Finalizers = nil
+		_ = mgmt.Client.Update(ctx, cluster)
+	})
+	connected, stranded := request("connected"), request("stranded")
+	waitReady(t, "connected", metav1.ConditionTrue, kubeconfigctrl.ReasonIssued)
+	waitReady(t, "stranded", metav1.ConditionTrue, kubeconfigctrl.ReasonIssued)
+	for _, obj := range []client.Object{cluster, secret} {
+		if err := mgmt.Client.Delete(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	goes := func(kr *operatorv1alpha1.KubeconfigRequest) {
+		t.Helper()
+		if err := mgmt.Client.Delete(ctx, kr); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, kr.Name+" to go", 30*time.Second, func() bool {
+			return apierrors.IsNotFound(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(kr), &operatorv1alpha1.KubeconfigRequest{}))
+		})
+	}
+	goes(connected)
+	sas := &corev1.ServiceAccountList{}
+	if err := target.Client.List(ctx, sas, client.InNamespace(kubeconfigctrl.TargetNamespace)); err != nil {
+		t.Fatal(err)
+	}
+	for _, sa := range sas.Items {
+		if strings.HasPrefix(sa.Name, "kcr-default-connected-") {
+			t.Errorf("the connection it had did not clean up the target: %s is left", sa.Name)
+		}
+	}
+
+	stop()
+	runController(t) // no connection any more, and no kubeconfig to make one
+	goes(stranded)
+	testenv.Eventually(t, "a TargetNotCleanedUp warning for what stays in the target", 30*time.Second, func() bool {
+		list := &eventsv1.EventList{}
+		_ = mgmt.Client.List(ctx, list, client.InNamespace(ns))
+		for _, e := range list.Items {
+			if e.Regarding.Name == "stranded" && e.Reason == "TargetNotCleanedUp" && e.Type == corev1.EventTypeWarning {
+				return true
+			}
+		}
+		return false
+	})
 }

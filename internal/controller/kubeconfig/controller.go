@@ -420,14 +420,18 @@ func (r *Reconciler) finalize(ctx context.Context, kr *operatorv1alpha1.Kubeconf
 		return nil
 	}
 	t, err := r.Targets(ctx, kr)
-	if errors.Is(err, errClusterGone) {
+	switch {
+	case errors.Is(err, errClusterGone):
 		// Without its Cluster there is no cluster to clean up (a Cluster waits for its
 		// requests before it goes, so this is a request for a cluster that never was).
 		r.Recorder.Eventf(kr, nil, corev1.EventTypeNormal, "ClusterGone", "Delete", "%v: nothing to clean up", err)
-		controllerutil.RemoveFinalizer(kr, Finalizer)
-		return client.IgnoreNotFound(r.Client.Update(ctx, kr))
-	}
-	if err != nil {
+		return r.dropFinalizer(ctx, kr)
+	case errors.Is(err, errNoWayIn):
+		// Holding on would hold the Cluster, and with it its namespace, for ever.
+		r.Recorder.Eventf(kr, nil, corev1.EventTypeWarning, "TargetNotCleanedUp", "Delete",
+			"%v: the ServiceAccount, roles and bindings named %s stay in the target", err, targetName(kr))
+		return r.dropFinalizer(ctx, kr)
+	case err != nil:
 		return err // keep the finalizer: the target must be cleaned up
 	}
 	name := targetName(kr)
@@ -445,12 +449,21 @@ func (r *Reconciler) finalize(ctx context.Context, kr *operatorv1alpha1.Kubeconf
 	if err := deleteAll(ctx, t.Client, objs...); err != nil {
 		return err
 	}
+	return r.dropFinalizer(ctx, kr)
+}
+
+func (r *Reconciler) dropFinalizer(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest) error {
 	controllerutil.RemoveFinalizer(kr, Finalizer)
 	return client.IgnoreNotFound(r.Client.Update(ctx, kr))
 }
 
-// errClusterGone: the request's Cluster does not exist (any more).
-var errClusterGone = errors.New("cluster not found")
+var (
+	// errClusterGone: the request's Cluster does not exist (any more).
+	errClusterGone = errors.New("cluster not found")
+	// errNoWayIn: the Cluster is going and its kubeconfig went first (its namespace is
+	// being deleted, say): nothing will let us into the target again.
+	errNoWayIn = errors.New("no way into the target cluster any more")
+)
 
 // target connects to the request's cluster: a brought-along one through its kubeconfig
 // Secret, a Gardener one through a short-lived admin kubeconfig kept in memory only.
@@ -473,6 +486,12 @@ func (r *Reconciler) broughtAlongTarget(ctx context.Context, cluster *operatorv1
 	secretMeta := &metav1.PartialObjectMetadata{}
 	secretMeta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: cluster.Namespace, Name: cluster.Spec.KubeconfigSecretRef.Name}, secretMeta); err != nil {
+		if apierrors.IsNotFound(err) && !cluster.DeletionTimestamp.IsZero() {
+			if t, ok := r.targets.Load(cluster.UID); ok {
+				return t.(*Target), nil // the connection made before still gets in to clean up
+			}
+			return nil, fmt.Errorf("cluster %q is being deleted and its kubeconfig Secret is gone: %w", cluster.Name, errNoWayIn)
+		}
 		return nil, fmt.Errorf("cluster %q kubeconfig Secret: %w", cluster.Name, err)
 	}
 	if t, ok := r.targets.Load(cluster.UID); ok && t.(*Target).version == secretMeta.ResourceVersion {
