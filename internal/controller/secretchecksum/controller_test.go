@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 	dto "github.com/prometheus/client_model/go"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -211,15 +212,32 @@ func TestNoChangeNoWriteBurstOnePublicationIncrementalParse(t *testing.T) {
 		t.Errorf("one changed secret parsed %v certificates", n)
 	}
 
-	// A burst of changes: one publication. The certificates are made first, so that the
-	// burst is only API calls, well inside the quiet period of each other.
+	// A burst of changes: one publication. Everything is prepared first and the updates
+	// are sent at once, so that the burst is well inside one quiet period however loaded
+	// the machine is.
 	pubs := defaultMetrics.publications.WithLabelValues(trackSecrets, ns)
 	before := counter(t, pubs)
+	updated := make([]*corev1.Secret, len(certs))
 	for i := range certs {
 		certs[i] = newCert(t)
+		updated[i] = &corev1.Secret{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("site-%d", i)}, updated[i]); err != nil {
+			t.Fatal(err)
+		}
+		updated[i].Data = map[string][]byte{corev1.TLSCertKey: certs[i].PEM(), corev1.TLSPrivateKeyKey: certs[i].KeyPEM()}
+		updated[i].Annotations = map[string]string{checksum.DefaultVersionAnnotation: "3"}
+		id, err := checksum.SecretID(updated[i].Name, updated[i].Annotations, checksum.DefaultVersionAnnotation, certs[i].PEM())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = id
 	}
-	for i := range certs {
-		ids[i] = putSecret(t, ns, fmt.Sprintf("site-%d", i), "3", certs[i])
+	var g errgroup.Group
+	for _, s := range updated {
+		g.Go(func() error { return env.Client.Update(ctx, s) })
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
 	}
 	waitPublished(t, ns, ids...)
 	time.Sleep(time.Second)
