@@ -2,19 +2,18 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
+
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/trustplane/trustplane/internal/cli"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGTERM or SIGINT stops the command gracefully; a second one exits at once.
+	ctx := ctrl.SetupSignalHandler()
 	err := cli.NewRootCommand().ExecuteContext(ctx)
-	stop()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "trustplane: %v\n", err)
 		os.Exit(1)

@@ -20,7 +20,7 @@ func newManagerCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return mgr.Start(ctx)
+			return manager.Run(ctx, mgr)
 		})
 	opts.AddFlags(cmd.Flags(), known)
 	for _, c := range known {

@@ -37,6 +37,7 @@ import (
 
 	tenginev1 "github.com/trustplane/trustplane/api/tengine/v1"
 	"github.com/trustplane/trustplane/internal/checksum"
+	"github.com/trustplane/trustplane/internal/manager"
 	"github.com/trustplane/trustplane/internal/scheme"
 	"github.com/trustplane/trustplane/pkg/dataplane"
 )
@@ -148,7 +149,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	return mgr.Start(ctx)
+	return manager.Run(ctx, mgr)
 }
 
 // restore serves the on-disk snapshot before anything else: the gateway keeps working

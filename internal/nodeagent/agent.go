@@ -35,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/trustplane/trustplane/internal/atomicfile"
+	"github.com/trustplane/trustplane/internal/manager"
 	"github.com/trustplane/trustplane/internal/podcert"
 	"github.com/trustplane/trustplane/internal/scheme"
 )
@@ -139,7 +140,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	return mgr.Start(ctx)
+	return manager.Run(ctx, mgr)
 }
 
 // Reconcile handles every projection of one pod, writes the bundles it has, and comes

@@ -18,7 +18,10 @@ type SubscriptionRequestSpec struct {
 	Provider string `json:"provider"`
 	// subscriptionSelector is "shared" for the shared pool, or "globalaccount:<id>" (or just
 	// "<id>", as in the seed's example) for a credential dedicated to that global account.
+	// The account id becomes a label value on the pool's credential, so it is one.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=77
+	// +kubebuilder:validation:Pattern=`^(shared|(globalaccount:)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$`
 	SubscriptionSelector string `json:"subscriptionSelector"`
 	// euAccess asks for a credential of the EU-access pool.
 	// +optional

@@ -22,18 +22,21 @@ type JWKSConfigSpec struct {
 	// holds a PEM certificate chain, leaf first (as cert-manager writes it).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +required
 	CertificateSecret string `json:"certificateSecret"`
 
 	// configMapName is the ConfigMap that receives the JWK Set under the data key
 	// `jwks.json`. Defaults to `<name>-jwks`.
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +optional
 	ConfigMapName string `json:"configMapName,omitempty"`
 
 	// nginxConfigMapName is the ConfigMap that receives the generated nginx
 	// configuration. Defaults to `<name>-nginx`.
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +optional
 	NginxConfigMapName string `json:"nginxConfigMapName,omitempty"`
 
@@ -61,7 +64,7 @@ type JWKSConfigSpec struct {
 	// current key.
 	// +kubebuilder:default="720h"
 	// +optional
-	OldKeysTTL *metav1.Duration `json:"oldKeysTTL,omitempty"`
+	OldKeysTTL *Duration `json:"oldKeysTTL,omitempty"`
 
 	// cleanupOnDelete also deletes the JWK Set ConfigMap when this JWKSConfig is deleted.
 	// By default the ConfigMap is kept, because consumers may read it directly.
@@ -79,7 +82,7 @@ type JWKSConfigSpec struct {
 	// cacheMaxAge is the Cache-Control max-age that the servers send with the set.
 	// +kubebuilder:default="5m"
 	// +optional
-	CacheMaxAge *metav1.Duration `json:"cacheMaxAge,omitempty"`
+	CacheMaxAge *Duration `json:"cacheMaxAge,omitempty"`
 
 	// issuer, when set, makes trustplane's own server publish an OpenID discovery
 	// document for it (`/<namespace>/<name>/.well-known/openid-configuration`).
@@ -111,9 +114,22 @@ type NginxSpec struct {
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
 
-	// resources are the nginx container's compute resources.
+	// resources are the nginx container's compute resource requests and limits.
 	// +optional
-	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+	Resources NginxResources `json:"resources,omitempty"`
+}
+
+// NginxResources are the nginx container's requests and limits, as in a Pod.
+type NginxResources struct {
+	// limits are the most the container may use, e.g. {memory: 64Mi}.
+	// +kubebuilder:validation:MaxProperties=16
+	// +optional
+	Limits map[corev1.ResourceName]Quantity `json:"limits,omitempty"`
+
+	// requests are what the scheduler reserves, e.g. {cpu: 10m, memory: 16Mi}.
+	// +kubebuilder:validation:MaxProperties=16
+	// +optional
+	Requests map[corev1.ResourceName]Quantity `json:"requests,omitempty"`
 }
 
 // PublishedKey describes one key in the published set.

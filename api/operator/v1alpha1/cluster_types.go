@@ -63,7 +63,9 @@ type ClusterInfrastructure struct {
 	NumberOfZones int32 `json:"numberOfZones,omitempty"`
 	// subscriptionSelector picks the hyperscaler credential: "shared" for the shared pool,
 	// "globalaccount:<id>" for a credential dedicated to that global account.
-	// +kubebuilder:validation:Pattern=`^(shared|globalaccount:.+)$`
+	// The account id becomes a label value on the pool's credential, so it is one.
+	// +kubebuilder:validation:MaxLength=77
+	// +kubebuilder:validation:Pattern=`^(shared|globalaccount:[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$`
 	// +optional
 	SubscriptionSelector string `json:"subscriptionSelector,omitempty"`
 }
@@ -97,9 +99,13 @@ type ClusterSpec struct {
 type SecretKeyReference struct {
 	// name of the Secret.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	Name string `json:"name"`
 	// key in the Secret's data; default "kubeconfig".
 	// +kubebuilder:default=kubeconfig
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
 	// +optional
 	Key string `json:"key,omitempty"`
 }

@@ -62,6 +62,8 @@ type ClusterRoleSpec struct {
 type RoleSpec struct {
 	// namespace of the Role in the target cluster.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Namespace string `json:"namespace"`
 	// rules of the Role.
 	// +listType=atomic
@@ -75,6 +77,8 @@ type RoleSpec struct {
 type KubeconfigRequestSpec struct {
 	// cluster is the name of the Cluster (in this namespace) the kubeconfig is for.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	Cluster string `json:"cluster"`
 	// clusterRole grants cluster-wide rules.
 	// +optional

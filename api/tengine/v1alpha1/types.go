@@ -16,7 +16,11 @@ type SecretCheckSumSpec struct {
 	IDs []string `json:"ids,omitempty"`
 
 	// The timestamp when the checksum was generated.
+	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Format=date-time
+	// RFC 3339 with an upper-case T and Z, as Go reads it (the date-time format alone lets a
+	// lower-case "t" through, which no data plane could decode).
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$`
 	// +required
 	Timestamp metav1.Time `json:"timestamp"`
 }
@@ -62,7 +66,11 @@ type IngressCheckSumSpec struct {
 	IDs []string `json:"ids,omitempty"`
 
 	// The timestamp when the checksum was generated.
+	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Format=date-time
+	// RFC 3339 with an upper-case T and Z, as Go reads it (the date-time format alone lets a
+	// lower-case "t" through, which no data plane could decode).
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$`
 	// +required
 	Timestamp metav1.Time `json:"timestamp"`
 }

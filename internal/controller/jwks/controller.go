@@ -49,6 +49,8 @@ const (
 	ReasonPublished = "Published"
 	// ReasonSecretNotFound: spec.certificateSecret does not exist (yet).
 	ReasonSecretNotFound = "SecretNotFound"
+	// ReasonInvalidSpec: a field holds a value admission refuses today (stored earlier).
+	ReasonInvalidSpec = "InvalidSpec"
 )
 
 // Reconciler reconciles JWKSConfig objects.
@@ -136,6 +138,9 @@ var errSecretNotFound = errors.New("secret not found")
 
 // publish computes the set for the current certificate and makes the cluster match it.
 func (r *Reconciler) publish(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, now time.Time) (ctrl.Result, error) {
+	if err := validateSpec(cfg); err != nil {
+		return ctrl.Result{}, err
+	}
 	key, err := r.currentKey(ctx, cfg, now)
 	if err != nil {
 		return ctrl.Result{}, err

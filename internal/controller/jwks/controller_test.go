@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -107,7 +106,7 @@ func TestRetiredKeyIsRemovedOnTimeAndSurvivesRestart(t *testing.T) {
 	putSecret(t, ns, "tls", tlsData(first))
 	ttl := 6 * time.Second
 	newJWKSConfig(t, ns, "ttl", "tls", func(c *jwksv1alpha1.JWKSConfig) {
-		c.Spec.OldKeysTTL = &metav1.Duration{Duration: ttl}
+		c.Spec.OldKeysTTL = jwksv1alpha1.DurationOf(ttl)
 	})
 	waitReady(t, ns, "ttl", metav1.ConditionTrue, ReasonPublished)
 	kid1, _ := expectedDoc(t, first)
@@ -285,7 +284,7 @@ func TestNginxObjectsAndPodRefresh(t *testing.T) {
 	ctx := context.Background()
 	putSecret(t, ns, "tls", tlsData(newChain(t, testcerts.P256)))
 	newJWKSConfig(t, ns, "web", "tls", func(c *jwksv1alpha1.JWKSConfig) {
-		c.Spec.Nginx.Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("25m"), corev1.ResourceMemory: resource.MustParse("32Mi")}}
+		c.Spec.Nginx.Resources = jwksv1alpha1.NginxResources{Requests: map[corev1.ResourceName]jwksv1alpha1.Quantity{corev1.ResourceCPU: "25m", corev1.ResourceMemory: "32Mi"}}
 	})
 	waitReady(t, ns, "web", metav1.ConditionTrue, ReasonPublished)
 

@@ -131,7 +131,7 @@ func TestRotationTimelineOnAFakeClock(t *testing.T) {
 	ttl := 30 * 24 * time.Hour
 	first, second := newChain(t, testcerts.P256), newChain(t, testcerts.P384)
 	putSecret(t, ns, "tls", tlsData(first))
-	newJWKSConfig(t, ns, "timeline", "tls", func(c *jwksv1alpha1.JWKSConfig) { c.Spec.OldKeysTTL = &metav1.Duration{Duration: ttl} })
+	newJWKSConfig(t, ns, "timeline", "tls", func(c *jwksv1alpha1.JWKSConfig) { c.Spec.OldKeysTTL = jwksv1alpha1.DurationOf(ttl) })
 	kid1, _ := expectedDoc(t, first)
 	kid2, _ := expectedDoc(t, second)
 

@@ -1,6 +1,7 @@
 package jwks
 
 import (
+	"fmt"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -51,22 +52,66 @@ func nginxConfigMapName(c *jwksv1alpha1.JWKSConfig) string {
 	return c.Name + "-nginx"
 }
 
-func policyOf(c *jwksv1alpha1.JWKSConfig) jwks.Policy {
-	ttl := defaultTTL
-	if c.Spec.OldKeysTTL != nil {
-		ttl = c.Spec.OldKeysTTL.Duration
+// validateSpec refuses what admission refuses today but an older CRD may have stored
+// (a duration such as "30d"): the object then reports InvalidSpec instead of being
+// reconciled with a guess.
+func validateSpec(c *jwksv1alpha1.JWKSConfig) error {
+	for field, d := range map[string]*jwksv1alpha1.Duration{"spec.oldKeysTTL": c.Spec.OldKeysTTL, "spec.cacheMaxAge": c.Spec.CacheMaxAge} {
+		if d == nil {
+			continue
+		}
+		if _, err := d.Parse(); err != nil {
+			return &jwks.InputError{Reason: ReasonInvalidSpec, Message: fmt.Sprintf("%s: %v", field, err)}
+		}
 	}
+	for field, list := range map[string]map[corev1.ResourceName]jwksv1alpha1.Quantity{"limits": c.Spec.Nginx.Resources.Limits, "requests": c.Spec.Nginx.Resources.Requests} {
+		for name, q := range list {
+			if _, err := q.Parse(); err != nil {
+				return &jwks.InputError{Reason: ReasonInvalidSpec, Message: fmt.Sprintf("spec.nginx.resources.%s[%s]: %q is not a quantity such as 100m, 0.5 or 64Mi", field, name, string(q))}
+			}
+		}
+	}
+	return nil
+}
+
+// containerResources converts the spec's quantities; one that does not parse is left out
+// here (validateSpec reports it).
+func containerResources(r jwksv1alpha1.NginxResources) corev1.ResourceRequirements {
+	list := func(in map[corev1.ResourceName]jwksv1alpha1.Quantity) corev1.ResourceList {
+		if len(in) == 0 {
+			return nil
+		}
+		out := corev1.ResourceList{}
+		for name, q := range in {
+			if v, err := q.Parse(); err == nil {
+				out[name] = v
+			}
+		}
+		return out
+	}
+	return corev1.ResourceRequirements{Limits: list(r.Limits), Requests: list(r.Requests)}
+}
+
+// durationOr is d, or def when d is unset (or invalid: validateSpec reports that).
+func durationOr(d *jwksv1alpha1.Duration, def time.Duration) time.Duration {
+	if d == nil {
+		return def
+	}
+	if v, err := d.Parse(); err == nil {
+		return v
+	}
+	return def
+}
+
+func policyOf(c *jwksv1alpha1.JWKSConfig) jwks.Policy {
 	return jwks.Policy{
 		KeepOldKeys: c.Spec.UpdateStrategy != jwksv1alpha1.UpdateStrategyImmediate && ptr.Deref(c.Spec.KeepOldKeys, true),
-		OldKeysTTL:  ttl,
+		OldKeysTTL:  durationOr(c.Spec.OldKeysTTL, defaultTTL),
 	}
 }
 
 func cacheMaxAge(c *jwksv1alpha1.JWKSConfig) time.Duration {
-	if c.Spec.CacheMaxAge != nil {
-		return c.Spec.CacheMaxAge.Duration
-	}
-	return defaultMaxAge
+	return durationOr(c.Spec.CacheMaxAge, defaultMaxAge)
 }
 
 func nginxEnabled(c *jwksv1alpha1.JWKSConfig) bool { return ptr.Deref(c.Spec.Nginx.Enabled, true) }
@@ -142,7 +187,7 @@ func desiredDeployment(c *jwksv1alpha1.JWKSConfig) *appsv1.Deployment {
 						Name:           "nginx",
 						Image:          image,
 						Ports:          []corev1.ContainerPort{{Name: "http", ContainerPort: nginxPort}},
-						Resources:      n.Resources,
+						Resources:      containerResources(n.Resources),
 						ReadinessProbe: probe,
 						LivenessProbe:  probe,
 						SecurityContext: &corev1.SecurityContext{

@@ -38,7 +38,7 @@ func TestNativeServer(t *testing.T) {
 	putSecret(t, ns, "tls", tlsData(first))
 	newJWKSConfig(t, ns, "native", "tls", func(c *jwksv1alpha1.JWKSConfig) {
 		c.Spec.Issuer = "https://issuer.example"
-		c.Spec.CacheMaxAge = &metav1.Duration{Duration: 90_000_000_000} // 90s
+		c.Spec.CacheMaxAge = jwksv1alpha1.DurationOf(90 * time.Second)
 	})
 	waitReady(t, ns, "native", metav1.ConditionTrue, ReasonPublished)
 	base := "http://" + mgr.serverAddr + "/" + ns + "/native"
