@@ -24,33 +24,54 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-var (
-	buildOnce   sync.Once
-	builtBinary string
-	buildErr    error
-)
-
 // Binary builds ./cmd/trustplane once per test binary and returns its path: tests run the
 // command users run, as a child process.
 func Binary(tb testing.TB) string {
 	tb.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "trustplane-bin-")
+	return Build(tb, "./cmd/trustplane", "trustplane")
+}
+
+type build struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+var builds sync.Map // package → *build
+
+// Build builds the main package pkg (a path inside this module) once per test binary, as
+// a program called name, and returns its path.
+func Build(tb testing.TB, pkg, name string) string {
+	tb.Helper()
+	v, _ := builds.LoadOrStore(pkg, &build{})
+	b := v.(*build)
+	b.once.Do(func() {
+		dir, err := os.MkdirTemp("", "trustplane-build-")
 		if err != nil {
-			buildErr = err
+			b.err = err
 			return
 		}
-		builtBinary = filepath.Join(dir, "trustplane")
-		cmd := exec.Command("go", "build", "-o", builtBinary, "./cmd/trustplane")
+		b.path = filepath.Join(dir, name)
+		cmd := exec.Command("go", "build", "-o", b.path, pkg)
 		cmd.Dir = RepoRoot()
 		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/trustplane: %v\n%s", err, out)
+			b.err = fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
 		}
 	})
-	if buildErr != nil {
-		tb.Fatal(buildErr)
+	if b.err != nil {
+		tb.Fatal(b.err)
 	}
-	return builtBinary
+	return b.path
+}
+
+// RemoveBuilds deletes what Build built; Main calls it once the tests are done.
+func RemoveBuilds() {
+	builds.Range(func(_, v any) bool {
+		if b := v.(*build); b.path != "" {
+			_ = os.RemoveAll(filepath.Dir(b.path))
+		}
+		return true
+	})
 }
 
 // AdminKubeconfig writes a kubeconfig file for the test API server's admin and returns its path.

@@ -7,7 +7,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -17,6 +19,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -87,6 +93,7 @@ func Main(m interface{ Run() int }, env **Env) int {
 	}
 	*env = e
 	code := m.Run()
+	RemoveBuilds()
 	if err := e.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "stopping test control plane:", err)
 	}
@@ -120,6 +127,36 @@ func WidenServiceRange(cp *envtest.ControlPlane) {
 		cp.APIServer = &envtest.APIServer{}
 	}
 	cp.APIServer.Configure().Set("service-cluster-ip-range", "10.96.0.0/12")
+}
+
+// Namespace creates a namespace for one test, named prefix-<random>, and returns its name.
+func (e *Env) Namespace(tb testing.TB, prefix string) string {
+	tb.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+	if err := e.Client.Create(context.Background(), ns); err != nil {
+		tb.Fatalf("creating a namespace: %v", err)
+	}
+	return ns.Name
+}
+
+// DecodeYAML decodes a multi-document YAML stream (a kustomize or Helm render) into objects.
+func DecodeYAML(tb testing.TB, raw []byte) []*unstructured.Unstructured {
+	tb.Helper()
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+	var objs []*unstructured.Unstructured
+	for {
+		obj := &unstructured.Unstructured{}
+		err := dec.Decode(&obj.Object)
+		if errors.Is(err, io.EOF) {
+			return objs
+		}
+		if err != nil {
+			tb.Fatalf("decoding YAML: %v", err)
+		}
+		if len(obj.Object) > 0 {
+			objs = append(objs, obj)
+		}
+	}
 }
 
 // FreeAddr is a loopback address with a port nothing listens on right now.

@@ -29,10 +29,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/trustplane/trustplane/api/conditions"
 	cp "github.com/trustplane/trustplane/api/controlplane/v1alpha1"
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
 	"github.com/trustplane/trustplane/internal/access"
@@ -40,6 +45,7 @@ import (
 	kubeconfigctrl "github.com/trustplane/trustplane/internal/controller/kubeconfig"
 	subscriptionctrl "github.com/trustplane/trustplane/internal/controller/subscription"
 	"github.com/trustplane/trustplane/internal/garden"
+	"github.com/trustplane/trustplane/internal/scheme"
 	"github.com/trustplane/trustplane/internal/shoot"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
@@ -58,7 +64,12 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	ctrl.SetLogger(logr.Discard())
+	// One logger: controller-runtime keeps the first it is given.
+	if os.Getenv("TEST_LOGS") != "" {
+		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
+	} else {
+		ctrl.SetLogger(logr.Discard())
+	}
 	var err error
 	if shootEnv, err = testenv.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -151,7 +162,22 @@ func getCluster(t *testing.T, name string) *operatorv1alpha1.Cluster {
 	return c
 }
 
-// waitCondition waits for a Cluster condition and returns it.
+// changeSpec changes a Cluster's spec with a merge patch: unlike an update, it does not
+// conflict with the controller's status writes.
+func changeSpec(t *testing.T, name string, change func(*operatorv1alpha1.Cluster)) *operatorv1alpha1.Cluster {
+	t.Helper()
+	c := getCluster(t, name)
+	patch := client.MergeFrom(c.DeepCopy())
+	change(c)
+	if err := mgmt.Client.Patch(ctx, c, patch); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// waitCondition waits for a Cluster condition computed for the Cluster's current
+// generation and returns it. (status.observedGeneration itself only follows generations
+// that are Ready or Stalled, not those still in progress.)
 func waitCondition(t *testing.T, name, condition string, status metav1.ConditionStatus, reason string) metav1.Condition {
 	t.Helper()
 	var last *metav1.Condition
@@ -161,7 +187,7 @@ func waitCondition(t *testing.T, name, condition string, status metav1.Condition
 			return false
 		}
 		last = meta.FindStatusCondition(c.Status.Conditions, condition)
-		return last != nil && last.Status == status && last.Reason == reason && c.Status.ObservedGeneration == c.Generation
+		return last != nil && last.Status == status && last.Reason == reason && last.ObservedGeneration == c.Generation
 	})
 	return *last
 }
@@ -219,10 +245,10 @@ func TestGardenerClusterLifecycle(t *testing.T) {
 	}
 
 	// The credential, then the Shoot with every mapped field; held by "Gardener" at 30%.
-	waitCondition(t, name, clusterctrl.ConditionProvisioned, metav1.ConditionFalse, clusterctrl.ReasonProvisioning)
+	waitCondition(t, name, operatorv1alpha1.ConditionProvisioned, metav1.ConditionFalse, operatorv1alpha1.ReasonProvisioning)
 	testenv.Eventually(t, "the provisioning message to report Gardener's progress", 30*time.Second, func() bool {
-		cond := meta.FindStatusCondition(getCluster(t, name).Status.Conditions, clusterctrl.ConditionProvisioned)
-		return cond != nil && cond.Reason == clusterctrl.ReasonProvisioning && strings.Contains(cond.Message, "Create processing (30%)")
+		cond := meta.FindStatusCondition(getCluster(t, name).Status.Conditions, operatorv1alpha1.ConditionProvisioned)
+		return cond != nil && cond.Reason == operatorv1alpha1.ReasonProvisioning && strings.Contains(cond.Message, "Create processing (30%)")
 	})
 	sr := &cp.SubscriptionRequest{}
 	if err := mgmt.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, sr); err != nil {
@@ -277,8 +303,8 @@ func TestGardenerClusterLifecycle(t *testing.T) {
 
 	// Gardener finishes: provisioned, administrators are cluster-admin in the shoot.
 	testGardener.release(shootName)
-	waitCondition(t, name, clusterctrl.ConditionProvisioned, metav1.ConditionTrue, clusterctrl.ReasonProvisioned)
-	waitCondition(t, name, clusterctrl.ConditionReady, metav1.ConditionTrue, clusterctrl.ReasonAdministratorsBound)
+	waitCondition(t, name, operatorv1alpha1.ConditionProvisioned, metav1.ConditionTrue, operatorv1alpha1.ReasonProvisioned)
+	waitCondition(t, name, conditions.Ready, metav1.ConditionTrue, operatorv1alpha1.ReasonAdministratorsBound)
 	if got := getCluster(t, name).Status.ShootName; got != shootName {
 		t.Errorf("status.shootName %q, want %q", got, shootName)
 	}
@@ -306,12 +332,12 @@ func TestGardenerClusterLifecycle(t *testing.T) {
 	if err := mgmt.Client.Status().Update(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	waitCondition(t, name, clusterctrl.ConditionProvisioned, metav1.ConditionTrue, clusterctrl.ReasonProvisioned)
+	waitCondition(t, name, operatorv1alpha1.ConditionProvisioned, metav1.ConditionTrue, operatorv1alpha1.ReasonProvisioned)
 	testenv.Eventually(t, "the condition to follow Gardener's reconcile", 30*time.Second, func() bool {
-		cond := meta.FindStatusCondition(getCluster(t, name).Status.Conditions, clusterctrl.ConditionProvisioned)
+		cond := meta.FindStatusCondition(getCluster(t, name).Status.Conditions, operatorv1alpha1.ConditionProvisioned)
 		return cond != nil && cond.Status == metav1.ConditionTrue && strings.Contains(cond.Message, "Reconcile processing (50%)")
 	})
-	if !meta.IsStatusConditionTrue(getCluster(t, name).Status.Conditions, clusterctrl.ConditionReady) {
+	if !meta.IsStatusConditionTrue(getCluster(t, name).Status.Conditions, conditions.Ready) {
 		t.Error("Ready went false during Gardener's reconcile")
 	}
 	if n := gardenFront.adminRequestsFor(shootName); n != adminRequests {
@@ -319,11 +345,7 @@ func TestGardenerClusterLifecycle(t *testing.T) {
 	}
 
 	// One administrator leaves: only that binding goes.
-	c = getCluster(t, name)
-	c.Spec.Administrators = []string{"other.id@example.com"}
-	if err := mgmt.Client.Update(ctx, c); err != nil {
-		t.Fatal(err)
-	}
+	changeSpec(t, name, func(c *operatorv1alpha1.Cluster) { c.Spec.Administrators = []string{"other.id@example.com"} })
 	testenv.Eventually(t, "the former administrator's binding to go", 30*time.Second, func() bool {
 		return !canI(t, "user.id@example.com", "delete", "secrets", "kube-system")
 	})
@@ -365,7 +387,7 @@ func TestGardenerClusterLifecycle(t *testing.T) {
 	if err := mgmt.Client.Delete(ctx, getCluster(t, name)); err != nil {
 		t.Fatal(err)
 	}
-	cond := waitCondition(t, name, clusterctrl.ConditionReady, metav1.ConditionFalse, clusterctrl.ReasonInUse)
+	cond := waitCondition(t, name, conditions.Ready, metav1.ConditionFalse, operatorv1alpha1.ReasonInUse)
 	if !strings.Contains(cond.Message, "lifecycle-manager") {
 		t.Errorf("InUse message %q does not name the request", cond.Message)
 	}
@@ -448,14 +470,14 @@ func TestBroughtAlongCluster(t *testing.T) {
 	if err := mgmt.Client.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	waitCondition(t, name, clusterctrl.ConditionProvisioned, metav1.ConditionFalse, clusterctrl.ReasonKubeconfigMissing)
+	waitCondition(t, name, operatorv1alpha1.ConditionProvisioned, metav1.ConditionFalse, operatorv1alpha1.ReasonKubeconfigMissing)
 
 	// A broken kubeconfig stalls with a clear message; nothing is created anywhere.
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "byoc-admin"}, Data: map[string][]byte{"kubeconfig": []byte("clusters: [this is not a kubeconfig")}}
 	if err := mgmt.Client.Create(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
-	cond := waitCondition(t, name, clusterctrl.ConditionStalled, metav1.ConditionTrue, clusterctrl.ReasonKubeconfigInvalid)
+	cond := waitCondition(t, name, conditions.Stalled, metav1.ConditionTrue, operatorv1alpha1.ReasonKubeconfigInvalid)
 	if !strings.Contains(cond.Message, "byoc-admin") {
 		t.Errorf("message %q does not name the Secret", cond.Message)
 	}
@@ -465,9 +487,9 @@ func TestBroughtAlongCluster(t *testing.T) {
 	if err := mgmt.Client.Update(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
-	waitCondition(t, name, clusterctrl.ConditionReady, metav1.ConditionTrue, clusterctrl.ReasonAdministratorsBound)
-	waitCondition(t, name, clusterctrl.ConditionProvisioned, metav1.ConditionTrue, clusterctrl.ReasonBroughtAlong)
-	if c := getCluster(t, name); meta.FindStatusCondition(c.Status.Conditions, clusterctrl.ConditionStalled) != nil {
+	waitCondition(t, name, conditions.Ready, metav1.ConditionTrue, operatorv1alpha1.ReasonAdministratorsBound)
+	waitCondition(t, name, operatorv1alpha1.ConditionProvisioned, metav1.ConditionTrue, operatorv1alpha1.ReasonBroughtAlong)
+	if c := getCluster(t, name); meta.FindStatusCondition(c.Status.Conditions, conditions.Stalled) != nil {
 		t.Error("Stalled stays after the kubeconfig was fixed")
 	}
 	waitCanI(t, true, "byoc-admin@example.com", "delete", "secrets", "kube-system") // cluster-admin in the brought-along cluster
@@ -511,15 +533,12 @@ func TestGardenUnreachableDeletesNothing(t *testing.T) {
 	if err := mgmt.Client.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	waitCondition(t, name, clusterctrl.ConditionReady, metav1.ConditionTrue, clusterctrl.ReasonAdministratorsBound)
+	waitCondition(t, name, conditions.Ready, metav1.ConditionTrue, operatorv1alpha1.ReasonAdministratorsBound)
 
 	gardenFront.down.Store(true)
-	c = getCluster(t, name)
-	c.Spec.Infrastructure.AutoScalerMax = 7 // a change that needs the garden
-	if err := mgmt.Client.Update(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	cond := waitCondition(t, name, clusterctrl.ConditionReady, metav1.ConditionFalse, clusterctrl.ReasonGardenUnreachable)
+	t.Cleanup(func() { gardenFront.down.Store(false) })                                                    // for the next tests, should this one fail
+	c = changeSpec(t, name, func(c *operatorv1alpha1.Cluster) { c.Spec.Infrastructure.AutoScalerMax = 7 }) // a change that needs the garden
+	cond := waitCondition(t, name, conditions.Ready, metav1.ConditionFalse, operatorv1alpha1.ReasonGardenUnreachable)
 	if !strings.Contains(cond.Message, "unable to handle the request") {
 		t.Errorf("message %q does not say what the garden answered", cond.Message)
 	}
@@ -547,6 +566,75 @@ func TestGardenUnreachableDeletesNothing(t *testing.T) {
 	}
 }
 
+// TestGardenDownAtStartStopsNothing: a garden that does not answer when the manager starts
+// holds up the Cluster controller only. The manager here gives every controller 3 s to sync
+// its caches (controller-runtime's default is 2 minutes); the Cluster controller waits for
+// the garden regardless, the subscription controller works meanwhile, and once the garden
+// answers the Cluster is provisioned.
+func TestGardenDownAtStartStopsNothing(t *testing.T) {
+	namespace := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "cluster-test-"}}
+	if err := mgmt.Client.Create(ctx, namespace); err != nil {
+		t.Fatal(err)
+	}
+	ns = namespace.Name
+	gardenFront.down.Store(true)
+	t.Cleanup(func() { gardenFront.down.Store(false) })
+	const syncTimeout = 3 * time.Second
+	mgr, err := ctrl.NewManager(mgmt.Config, ctrl.Options{
+		Scheme: scheme.New(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: crconfig.Controller{SkipNameValidation: ptr.To(true), CacheSyncTimeout: syncTimeout},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := shoot.DefaultParams()
+	params.Namespace = projectNamespace
+	g, err := garden.New(mgr, gardenFront.config(), params, 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := clusterctrl.Setup(mgr, g); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := subscriptionctrl.Setup(mgr); err != nil {
+		t.Fatal(err)
+	}
+	managerCtx, stopManager := context.WithCancel(ctx)
+	var startErr error
+	stopped := make(chan struct{})
+	go func() { startErr = mgr.Start(managerCtx); close(stopped) }()
+	t.Cleanup(func() { stopManager(); <-stopped })
+
+	poolSecret(t, "gcp-shared-1", map[string]string{cp.LabelHyperscalerType: "gcp", cp.LabelShared: "true"})
+	name := "late-garden"
+	if err := mgmt.Client.Create(ctx, gcpCluster(name, "europe-west3")); err != nil {
+		t.Fatal(err)
+	}
+	// The subscription controller serves a request of its own while the Cluster
+	// controller waits for the garden.
+	own := &cp.SubscriptionRequest{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "independent"},
+		Spec: cp.SubscriptionRequestSpec{Provider: "gcp", SubscriptionSelector: "shared"}}
+	if err := mgmt.Client.Create(ctx, own); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "a credential assigned while the garden is down", 30*time.Second, func() bool {
+		sr := &cp.SubscriptionRequest{}
+		return mgmt.Client.Get(ctx, client.ObjectKeyFromObject(own), sr) == nil && sr.Status.GardenerSecretName == "gcp-shared-1"
+	})
+	// Past the sync timeout, the manager still runs.
+	time.Sleep(2 * syncTimeout)
+	select {
+	case <-stopped:
+		t.Fatalf("the manager stopped while the garden was down: %v", startErr)
+	default:
+	}
+	gardenFront.down.Store(false)
+	testenv.Eventually(t, "the Shoot once the garden answers", 60*time.Second, func() bool {
+		_, err := getShoot(shoot.Name(ns, name))
+		return err == nil
+	})
+}
+
 func gcpCluster(name, region string) *operatorv1alpha1.Cluster {
 	return &operatorv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: operatorv1alpha1.ClusterSpec{Core: operatorv1alpha1.ClusterCore{Region: region},
@@ -564,7 +652,7 @@ func TestBadClustersStall(t *testing.T) {
 	if err := mgmt.Client.Create(ctx, incomplete); err != nil {
 		t.Fatal(err)
 	}
-	cond := waitCondition(t, "incomplete", clusterctrl.ConditionStalled, metav1.ConditionTrue, clusterctrl.ReasonInvalidSpec)
+	cond := waitCondition(t, "incomplete", conditions.Stalled, metav1.ConditionTrue, operatorv1alpha1.ReasonInvalidSpec)
 	for _, want := range []string{"spec.core.region is required", "spec.infrastructure.machineType is required"} {
 		if !strings.Contains(cond.Message, want) {
 			t.Errorf("message %q lacks %q", cond.Message, want)
@@ -579,8 +667,8 @@ func TestBadClustersStall(t *testing.T) {
 	if err := mgmt.Client.Create(ctx, failing); err != nil {
 		t.Fatal(err)
 	}
-	waitCondition(t, "failing", clusterctrl.ConditionProvisioned, metav1.ConditionFalse, clusterctrl.ReasonProvisioningFailed)
-	waitCondition(t, "failing", clusterctrl.ConditionStalled, metav1.ConditionTrue, clusterctrl.ReasonProvisioningFailed)
+	waitCondition(t, "failing", operatorv1alpha1.ConditionProvisioned, metav1.ConditionFalse, operatorv1alpha1.ReasonProvisioningFailed)
+	waitCondition(t, "failing", conditions.Stalled, metav1.ConditionTrue, operatorv1alpha1.ReasonProvisioningFailed)
 
 	// A shoot of the same name that is not ours is never taken over.
 	squatter := garden.NewShoot()
@@ -593,7 +681,7 @@ func TestBadClustersStall(t *testing.T) {
 	if err := mgmt.Client.Create(ctx, gcpCluster("squatted", "europe-west3")); err != nil {
 		t.Fatal(err)
 	}
-	waitCondition(t, "squatted", clusterctrl.ConditionStalled, metav1.ConditionTrue, clusterctrl.ReasonShootNameTaken)
+	waitCondition(t, "squatted", conditions.Stalled, metav1.ConditionTrue, operatorv1alpha1.ReasonShootNameTaken)
 	if s, _ := getShoot(squatter.GetName()); s.Object["spec"].(map[string]any)["region"] != "elsewhere" {
 		t.Error("someone else's shoot was changed")
 	}
@@ -627,13 +715,13 @@ func TestDedicatedSubscriptionWaitsForPool(t *testing.T) {
 	if err := mgmt.Client.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	waitCondition(t, name, clusterctrl.ConditionProvisioned, metav1.ConditionFalse, clusterctrl.ReasonWaitingForSubscription)
+	waitCondition(t, name, operatorv1alpha1.ConditionProvisioned, metav1.ConditionFalse, operatorv1alpha1.ReasonWaitingForSubscription)
 	testenv.Eventually(t, "the waiting message to pass on why the pool cannot serve", 30*time.Second, func() bool {
-		cond := meta.FindStatusCondition(getCluster(t, name).Status.Conditions, clusterctrl.ConditionProvisioned)
+		cond := meta.FindStatusCondition(getCluster(t, name).Status.Conditions, operatorv1alpha1.ConditionProvisioned)
 		return cond != nil && strings.Contains(cond.Message, "no free credential in the pool") && strings.Contains(cond.Message, "gcp")
 	})
 	poolSecret(t, "gcp-free-1", map[string]string{cp.LabelHyperscalerType: "gcp"})
-	waitCondition(t, name, clusterctrl.ConditionReady, metav1.ConditionTrue, clusterctrl.ReasonAdministratorsBound)
+	waitCondition(t, name, conditions.Ready, metav1.ConditionTrue, operatorv1alpha1.ReasonAdministratorsBound)
 	s, err := getShoot(shoot.Name(ns, name))
 	if err != nil {
 		t.Fatal(err)
@@ -660,7 +748,7 @@ func TestWithoutGarden(t *testing.T) {
 	if err := mgmt.Client.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	waitCondition(t, "no-garden", clusterctrl.ConditionStalled, metav1.ConditionTrue, clusterctrl.ReasonGardenNotConfigured)
+	waitCondition(t, "no-garden", conditions.Stalled, metav1.ConditionTrue, operatorv1alpha1.ReasonGardenNotConfigured)
 	if err := mgmt.Client.Delete(ctx, c); err != nil {
 		t.Fatal(err)
 	}

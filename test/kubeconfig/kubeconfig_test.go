@@ -6,8 +6,10 @@ package kubeconfig
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
@@ -116,7 +119,7 @@ func TestKubeconfigLifecycle(t *testing.T) {
 	if err := mgmt.Client.Create(ctx, kr); err != nil {
 		t.Fatal(err)
 	}
-	kr = waitReady(t, "reader", metav1.ConditionTrue, kubeconfigctrl.ReasonIssued)
+	kr = waitReady(t, "reader", metav1.ConditionTrue, operatorv1alpha1.ReasonIssued)
 	if kr.Status.ExpirationTimestamp == nil || time.Until(kr.Status.ExpirationTimestamp.Time) > time.Hour+time.Minute || time.Until(kr.Status.ExpirationTimestamp.Time) < 50*time.Minute {
 		t.Errorf("expirationTimestamp %v", kr.Status.ExpirationTimestamp)
 	}
@@ -170,7 +173,7 @@ func TestKubeconfigLifecycle(t *testing.T) {
 
 	// Revoke: the token is rejected by the target at once and the status is cleared.
 	patchAnnotation(t, "reader", operatorv1alpha1.RevokeAnnotation, "true")
-	kr = waitReady(t, "reader", metav1.ConditionFalse, kubeconfigctrl.ReasonRevoked)
+	kr = waitReady(t, "reader", metav1.ConditionFalse, operatorv1alpha1.ReasonRevoked)
 	if kr.Status.Kubeconfig != "" || kr.Status.ExpirationTimestamp != nil {
 		t.Errorf("status not cleared: %+v", kr.Status)
 	}
@@ -237,7 +240,7 @@ func TestCeilingDenies(t *testing.T) {
 		if err := mgmt.Client.Create(ctx, kr); err != nil {
 			t.Fatal(err)
 		}
-		kr = waitReady(t, name, metav1.ConditionFalse, kubeconfigctrl.ReasonDenied)
+		kr = waitReady(t, name, metav1.ConditionFalse, operatorv1alpha1.ReasonDenied)
 		if kr.Status.Kubeconfig != "" {
 			t.Errorf("%s: a kubeconfig was issued", name)
 		}
@@ -311,7 +314,7 @@ func TestUnreachableTargetSaysSoAndKeepsEverything(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	kr = waitReady(t, "unreachable", metav1.ConditionFalse, kubeconfigctrl.ReasonTargetUnreachable)
+	kr = waitReady(t, "unreachable", metav1.ConditionFalse, operatorv1alpha1.ReasonTargetUnreachable)
 	if c := meta.FindStatusCondition(kr.Status.Conditions, "Ready"); !strings.Contains(c.Message, "cluster dead") {
 		t.Errorf("message %q", c.Message)
 	}
@@ -336,7 +339,7 @@ func TestSomeoneElsesSecretIsNeverTaken(t *testing.T) {
 	if err := mgmt.Client.Create(ctx, kr); err != nil {
 		t.Fatal(err)
 	}
-	kr = waitReady(t, "taken", metav1.ConditionFalse, kubeconfigctrl.ReasonSecretNameTaken)
+	kr = waitReady(t, "taken", metav1.ConditionFalse, operatorv1alpha1.ReasonSecretNameTaken)
 	if kr.Status.Kubeconfig != "" {
 		t.Error("a kubeconfig was issued without a place to publish it")
 	}
@@ -345,7 +348,7 @@ func TestSomeoneElsesSecretIsNeverTaken(t *testing.T) {
 	if err := mgmt.Client.Patch(ctx, kr, patch); err != nil {
 		t.Fatal(err)
 	}
-	waitReady(t, "taken", metav1.ConditionFalse, kubeconfigctrl.ReasonRevoked)
+	waitReady(t, "taken", metav1.ConditionFalse, operatorv1alpha1.ReasonRevoked)
 	got := &corev1.Secret{}
 	if err := mgmt.Client.Get(ctx, client.ObjectKeyFromObject(users), got); err != nil || string(got.Data["kubeconfig"]) != "the user's own" || len(got.OwnerReferences) != 0 {
 		t.Fatalf("the user's Secret was touched: %v %+v", err, got)
@@ -391,8 +394,8 @@ func TestClusterGoingWithItsKubeconfig(t *testing.T) {
 		_ = mgmt.Client.Update(ctx, cluster)
 	})
 	connected, stranded := request("connected"), request("stranded")
-	waitReady(t, "connected", metav1.ConditionTrue, kubeconfigctrl.ReasonIssued)
-	waitReady(t, "stranded", metav1.ConditionTrue, kubeconfigctrl.ReasonIssued)
+	waitReady(t, "connected", metav1.ConditionTrue, operatorv1alpha1.ReasonIssued)
+	waitReady(t, "stranded", metav1.ConditionTrue, operatorv1alpha1.ReasonIssued)
 	for _, obj := range []client.Object{cluster, secret} {
 		if err := mgmt.Client.Delete(ctx, obj); err != nil {
 			t.Fatal(err)
@@ -431,4 +434,176 @@ func TestClusterGoingWithItsKubeconfig(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// roleRequest is a KubeconfigRequest for get on pods in the target's namespace "team".
+func roleRequest(namespace, name, cluster string) *operatorv1alpha1.KubeconfigRequest {
+	return &operatorv1alpha1.KubeconfigRequest{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: operatorv1alpha1.KubeconfigRequestSpec{Cluster: cluster, Expiration: 3600,
+			Role: &operatorv1alpha1.RoleSpec{Namespace: "team", Rules: []operatorv1alpha1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}}}}}}
+}
+
+func createAll(t *testing.T, objs ...client.Object) {
+	t.Helper()
+	for _, obj := range objs {
+		if err := mgmt.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// waitConditions waits until the request's conditions, as "Type=Status/Reason", are
+// exactly want, for its current generation.
+func waitConditions(t *testing.T, namespace, name string, want ...string) *operatorv1alpha1.KubeconfigRequest {
+	t.Helper()
+	slices.Sort(want)
+	var kr *operatorv1alpha1.KubeconfigRequest
+	testenv.Eventually(t, fmt.Sprintf("%s/%s conditions %v", namespace, name, want), 30*time.Second, func() bool {
+		kr = &operatorv1alpha1.KubeconfigRequest{}
+		if err := mgmt.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, kr); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, c := range kr.Status.Conditions {
+			if c.ObservedGeneration != kr.Generation {
+				return false
+			}
+			got = append(got, fmt.Sprintf("%s=%s/%s", c.Type, c.Status, c.Reason))
+		}
+		slices.Sort(got)
+		return slices.Equal(got, want)
+	})
+	return kr
+}
+
+func warningEvents(t *testing.T, namespace, name, reason string) []eventsv1.Event {
+	t.Helper()
+	list := &eventsv1.EventList{}
+	if err := mgmt.Client.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		t.Fatal(err)
+	}
+	var out []eventsv1.Event
+	for _, e := range list.Items {
+		if e.Regarding.Name == name && e.Reason == reason && e.Type == corev1.EventTypeWarning {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// refusedSecretCreates counts the management API server's 403 answers to Secret creates.
+func refusedSecretCreates(t *testing.T) int {
+	t.Helper()
+	n, err := testenv.APIRequests(ctx, mgmt.Config, func(labels string) bool {
+		return strings.Contains(labels, `resource="secrets"`) && strings.Contains(labels, `verb="POST"`) && strings.Contains(labels, `code="403"`)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestQuotaOnThePublishedSecretIsReportedAndRecovers: a ResourceQuota leaves no room for
+// the kubeconfig Secret. The request says so (Stalled, Ready=False, reason QuotaExceeded,
+// naming the Secret and the quota) with one Warning event however often it is retried,
+// leaves no token behind per attempt, and is issued once the quota allows it.
+func TestQuotaOnThePublishedSecretIsReportedAndRecovers(t *testing.T) {
+	setup(t)
+	const quotaNS = "quota"
+	createAll(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: quotaNS}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: quotaNS, Name: "target-admin"}, Data: map[string][]byte{"kubeconfig": target.Environment().KubeConfig}},
+		&operatorv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: quotaNS, Name: "target"},
+			Spec: operatorv1alpha1.ClusterSpec{KubeconfigSecretRef: &operatorv1alpha1.SecretKeyReference{Name: "target-admin"}}})
+	// No quota controller runs here: the test writes the usage it would have computed.
+	full := corev1.ResourceList{corev1.ResourceSecrets: resource.MustParse("1")}
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: quotaNS, Name: "secrets"}, Spec: corev1.ResourceQuotaSpec{Hard: full}}
+	createAll(t, quota)
+	quota.Status = corev1.ResourceQuotaStatus{Hard: full, Used: full}
+	if err := mgmt.Client.Status().Update(ctx, quota); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the quota in force", 30*time.Second, func() bool {
+		return mgmt.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: quotaNS, Name: "probe"}}, client.DryRunAll) != nil
+	})
+
+	createAll(t, roleRequest(quotaNS, "over", "target"))
+	kr := waitConditions(t, quotaNS, "over", "Ready=False/QuotaExceeded", "Stalled=True/QuotaExceeded")
+	msg := meta.FindStatusCondition(kr.Status.Conditions, "Ready").Message
+	for _, want := range []string{"create Secret quota/over-kubeconfig: ", "exceeded quota: secrets"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("Ready message %q lacks %q", msg, want)
+		}
+	}
+	if kr.Status.Kubeconfig != "" {
+		t.Error("a kubeconfig in the status that was never published")
+	}
+	testenv.Eventually(t, "a QuotaExceeded event", 30*time.Second, func() bool { return len(warningEvents(t, quotaNS, "over", "QuotaExceeded")) > 0 })
+	refused := refusedSecretCreates(t)
+	testenv.Eventually(t, "three more refused creates", 30*time.Second, func() bool { return refusedSecretCreates(t) >= refused+3 })
+	if got := warningEvents(t, quotaNS, "over", "QuotaExceeded"); len(got) != 1 || got[0].Series != nil {
+		t.Errorf("%d QuotaExceeded events (%+v), want one recorded once", len(got), got)
+	}
+
+	if err := mgmt.Client.Delete(ctx, quota); err != nil {
+		t.Fatal(err)
+	}
+	kr = waitConditions(t, quotaNS, "over", "Ready=True/Issued")
+	if kr.Status.Kubeconfig == "" || kr.Status.ObservedGeneration != kr.Generation {
+		t.Errorf("issued status %+v", kr.Status)
+	}
+	// Each refused attempt had its token binding deleted: only the issued one is left.
+	bindings := &corev1.SecretList{}
+	if err := target.Client.List(ctx, bindings, client.InNamespace(kubeconfigctrl.TargetNamespace), client.HasLabels{kubeconfigctrl.RequestLabel}); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, b := range bindings.Items {
+		if strings.HasPrefix(b.Labels[kubeconfigctrl.RequestLabel], "kcr-quota-over-") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d token bindings in the target, want the issued one", n)
+	}
+}
+
+// TestSecretNameTakenRecoversWhenTheSecretGoes: a request stalled on someone else's Secret
+// is brought back by that Secret's deletion (no retry loop, no change to the request).
+func TestSecretNameTakenRecoversWhenTheSecretGoes(t *testing.T) {
+	setup(t)
+	users := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reclaimed-kubeconfig"}, Data: map[string][]byte{"kubeconfig": []byte("the user's own")}}
+	createAll(t, users, roleRequest(ns, "reclaimed", "target"))
+	kr := waitConditions(t, ns, "reclaimed", "Ready=False/SecretNameTaken", "Stalled=True/SecretNameTaken")
+	if kr.Status.ObservedGeneration != kr.Generation {
+		t.Errorf("observedGeneration %d of a stalled generation %d", kr.Status.ObservedGeneration, kr.Generation)
+	}
+	if err := mgmt.Client.Delete(ctx, users); err != nil {
+		t.Fatal(err)
+	}
+	kr = waitConditions(t, ns, "reclaimed", "Ready=True/Issued")
+	if kr.Generation != 1 || kr.Status.Kubeconfig == "" {
+		t.Errorf("generation %d, status %+v", kr.Generation, kr.Status)
+	}
+}
+
+// TestWaitsForTheClustersKubeconfigSecret: a brought-along Cluster whose kubeconfig Secret
+// is not there yet keeps its requests Reconciling (ClusterNotReady) until it appears; the
+// Secret's creation brings them back, with no Cluster controller running to relay it.
+func TestWaitsForTheClustersKubeconfigSecret(t *testing.T) {
+	setup(t)
+	createAll(t, &operatorv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "late"},
+		Spec: operatorv1alpha1.ClusterSpec{KubeconfigSecretRef: &operatorv1alpha1.SecretKeyReference{Name: "late-admin"}}},
+		roleRequest(ns, "patient", "late"))
+	kr := waitConditions(t, ns, "patient", "Ready=False/ClusterNotReady", "Reconciling=True/ClusterNotReady")
+	if c := meta.FindStatusCondition(kr.Status.Conditions, "Ready"); !strings.Contains(c.Message, "late-admin") {
+		t.Errorf("Ready message %q does not name the Secret", c.Message)
+	}
+	if kr.Status.ObservedGeneration != 0 {
+		t.Errorf("observedGeneration %d while waiting", kr.Status.ObservedGeneration)
+	}
+	createAll(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "late-admin"}, Data: map[string][]byte{"kubeconfig": target.Environment().KubeConfig}})
+	kr = waitConditions(t, ns, "patient", "Ready=True/Issued")
+	if kr.Status.ObservedGeneration != kr.Generation {
+		t.Errorf("observedGeneration %d once issued", kr.Status.ObservedGeneration)
+	}
 }

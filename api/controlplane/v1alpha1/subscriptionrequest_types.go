@@ -30,7 +30,10 @@ type SubscriptionRequestSpec struct {
 
 // SubscriptionRequestStatus is the assigned credential.
 type SubscriptionRequestStatus struct {
-	// conditions: Ready (reason Assigned, or PoolExhausted while no credential is free).
+	// conditions: Ready (reason Assigned); Reconciling=True with PoolExhausted while no
+	// credential is free; Stalled=True when only a change can help (InvalidSelector, a
+	// write refused for good). observedGeneration follows only generations that became
+	// Ready or Stalled.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -38,7 +41,8 @@ type SubscriptionRequestStatus struct {
 	// gardenerSecretName is the assigned credential, for the Shoot.
 	// +optional
 	GardenerSecretName string `json:"gardenerSecretName,omitempty"`
-	// observedGeneration is the generation the status was computed for.
+	// observedGeneration is the last generation fully reconciled (Ready) or found stalled;
+	// while a newer one is in progress (Reconciling) it lags behind metadata.generation.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 }
@@ -72,4 +76,4 @@ type SubscriptionRequestList struct {
 	Items []SubscriptionRequest `json:"items"`
 }
 
-func init() { SchemeBuilder.Register(&SubscriptionRequest{}, &SubscriptionRequestList{}) }
+func init() { register(&SubscriptionRequest{}, &SubscriptionRequestList{}) }

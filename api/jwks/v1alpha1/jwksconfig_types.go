@@ -151,13 +151,19 @@ type PublishedKey struct {
 
 // JWKSConfigStatus is the observed state of a JWKSConfig.
 type JWKSConfigStatus struct {
-	// conditions: Ready says whether the current certificate is published.
+	// conditions: Ready says whether the current certificate is published (reason
+	// Published); Reconciling=True while a change is in progress, waited for (the Secret,
+	// the update interval) or retried after an error; Stalled=True when only a change can
+	// help (bad input, or a write the API server refuses: Forbidden, Invalid, TooLarge,
+	// AdmissionDenied, QuotaExceeded). observedGeneration follows only generations that
+	// became Ready or Stalled.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// observedGeneration is the generation the status was computed for.
+	// observedGeneration is the last generation fully reconciled (Ready) or found stalled;
+	// while a newer one is in progress (Reconciling) it lags behind metadata.generation.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
@@ -220,5 +226,5 @@ type JWKSConfigList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&JWKSConfig{}, &JWKSConfigList{})
+	register(&JWKSConfig{}, &JWKSConfigList{})
 }

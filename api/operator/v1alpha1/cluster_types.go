@@ -112,12 +112,16 @@ type SecretKeyReference struct {
 
 // ClusterStatus is the observed cluster.
 type ClusterStatus struct {
-	// conditions: ClusterProvisioned, Ready.
+	// conditions: ClusterProvisioned (the cluster exists), Ready (reason
+	// AdministratorsBound); Reconciling=True while provisioning, waiting or retrying;
+	// Stalled=True when only a change can help (bad spec or kubeconfig, a write refused
+	// for good). observedGeneration follows only generations that became Ready or Stalled.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
-	// observedGeneration is the generation the status was computed for.
+	// observedGeneration is the last generation fully reconciled (Ready) or found stalled;
+	// while a newer one is in progress (Reconciling) it lags behind metadata.generation.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// shootName is the Gardener shoot of this cluster.
@@ -152,4 +156,4 @@ type ClusterList struct {
 	Items []Cluster `json:"items"`
 }
 
-func init() { SchemeBuilder.Register(&Cluster{}, &ClusterList{}) }
+func init() { register(&Cluster{}, &ClusterList{}) }

@@ -95,12 +95,16 @@ type KubeconfigRequestSpec struct {
 
 // KubeconfigRequestStatus is the issued credential.
 type KubeconfigRequestStatus struct {
-	// conditions: Ready, with Denied/TargetUnreachable/... reasons.
+	// conditions: Ready (reason Issued; False with Revoked on request); Reconciling=True
+	// while waiting for the Cluster (ClusterNotReady) or retrying (TargetUnreachable, ...);
+	// Stalled=True when only a change can help (Denied, SecretNameTaken, a write refused
+	// for good). observedGeneration follows only generations that became Ready or Stalled.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
-	// observedGeneration is the generation the status was computed for.
+	// observedGeneration is the last generation fully reconciled (Ready) or found stalled;
+	// while a newer one is in progress (Reconciling) it lags behind metadata.generation.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// expirationTimestamp is when the issued token expires (the server's answer).
@@ -147,4 +151,4 @@ type KubeconfigRequestList struct {
 	Items []KubeconfigRequest `json:"items"`
 }
 
-func init() { SchemeBuilder.Register(&KubeconfigRequest{}, &KubeconfigRequestList{}) }
+func init() { register(&KubeconfigRequest{}, &KubeconfigRequestList{}) }

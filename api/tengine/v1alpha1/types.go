@@ -102,5 +102,5 @@ type IngressCheckSumList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&SecretCheckSum{}, &SecretCheckSumList{}, &IngressCheckSum{}, &IngressCheckSumList{})
+	register(&SecretCheckSum{}, &SecretCheckSumList{}, &IngressCheckSum{}, &IngressCheckSumList{})
 }

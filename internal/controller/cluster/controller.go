@@ -29,6 +29,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -36,12 +37,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/trustplane/trustplane/api/conditions"
 	cp "github.com/trustplane/trustplane/api/controlplane/v1alpha1"
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
 	"github.com/trustplane/trustplane/internal/access"
+	"github.com/trustplane/trustplane/internal/apply"
 	"github.com/trustplane/trustplane/internal/garden"
 	"github.com/trustplane/trustplane/internal/manager"
 	"github.com/trustplane/trustplane/internal/shoot"
+	"github.com/trustplane/trustplane/internal/status"
 )
 
 const (
@@ -52,29 +56,8 @@ const (
 	// Finalizer holds a Cluster until its Shoot is gone and its credential released.
 	Finalizer = "cluster.trustplane.io/deprovision"
 
-	ConditionProvisioned = "ClusterProvisioned"
-	ConditionReady       = "Ready"
-	ConditionStalled     = "Stalled"
-
-	ReasonProvisioned            = "Provisioned"
-	ReasonProvisioning           = "Provisioning"
-	ReasonProvisioningError      = "ProvisioningError"
-	ReasonProvisioningFailed     = "ProvisioningFailed"
-	ReasonWaitingForSubscription = "WaitingForSubscription"
-	ReasonBroughtAlong           = "BroughtAlong"
-	ReasonKubeconfigMissing      = "KubeconfigMissing"
-	ReasonKubeconfigInvalid      = "KubeconfigInvalid"
-	ReasonInvalidSpec            = "InvalidSpec"
-	ReasonGardenNotConfigured    = "GardenNotConfigured"
-	ReasonGardenUnreachable      = "GardenUnreachable"
-	ReasonShootNameTaken         = "ShootNameTaken"
-	ReasonAdministratorsBound    = "AdministratorsBound"
-	ReasonClusterUnreachable     = "ClusterUnreachable"
-	ReasonNotProvisioned         = "NotProvisioned"
-	ReasonInUse                  = "InUse"
-	ReasonDeprovisioning         = "Deprovisioning"
-
-	secretRefIndex = ".spec.kubeconfigSecretRef.name"
+	// ClustersByKubeconfigRef indexes Clusters by spec.kubeconfigSecretRef.name (IndexClustersByKubeconfigRef).
+	ClustersByKubeconfigRef = ".spec.kubeconfigSecretRef.name"
 	// RequestsByCluster indexes KubeconfigRequests by spec.cluster (IndexRequestsByCluster).
 	RequestsByCluster = ".spec.cluster"
 )
@@ -110,13 +93,7 @@ type Reconciler struct {
 
 // Setup adds the controller to mgr; g may be nil (brought-along clusters only).
 func Setup(mgr ctrl.Manager, g *garden.Garden) (*Reconciler, error) {
-	ctx := context.Background()
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &operatorv1alpha1.Cluster{}, secretRefIndex, func(o client.Object) []string {
-		if ref := o.(*operatorv1alpha1.Cluster).Spec.KubeconfigSecretRef; ref != nil {
-			return []string{ref.Name}
-		}
-		return nil
-	}); err != nil {
+	if err := IndexClustersByKubeconfigRef(mgr); err != nil {
 		return nil, err
 	}
 	if err := IndexRequestsByCluster(mgr); err != nil {
@@ -133,12 +110,33 @@ func Setup(mgr ctrl.Manager, g *garden.Garden) (*Reconciler, error) {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.(*operatorv1alpha1.KubeconfigRequest).Spec.Cluster}}}
 		}), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }}))
 	if g != nil {
-		b = b.WatchesRawSource(source.Kind(g.Cache, garden.NewShoot(), handler.TypedEnqueueRequestsFromMapFunc(clusterOfShoot)))
+		b = b.WatchesRawSource(source.Kind(g.Cache, garden.NewShoot(), handler.TypedEnqueueRequestsFromMapFunc(clusterOfShoot))).
+			// A garden that does not answer when the manager starts holds up this controller
+			// until it does. With controller-runtime's default (give up after 2 minutes) the
+			// whole manager would exit, and every other controller and the JWKS server with it.
+			WithOptions(controller.Options{CacheSyncTimeout: waitForGardenForever})
 	}
 	return r, b.Complete(r)
 }
 
-var requestsIndexed sync.Map // ctrl.Manager → struct{}
+// waitForGardenForever is long enough to mean "until the garden answers".
+const waitForGardenForever = 100 * 365 * 24 * time.Hour
+
+var requestsIndexed, clustersIndexed sync.Map // ctrl.Manager → struct{}
+
+// IndexClustersByKubeconfigRef registers the ClustersByKubeconfigRef index once per manager: the
+// cluster and kubeconfig controllers both use it, and either may run without the other.
+func IndexClustersByKubeconfigRef(mgr ctrl.Manager) error {
+	if _, done := clustersIndexed.LoadOrStore(mgr, struct{}{}); done {
+		return nil
+	}
+	return mgr.GetFieldIndexer().IndexField(context.Background(), &operatorv1alpha1.Cluster{}, ClustersByKubeconfigRef, func(o client.Object) []string {
+		if ref := o.(*operatorv1alpha1.Cluster).Spec.KubeconfigSecretRef; ref != nil {
+			return []string{ref.Name}
+		}
+		return nil
+	})
+}
 
 // IndexRequestsByCluster registers the RequestsByCluster index once per manager: the
 // cluster and kubeconfig controllers both use it, and either may run without the other.
@@ -151,58 +149,46 @@ func IndexRequestsByCluster(mgr ctrl.Manager) error {
 	})
 }
 
-// Reconcile provisions (or adopts, or deprovisions) one Cluster.
+// Reconcile provisions (or adopts, or deprovisions) one Cluster. Every wait ends with a
+// watched change (Shoot, SubscriptionRequest, Secret, KubeconfigRequest): no requeue
+// after a time.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	c := &operatorv1alpha1.Cluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, c); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	before := c.Status.DeepCopy()
-	var err error
+	patcher := status.NewPatcher(c)
+	return patcher.Finish(ctx, r.Client, r.Recorder, reconcile.Result{}, r.reconcileOrDeprovision(ctx, c))
+}
+
+func (r *Reconciler) reconcileOrDeprovision(ctx context.Context, c *operatorv1alpha1.Cluster) error {
 	if !c.DeletionTimestamp.IsZero() {
-		err = r.deprovision(ctx, c)
-	} else {
-		if controllerutil.AddFinalizer(c, Finalizer) {
-			if err := r.Client.Update(ctx, c); err != nil {
-				return reconcile.Result{}, err
-			}
-		}
-		err = r.reconcile(ctx, c)
+		return r.deprovision(ctx, c)
 	}
-	c.Status.ObservedGeneration = c.Generation
-	if !statusEqual(before, &c.Status) && controllerutil.ContainsFinalizer(c, Finalizer) {
-		if perr := r.Client.Status().Update(ctx, c); perr != nil && !apierrors.IsNotFound(perr) {
-			return reconcile.Result{}, errors.Join(err, perr)
+	if controllerutil.AddFinalizer(c, Finalizer) {
+		if err := r.Client.Update(ctx, c); err != nil {
+			return status.WriteFailed("update", c, err)
 		}
 	}
-	var stalled *stalledError
-	if errors.As(err, &stalled) {
-		return reconcile.Result{}, reconcile.TerminalError(err)
-	}
-	// Every wait ends with a watched change (Shoot, SubscriptionRequest, Secret,
-	// KubeconfigRequest): no requeue after a time.
-	return reconcile.Result{}, err
+	return r.reconcile(ctx, c)
 }
 
-// stalledError is a problem only a change of the Cluster (or its Secret) can fix.
-type stalledError struct{ reason, msg string }
-
-func (e *stalledError) Error() string { return e.msg }
-
-// stall records a permanent problem: ClusterProvisioned and Ready false, Stalled true.
-func (r *Reconciler) stall(c *operatorv1alpha1.Cluster, reason, msg string) error {
-	r.set(c, ConditionProvisioned, metav1.ConditionFalse, reason, msg)
-	r.set(c, ConditionReady, metav1.ConditionFalse, reason, msg)
-	r.set(c, ConditionStalled, metav1.ConditionTrue, reason, msg)
-	r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, reason, "Reconcile", "%s", msg)
-	return &stalledError{reason, msg}
+// stall reports a problem only a change of the Cluster (or its Secret) can fix: it is not
+// provisioned, and Stalled.
+func stall(c *operatorv1alpha1.Cluster, reason, msg string) error {
+	setProvisioned(c, metav1.ConditionFalse, reason, msg)
+	return status.Stalled(reason, "%s", msg)
 }
 
-// waiting records a state that a watched change will end.
-func (r *Reconciler) waiting(c *operatorv1alpha1.Cluster, provisioned metav1.ConditionStatus, reason, msg string) {
-	r.set(c, ConditionProvisioned, provisioned, reason, msg)
-	r.set(c, ConditionReady, metav1.ConditionFalse, reason, msg)
-	meta.RemoveStatusCondition(&c.Status.Conditions, ConditionStalled)
+// waiting reports a state that a watched change will end: the cluster is not (or no
+// longer) provisioned yet.
+func waiting(c *operatorv1alpha1.Cluster, reason, msg string) error {
+	setProvisioned(c, metav1.ConditionFalse, reason, msg)
+	return status.Waiting(reason, "%s", msg)
+}
+
+func setProvisioned(c *operatorv1alpha1.Cluster, provisioned metav1.ConditionStatus, reason, msg string) {
+	status.Set(c, operatorv1alpha1.ConditionProvisioned, provisioned, reason, msg)
 }
 
 func (r *Reconciler) reconcile(ctx context.Context, c *operatorv1alpha1.Cluster) error {
@@ -212,39 +198,45 @@ func (r *Reconciler) reconcile(ctx context.Context, c *operatorv1alpha1.Cluster)
 		adminAccess = r.broughtAlong
 	}
 	admin, err := adminAccess(ctx, c)
-	if admin == nil {
-		return err // not there yet, nothing to do, or a problem the conditions describe
-	}
-	if err := bindAdministrators(ctx, admin, access.AdministratorsOf(c.Namespace, c.Name), c.Spec.Administrators); err != nil {
-		msg := fmt.Sprintf("binding administrators in the cluster: %v", err)
-		r.set(c, ConditionReady, metav1.ConditionFalse, ReasonClusterUnreachable, msg)
-		r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, ReasonClusterUnreachable, "BindAdministrators", "%s", msg)
+	if err != nil {
 		return err
 	}
-	r.set(c, ConditionReady, metav1.ConditionTrue, ReasonAdministratorsBound, fmt.Sprintf("administrators bound to cluster-admin: %d", len(c.Spec.Administrators)))
-	meta.RemoveStatusCondition(&c.Status.Conditions, ConditionStalled)
+	if admin != nil {
+		owner := access.AdministratorsOf(c.Namespace, c.Name)
+		if err := bindAdministrators(ctx, admin, owner, c.Spec.Administrators); err != nil {
+			return status.Warn(status.Transient(operatorv1alpha1.ReasonClusterUnreachable, fmt.Errorf("binding administrators in the cluster: %w", err)))
+		}
+	}
+	status.MarkReady(c, operatorv1alpha1.ReasonAdministratorsBound, fmt.Sprintf("administrators bound to cluster-admin: %d", len(c.Spec.Administrators)))
 	return nil
 }
 
-// broughtAlong checks the Cluster's own kubeconfig; a nil config means "not yet".
+// broughtAlong checks the Cluster's own kubeconfig.
 func (r *Reconciler) broughtAlong(ctx context.Context, c *operatorv1alpha1.Cluster) (*rest.Config, error) {
 	cfg, err := BroughtAlongConfig(ctx, r.APIReader, c)
 	var missing *missingSecretError
 	switch {
 	case errors.As(err, &missing):
 		// The Secret watch brings the Cluster back when it appears.
-		r.waiting(c, metav1.ConditionFalse, ReasonKubeconfigMissing, err.Error())
-		return nil, nil
+		return nil, waiting(c, operatorv1alpha1.ReasonKubeconfigMissing, err.Error())
 	case errors.Is(err, errInvalidKubeconfig):
-		return nil, r.stall(c, ReasonKubeconfigInvalid, err.Error())
+		return nil, stall(c, operatorv1alpha1.ReasonKubeconfigInvalid, err.Error())
 	case err != nil:
 		return nil, err
 	}
-	r.set(c, ConditionProvisioned, metav1.ConditionTrue, ReasonBroughtAlong, "brought-along cluster at "+cfg.Host)
+	setProvisioned(c, metav1.ConditionTrue, operatorv1alpha1.ReasonBroughtAlong, "brought-along cluster at "+cfg.Host)
 	return cfg, nil
 }
 
 var errInvalidKubeconfig = errors.New("invalid kubeconfig")
+
+// IsKubeconfigUnusable says whether err, from BroughtAlongConfig, is a kubeconfig Secret
+// or key that is missing, or a kubeconfig that does not parse: a change to the Secret
+// fixes it, retrying does not.
+func IsKubeconfigUnusable(err error) bool {
+	var missing *missingSecretError
+	return errors.As(err, &missing) || errors.Is(err, errInvalidKubeconfig)
+}
 
 type missingSecretError struct{ msg string }
 
@@ -269,83 +261,98 @@ func BroughtAlongConfig(ctx context.Context, reader client.Reader, c *operatorv1
 	}
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w in Secret %s key %q: %v", errInvalidKubeconfig, ref.Name, key, err)
+		return nil, fmt.Errorf("%w in Secret %s key %q: %w", errInvalidKubeconfig, ref.Name, key, err)
 	}
 	return cfg, nil
 }
 
-// provision drives the Gardener path; a nil config means there is nothing more to do now:
-// not provisioned yet, or provisioned with the administrators already bound.
+// provision drives the Gardener path. A nil config without an error means the Cluster is
+// provisioned and this generation's administrators are bound already.
 func (r *Reconciler) provision(ctx context.Context, c *operatorv1alpha1.Cluster) (*rest.Config, error) {
 	if r.Garden == nil {
-		return nil, r.stall(c, ReasonGardenNotConfigured, "the Cluster has no kubeconfigSecretRef and the operator runs without --garden-kubeconfig")
+		return nil, stall(c, operatorv1alpha1.ReasonGardenNotConfigured, "the Cluster has no kubeconfigSecretRef and the operator runs without --garden-kubeconfig")
 	}
 	if err := shoot.Validate(c.Spec); err != nil {
-		return nil, r.stall(c, ReasonInvalidSpec, err.Error())
+		return nil, stall(c, operatorv1alpha1.ReasonInvalidSpec, err.Error())
 	}
 	sr, err := r.applySubscription(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	ready := meta.FindStatusCondition(sr.Status.Conditions, "Ready")
-	if sr.Status.GardenerSecretName == "" || ready == nil || ready.Status != metav1.ConditionTrue {
-		msg := "waiting for SubscriptionRequest " + sr.Name
-		if ready != nil {
-			msg += ": " + ready.Message
-		}
-		r.waiting(c, metav1.ConditionFalse, ReasonWaitingForSubscription, msg)
-		return nil, nil // the SubscriptionRequest's status change brings the Cluster back
+	if err := waitForSubscription(c, sr); err != nil {
+		return nil, err
 	}
 	desired, err := shoot.Desired(c, r.Garden.Params, sr.Status.GardenerSecretName)
 	if err != nil {
-		return nil, r.stall(c, ReasonInvalidSpec, err.Error())
+		return nil, stall(c, operatorv1alpha1.ReasonInvalidSpec, err.Error())
 	}
 	if err := r.checkShootOwner(ctx, c, desired.GetName()); err != nil {
 		return nil, err
 	}
 	if err := r.Garden.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		return nil, r.gardenUnreachable(c, "applying shoot "+desired.GetName(), err)
+		return nil, gardenUnreachable(c, status.WriteFailed("apply", desired, err))
 	}
 	c.Status.ShootName = desired.GetName()
-	progress := shoot.ProgressOf(desired)
-	if !progress.Provisioned() {
-		switch progress.Phase {
-		case shoot.PhaseFailed:
-			r.waiting(c, metav1.ConditionFalse, ReasonProvisioningFailed, progress.Message())
-			r.set(c, ConditionStalled, metav1.ConditionTrue, ReasonProvisioningFailed, progress.Message())
-		case shoot.PhaseError:
-			r.waiting(c, metav1.ConditionFalse, ReasonProvisioningError, progress.Message())
-		default:
-			r.waiting(c, metav1.ConditionFalse, ReasonProvisioning, progress.Message())
-		}
-		return nil, nil // the Shoot watch brings the Cluster back at every step
+	if err := followShoot(c, desired); err != nil {
+		return nil, err
 	}
-	wasProvisioned := meta.IsStatusConditionTrue(c.Status.Conditions, ConditionProvisioned)
+	wasProvisioned := meta.IsStatusConditionTrue(c.Status.Conditions, operatorv1alpha1.ConditionProvisioned)
 	if !wasProvisioned {
-		r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, ReasonProvisioned, "Provision", "shoot %s is provisioned", desired.GetName())
+		r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, operatorv1alpha1.ReasonProvisioned, "Provision", "shoot %s is provisioned", desired.GetName())
 	}
-	r.set(c, ConditionProvisioned, metav1.ConditionTrue, ReasonProvisioned, "shoot "+desired.GetName()+": "+progress.Message())
+	setProvisioned(c, metav1.ConditionTrue, operatorv1alpha1.ReasonProvisioned, "shoot "+desired.GetName()+": "+shoot.ProgressOf(desired).Message())
 	// Gardener reports every step of its periodic reconciles on the Shoot; none of them
 	// needs a new admin kubeconfig once this generation's administrators are bound.
-	if ready := meta.FindStatusCondition(c.Status.Conditions, ConditionReady); wasProvisioned && ready != nil &&
-		ready.Reason == ReasonAdministratorsBound && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == c.Generation {
+	if ready := meta.FindStatusCondition(c.Status.Conditions, conditions.Ready); wasProvisioned && status.IsReadyForGeneration(c) &&
+		ready.Reason == operatorv1alpha1.ReasonAdministratorsBound {
 		return nil, nil
 	}
 	admin, _, err := r.Garden.AdminConfig(ctx, desired.GetName())
 	if err != nil {
-		return nil, r.gardenUnreachable(c, "admin kubeconfig", err)
+		return nil, gardenUnreachable(c, fmt.Errorf("admin kubeconfig: %w", err))
 	}
 	return admin, nil
 }
 
-func (r *Reconciler) gardenUnreachable(c *operatorv1alpha1.Cluster, what string, err error) error {
-	msg := fmt.Sprintf("garden: %s: %v", what, err)
-	r.set(c, ConditionReady, metav1.ConditionFalse, ReasonGardenUnreachable, msg)
-	if cond := meta.FindStatusCondition(c.Status.Conditions, ConditionProvisioned); cond == nil || cond.Status != metav1.ConditionTrue {
-		r.set(c, ConditionProvisioned, metav1.ConditionFalse, ReasonGardenUnreachable, msg)
+// waitForSubscription waits until the Cluster's SubscriptionRequest has a credential; its
+// status change brings the Cluster back.
+func waitForSubscription(c *operatorv1alpha1.Cluster, sr *cp.SubscriptionRequest) error {
+	ready := meta.FindStatusCondition(sr.Status.Conditions, conditions.Ready)
+	if sr.Status.GardenerSecretName != "" && ready != nil && ready.Status == metav1.ConditionTrue {
+		return nil
 	}
-	r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, ReasonGardenUnreachable, "Reconcile", "%s", msg)
-	return fmt.Errorf("%s: %w", what, err)
+	msg := "waiting for SubscriptionRequest " + sr.Name
+	if ready != nil {
+		msg += ": " + ready.Message
+	}
+	return waiting(c, operatorv1alpha1.ReasonWaitingForSubscription, msg)
+}
+
+// followShoot reports the Shoot's last operation until it is provisioned; the Shoot watch
+// brings the Cluster back at every step.
+func followShoot(c *operatorv1alpha1.Cluster, s *unstructured.Unstructured) error {
+	progress := shoot.ProgressOf(s)
+	switch {
+	case progress.Provisioned():
+		return nil
+	case progress.Phase == shoot.PhaseFailed:
+		return stall(c, operatorv1alpha1.ReasonProvisioningFailed, progress.Message())
+	case progress.Phase == shoot.PhaseError: // Gardener retries
+		return waiting(c, operatorv1alpha1.ReasonProvisioningError, progress.Message())
+	default:
+		return waiting(c, operatorv1alpha1.ReasonProvisioning, progress.Message())
+	}
+}
+
+// gardenUnreachable reports a failed call to the garden: retried with backoff, with a
+// Warning event when new; ClusterProvisioned says so too until the Shoot was provisioned.
+// A write the garden refuses for good (RBAC in the project, a policy) is reported as such.
+func gardenUnreachable(c *operatorv1alpha1.Cluster, err error) error {
+	err = status.Transient(operatorv1alpha1.ReasonGardenUnreachable, fmt.Errorf("garden: %w", err))
+	if !meta.IsStatusConditionTrue(c.Status.Conditions, operatorv1alpha1.ConditionProvisioned) {
+		setProvisioned(c, metav1.ConditionFalse, status.Reason(err), err.Error())
+	}
+	return status.Warn(err)
 }
 
 // checkShootOwner refuses to take over a Shoot of the same name made for something else.
@@ -356,10 +363,10 @@ func (r *Reconciler) checkShootOwner(ctx context.Context, c *operatorv1alpha1.Cl
 		return nil
 	}
 	if err != nil {
-		return r.gardenUnreachable(c, "reading shoot "+name, err)
+		return gardenUnreachable(c, fmt.Errorf("reading shoot %s: %w", name, err))
 	}
 	if l := live.GetLabels(); l[shoot.ClusterNamespaceLabel] != c.Namespace || l[shoot.ClusterNameLabel] != c.Name {
-		return r.stall(c, ReasonShootNameTaken, fmt.Sprintf("shoot %s/%s exists and does not belong to this Cluster; not taking it over", r.Garden.Params.Namespace, name))
+		return stall(c, operatorv1alpha1.ReasonShootNameTaken, fmt.Sprintf("shoot %s/%s exists and does not belong to this Cluster; not taking it over", r.Garden.Params.Namespace, name))
 	}
 	return nil
 }
@@ -376,9 +383,8 @@ func (r *Reconciler) applySubscription(ctx context.Context, c *operatorv1alpha1.
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(c, operatorv1alpha1.GroupVersion.WithKind("Cluster"))}},
 		Spec: cp.SubscriptionRequestSpec{Provider: c.Spec.Infrastructure.Provider, SubscriptionSelector: selector},
 	}
-	//nolint:staticcheck // typed apply: every field set here is intended
-	if err := r.Client.Patch(ctx, sr, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		return nil, fmt.Errorf("applying SubscriptionRequest %s: %w", c.Name, err)
+	if err := apply.Apply(ctx, r.Client, sr, FieldOwner); err != nil {
+		return nil, status.WriteFailed("apply", sr, err)
 	}
 	return sr, nil
 }
@@ -396,9 +402,8 @@ func bindAdministrators(ctx context.Context, cfg *rest.Config, owner string, adm
 	names := make([]string, len(want))
 	for i := range want {
 		names[i] = want[i].Name
-		//nolint:staticcheck // typed apply, see applySubscription
-		if err := target.Patch(ctx, &want[i], client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-			return fmt.Errorf("applying ClusterRoleBinding %s: %w", want[i].Name, err)
+		if err := apply.Apply(ctx, target, &want[i], FieldOwner); err != nil {
+			return status.WriteFailed("apply", &want[i], err)
 		}
 	}
 	return removeAdministratorsExcept(ctx, target, owner, names)
@@ -412,7 +417,7 @@ func removeAdministratorsExcept(ctx context.Context, target client.Client, owner
 	for i := range have.Items {
 		if !slices.Contains(keep, have.Items[i].Name) {
 			if err := client.IgnoreNotFound(target.Delete(ctx, &have.Items[i])); err != nil {
-				return fmt.Errorf("removing administrator binding %s: %w", have.Items[i].Name, err)
+				return status.WriteFailed("delete", &have.Items[i], err)
 			}
 		}
 	}
@@ -420,48 +425,65 @@ func removeAdministratorsExcept(ctx context.Context, target client.Client, owner
 }
 
 // deprovision runs the deletion: KubeconfigRequests first (they clean up inside the
-// cluster), then the administrators' bindings or the Shoot, then the credential.
+// cluster), then the administrators' bindings or the Shoot, then the credential. Each
+// step it waits for ends with a watched change.
 func (r *Reconciler) deprovision(ctx context.Context, c *operatorv1alpha1.Cluster) error {
 	if !controllerutil.ContainsFinalizer(c, Finalizer) {
 		return nil
 	}
-	requests := &operatorv1alpha1.KubeconfigRequestList{}
-	if err := r.Client.List(ctx, requests, client.InNamespace(c.Namespace), client.MatchingFields{RequestsByCluster: c.Name}); err != nil {
+	if err := r.waitForRequests(ctx, c); err != nil {
 		return err
-	}
-	if n := len(requests.Items); n > 0 {
-		names := make([]string, 0, n)
-		for _, kr := range requests.Items {
-			names = append(names, kr.Name)
-		}
-		slices.Sort(names)
-		msg := fmt.Sprintf("deletion waits for %d KubeconfigRequests of this cluster to be deleted: %s", n, strings.Join(names, ", "))
-		r.set(c, ConditionReady, metav1.ConditionFalse, ReasonInUse, msg)
-		return nil // the KubeconfigRequest watch brings the Cluster back
 	}
 	if c.Spec.KubeconfigSecretRef != nil {
 		if err := r.unbindBroughtAlong(ctx, c); err != nil {
 			return err
 		}
-	} else if gone, err := r.deleteShoot(ctx, c); err != nil || !gone {
+	} else if err := r.deleteShoot(ctx, c); err != nil {
 		return err
 	}
+	if err := r.releaseSubscription(ctx, c); err != nil {
+		return err
+	}
+	r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, operatorv1alpha1.ReasonDeprovisioning, "Delete", "deprovisioned")
+	controllerutil.RemoveFinalizer(c, Finalizer)
+	return client.IgnoreNotFound(status.WriteFailed("update", c, r.Client.Update(ctx, c)))
+}
+
+// waitForRequests holds the deletion while KubeconfigRequests still name the Cluster (like
+// PVC protection); the KubeconfigRequest watch brings the Cluster back.
+func (r *Reconciler) waitForRequests(ctx context.Context, c *operatorv1alpha1.Cluster) error {
+	requests := &operatorv1alpha1.KubeconfigRequestList{}
+	if err := r.Client.List(ctx, requests, client.InNamespace(c.Namespace), client.MatchingFields{RequestsByCluster: c.Name}); err != nil {
+		return fmt.Errorf("listing the KubeconfigRequests of the Cluster: %w", err)
+	}
+	if len(requests.Items) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(requests.Items))
+	for _, kr := range requests.Items {
+		names = append(names, kr.Name)
+	}
+	slices.Sort(names)
+	return status.Waiting(operatorv1alpha1.ReasonInUse, "deletion waits for %d KubeconfigRequests of this cluster to be deleted: %s", len(names), strings.Join(names, ", "))
+}
+
+// releaseSubscription deletes the Cluster's SubscriptionRequest, which releases the
+// credential, and waits until it is gone (its watch brings the Cluster back).
+func (r *Reconciler) releaseSubscription(ctx context.Context, c *operatorv1alpha1.Cluster) error {
 	sr := &cp.SubscriptionRequest{}
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: c.Name}, sr)
-	if err == nil && metav1.IsControlledBy(sr, c) {
-		if sr.DeletionTimestamp.IsZero() {
-			if err := client.IgnoreNotFound(r.Client.Delete(ctx, sr)); err != nil {
-				return fmt.Errorf("releasing SubscriptionRequest %s: %w", sr.Name, err)
-			}
-		}
-		r.set(c, ConditionReady, metav1.ConditionFalse, ReasonDeprovisioning, "releasing the hyperscaler credential")
-		return nil // the SubscriptionRequest watch brings the Cluster back once it is gone
-	} else if client.IgnoreNotFound(err) != nil {
-		return err
+	if apierrors.IsNotFound(err) || (err == nil && !metav1.IsControlledBy(sr, c)) {
+		return nil
 	}
-	r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, ReasonDeprovisioning, "Delete", "deprovisioned")
-	controllerutil.RemoveFinalizer(c, Finalizer)
-	return client.IgnoreNotFound(r.Client.Update(ctx, c))
+	if err != nil {
+		return fmt.Errorf("reading SubscriptionRequest %s: %w", c.Name, err)
+	}
+	if sr.DeletionTimestamp.IsZero() {
+		if err := client.IgnoreNotFound(r.Client.Delete(ctx, sr)); err != nil {
+			return status.WriteFailed("delete", sr, err)
+		}
+	}
+	return status.Waiting(operatorv1alpha1.ReasonDeprovisioning, "releasing the hyperscaler credential")
 }
 
 // unbindBroughtAlong removes the administrators' bindings from a brought-along cluster,
@@ -469,80 +491,57 @@ func (r *Reconciler) deprovision(ctx context.Context, c *operatorv1alpha1.Cluste
 // reported and the deletion goes on.
 func (r *Reconciler) unbindBroughtAlong(ctx context.Context, c *operatorv1alpha1.Cluster) error {
 	cfg, err := BroughtAlongConfig(ctx, r.APIReader, c)
-	var missing *missingSecretError
-	if errors.As(err, &missing) || errors.Is(err, errInvalidKubeconfig) {
-		r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, ReasonKubeconfigMissing, "Delete", "administrator bindings left in the cluster: %v", err)
+	if IsKubeconfigUnusable(err) {
+		r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, operatorv1alpha1.ReasonKubeconfigMissing, "Delete", "administrator bindings left in the cluster: %v", err)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
 	if err := bindAdministrators(ctx, cfg, access.AdministratorsOf(c.Namespace, c.Name), nil); err != nil {
-		r.set(c, ConditionReady, metav1.ConditionFalse, ReasonClusterUnreachable, "removing administrator bindings: "+err.Error())
-		return err
+		return status.Transient(operatorv1alpha1.ReasonClusterUnreachable, fmt.Errorf("removing administrator bindings: %w", err))
 	}
 	return nil
 }
 
-// deleteShoot confirms and deletes the Cluster's Shoot and reports whether it is gone.
-// A Shoot of that name that belongs to something else is never touched.
-func (r *Reconciler) deleteShoot(ctx context.Context, c *operatorv1alpha1.Cluster) (bool, error) {
+// deleteShoot confirms and deletes the Cluster's Shoot and waits until it is gone (the
+// Shoot watch brings the Cluster back). A Shoot of that name that belongs to something
+// else is never touched.
+func (r *Reconciler) deleteShoot(ctx context.Context, c *operatorv1alpha1.Cluster) error {
 	name := shoot.Name(c.Namespace, c.Name)
 	if r.Garden == nil {
 		if c.Status.ShootName == "" {
-			return true, nil // never provisioned
+			return nil // never provisioned
 		}
-		msg := fmt.Sprintf("shoot %s cannot be deleted: the operator runs without --garden-kubeconfig", c.Status.ShootName)
-		r.set(c, ConditionReady, metav1.ConditionFalse, ReasonGardenNotConfigured, msg)
-		r.set(c, ConditionStalled, metav1.ConditionTrue, ReasonGardenNotConfigured, msg)
-		return false, nil
+		return status.Stalled(operatorv1alpha1.ReasonGardenNotConfigured, "shoot %s cannot be deleted: the operator runs without --garden-kubeconfig", c.Status.ShootName)
 	}
 	live := garden.NewShoot()
 	err := r.Garden.Client.Get(ctx, types.NamespacedName{Namespace: r.Garden.Params.Namespace, Name: name}, live)
 	if apierrors.IsNotFound(err) {
-		return true, nil
+		return nil
 	}
 	if err != nil {
-		return false, r.gardenUnreachable(c, "reading shoot "+name, err)
+		return gardenUnreachable(c, fmt.Errorf("reading shoot %s: %w", name, err))
 	}
 	if l := live.GetLabels(); l[shoot.ClusterNamespaceLabel] != c.Namespace || l[shoot.ClusterNameLabel] != c.Name {
-		return true, nil
+		return nil
 	}
 	if live.GetDeletionTimestamp() == nil {
 		// Gardener refuses to delete a Shoot that does not carry the confirmation.
 		confirm := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+shoot.ConfirmDeletionAnnotation+`":"true"}}}`))
 		if err := r.Garden.Client.Patch(ctx, live, confirm); err != nil {
-			return false, r.gardenUnreachable(c, "confirming deletion of shoot "+name, err)
+			return gardenUnreachable(c, status.WriteFailed("patch", live, err))
 		}
 		if err := client.IgnoreNotFound(r.Garden.Client.Delete(ctx, live)); err != nil {
-			return false, r.gardenUnreachable(c, "deleting shoot "+name, err)
+			return gardenUnreachable(c, status.WriteFailed("delete", live, err))
 		}
-		r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, ReasonDeprovisioning, "Delete", "deleting shoot %s", name)
+		r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, operatorv1alpha1.ReasonDeprovisioning, "Delete", "deleting shoot %s", name)
 	}
 	msg := "deleting shoot " + name
 	if p := shoot.ProgressOf(live); p.Phase == shoot.PhaseDeleting {
 		msg += ": " + p.Message()
 	}
-	r.set(c, ConditionProvisioned, metav1.ConditionFalse, ReasonDeprovisioning, msg)
-	r.set(c, ConditionReady, metav1.ConditionFalse, ReasonDeprovisioning, msg)
-	return false, nil // the Shoot watch brings the Cluster back when it is gone
-}
-
-func (r *Reconciler) set(c *operatorv1alpha1.Cluster, condition string, status metav1.ConditionStatus, reason, msg string) {
-	meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{Type: condition, Status: status, Reason: reason, Message: msg, ObservedGeneration: c.Generation})
-}
-
-func statusEqual(a, b *operatorv1alpha1.ClusterStatus) bool {
-	if a.ObservedGeneration != b.ObservedGeneration || a.ShootName != b.ShootName || len(a.Conditions) != len(b.Conditions) {
-		return false
-	}
-	for _, ca := range a.Conditions {
-		cb := meta.FindStatusCondition(b.Conditions, ca.Type)
-		if cb == nil || cb.Status != ca.Status || cb.Reason != ca.Reason || cb.Message != ca.Message || cb.ObservedGeneration != ca.ObservedGeneration {
-			return false
-		}
-	}
-	return true
+	return waiting(c, operatorv1alpha1.ReasonDeprovisioning, msg)
 }
 
 // clusterOfShoot maps a Shoot to its Cluster through the labels Desired sets.
@@ -557,7 +556,7 @@ func clusterOfShoot(_ context.Context, s *unstructured.Unstructured) []reconcile
 // clustersUsingSecret maps a kubeconfig Secret to the brought-along Clusters using it.
 func (r *Reconciler) clustersUsingSecret(ctx context.Context, o client.Object) []reconcile.Request {
 	list := &operatorv1alpha1.ClusterList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{secretRefIndex: o.GetName()}); err != nil {
+	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{ClustersByKubeconfigRef: o.GetName()}); err != nil {
 		return nil
 	}
 	out := make([]reconcile.Request, len(list.Items))

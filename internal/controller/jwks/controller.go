@@ -14,12 +14,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -27,10 +24,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
+	"github.com/trustplane/trustplane/internal/apply"
 	"github.com/trustplane/trustplane/internal/jwks"
+	"github.com/trustplane/trustplane/internal/status"
 )
 
 const (
@@ -39,18 +37,6 @@ const (
 	// Finalizer holds a JWKSConfig until its nginx objects (and, with cleanupOnDelete,
 	// its ConfigMap) are gone.
 	Finalizer = "jwks.trustplane.io/finalizer"
-
-	// ConditionReady says whether the current certificate is published.
-	ConditionReady = "Ready"
-	// ConditionStalled says the controller cannot progress without a change to the input.
-	ConditionStalled = "Stalled"
-
-	// ReasonPublished: the set holds the current key.
-	ReasonPublished = "Published"
-	// ReasonSecretNotFound: spec.certificateSecret does not exist (yet).
-	ReasonSecretNotFound = "SecretNotFound"
-	// ReasonInvalidSpec: a field holds a value admission refuses today (stored earlier).
-	ReasonInvalidSpec = "InvalidSpec"
 )
 
 // Reconciler reconciles JWKSConfig objects.
@@ -90,7 +76,7 @@ type parsedCert struct {
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
 
 // Reconcile follows the seed's phases: get, finalizer, read the Secret, compute the set,
-// apply the ConfigMap, apply nginx, one status patch.
+// apply the ConfigMap, apply nginx, record the outcome, one status patch.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	cfg := &jwksv1alpha1.JWKSConfig{}
 	if err := r.Client.Get(ctx, req.NamespacedName, cfg); err != nil {
@@ -100,6 +86,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, fmt.Errorf("getting JWKSConfig: %w", err)
 	}
+	patcher := status.NewPatcher(cfg)
+	result, err := r.reconcile(ctx, cfg)
+	return patcher.Finish(ctx, r.Client, r.Recorder, result, err)
+}
+
+// reconcile publishes the set (or finalizes a deleted JWKSConfig) and marks it Ready; any
+// other outcome is its error.
+func (r *Reconciler) reconcile(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig) (ctrl.Result, error) {
 	if !cfg.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.finalize(ctx, cfg)
 	}
@@ -107,34 +101,28 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		patch := client.MergeFrom(cfg.DeepCopy())
 		controllerutil.AddFinalizer(cfg, Finalizer)
 		if err := r.Client.Patch(ctx, cfg, patch); err != nil {
-			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
+			return ctrl.Result{}, status.WriteFailed("patch", cfg, err)
 		}
 	}
-
-	before := cfg.Status.DeepCopy()
-	now := r.Clock.Now().Truncate(time.Second)
-	result, err := r.publish(ctx, cfg, now)
-	cfg.Status.ObservedGeneration = cfg.Generation
-	r.setConditions(cfg, err, now)
-	if !equality.Semantic.DeepEqual(before, &cfg.Status) {
-		orig := cfg.DeepCopy()
-		orig.Status = *before
-		if perr := r.Client.Status().Patch(ctx, cfg, client.MergeFrom(orig)); perr != nil {
-			return ctrl.Result{}, errors.Join(err, fmt.Errorf("patching status: %w", perr))
-		}
+	result, err := r.publish(ctx, cfg, r.Clock.Now().Truncate(time.Second))
+	if err != nil {
+		return ctrl.Result{}, r.stallOnInputError(err)
 	}
-	var inputErr *jwks.InputError
-	switch {
-	case errors.As(err, &inputErr):
-		// Retrying cannot help; the Secret watch brings the object back when it changes.
-		return ctrl.Result{}, reconcile.TerminalError(err)
-	case errors.Is(err, errSecretNotFound):
-		return ctrl.Result{}, nil
-	}
-	return result, err
+	status.MarkReady(cfg, jwksv1alpha1.ReasonPublished, fmt.Sprintf("Publishing %d key(s); current kid %s", cfg.Status.KeyCount, cfg.Status.LastKeyID))
+	return result, nil
 }
 
-var errSecretNotFound = errors.New("secret not found")
+// stallOnInputError reports a certificate or set that cannot be published as Stalled: only
+// a change to the Secret (or the spec) can fix it, and the Secret watch brings the
+// JWKSConfig back when it changes. Other errors pass unchanged.
+func (r *Reconciler) stallOnInputError(err error) error {
+	var ie *jwks.InputError
+	if !errors.As(err, &ie) {
+		return err
+	}
+	r.Metrics.countInputError(ie.Reason)
+	return status.Stalled(ie.Reason, "%s; the published set is unchanged", ie.Message)
+}
 
 // publish computes the set for the current certificate and makes the cluster match it.
 func (r *Reconciler) publish(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, now time.Time) (ctrl.Result, error) {
@@ -166,11 +154,13 @@ func (r *Reconciler) publish(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, 
 		// let a stale plan drop a key.
 		desired.ResourceVersion = cm.ResourceVersion
 	}
-	if cm == nil || changed(cm, desired) {
+	if cm == nil || r.changed(cm, desired) {
 		id := types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Name}
 		if wait := r.Throttle.Wait(id, now, cm == nil); wait > 0 {
 			log.FromContext(ctx).V(1).Info("ConfigMap update throttled", "wait", wait)
-			return ctrl.Result{RequeueAfter: wait}, nil
+			return ctrl.Result{}, status.Waiting(jwksv1alpha1.ReasonUpdateThrottled,
+				"the set changed within %v of its last update; the change is published at %s",
+				r.Throttle.Interval, now.Add(wait).UTC().Format(time.RFC3339)).After(wait)
 		}
 		if err := r.apply(ctx, desired); err != nil {
 			return ctrl.Result{}, err
@@ -178,7 +168,7 @@ func (r *Reconciler) publish(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, 
 		if cm != nil { // creating a set is not an update: it does not start a window
 			r.Throttle.Wrote(id, now)
 		}
-		r.announce(cfg, previous, next, now)
+		r.announce(cfg, previous, next)
 		cfg.Status.LastUpdateTime = &metav1.Time{Time: now}
 		if nginxEnabled(cfg) {
 			if err := r.refreshPods(ctx, cfg, desired); err != nil {
@@ -201,7 +191,7 @@ func (r *Reconciler) currentKey(ctx context.Context, cfg *jwksv1alpha1.JWKSConfi
 	ref := types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Spec.CertificateSecret}
 	if err := r.APIReader.Get(ctx, ref, secret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return jwks.Key{}, fmt.Errorf("%w: Secret %q does not exist", errSecretNotFound, ref.Name)
+			return jwks.Key{}, status.Waiting(jwksv1alpha1.ReasonSecretNotFound, "Secret %q does not exist; waiting for it", ref.Name).Warn()
 		}
 		return jwks.Key{}, fmt.Errorf("getting Secret %s: %w", ref.Name, err)
 	}
@@ -284,7 +274,7 @@ func (r *Reconciler) reconcileNginx(ctx context.Context, cfg *jwksv1alpha1.JWKSC
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("getting %T %s: %w", obj, obj.GetName(), err)
 		}
-		if err == nil && !changed(current, obj) {
+		if err == nil && !r.changed(current, obj) {
 			continue
 		}
 		if err := r.apply(ctx, obj); err != nil {
@@ -312,7 +302,7 @@ func (r *Reconciler) refreshPods(ctx context.Context, cfg *jwksv1alpha1.JWKSConf
 		}
 		patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, PodContentAnnotation, content))
 		if err := r.Client.Patch(ctx, pod, patch); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("refreshing pod %s: %w", pod.Name, err)
+			return status.WriteFailed("patch", pod, err)
 		}
 	}
 	return nil
@@ -333,7 +323,7 @@ func (r *Reconciler) finalize(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig)
 	patch := client.MergeFrom(cfg.DeepCopy())
 	controllerutil.RemoveFinalizer(cfg, Finalizer)
 	if err := r.Client.Patch(ctx, cfg, patch); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("removing finalizer: %w", err)
+		return status.WriteFailed("patch", cfg, err)
 	}
 	r.forget(types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Name})
 	return nil
@@ -357,7 +347,7 @@ func (r *Reconciler) deleteOwned(ctx context.Context, from client.Reader, cfg *j
 		}
 		precondition := client.Preconditions{UID: ptrTo(current.GetUID())}
 		if err := r.Client.Delete(ctx, current, precondition); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting %T %s: %w", obj, obj.GetName(), err)
+			return status.WriteFailed("delete", current, err)
 		}
 	}
 	return nil
@@ -366,7 +356,7 @@ func (r *Reconciler) deleteOwned(ctx context.Context, from client.Reader, cfg *j
 // apply server-side applies obj with the controller's field owner, recording the hash
 // of the desired state so that an unchanged object is never written again.
 func (r *Reconciler) apply(ctx context.Context, obj client.Object) error {
-	u, hash, err := applyObject(obj)
+	u, hash, err := r.applyObject(obj)
 	if err != nil {
 		return err
 	}
@@ -378,30 +368,24 @@ func (r *Reconciler) apply(ctx context.Context, obj client.Object) error {
 	u.SetAnnotations(annotations)
 	u.SetResourceVersion(obj.GetResourceVersion()) // a precondition when set, never hashed
 	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		return fmt.Errorf("applying %s %s: %w", u.GetKind(), u.GetName(), err)
+		return status.WriteFailed("apply", u, err)
 	}
 	r.Metrics.countWrite(u.GetKind())
 	return nil
 }
 
-// applyObject is obj as an apply configuration (no status, no zero timestamps) and the
-// hash of that configuration.
-func applyObject(obj client.Object) (*unstructured.Unstructured, string, error) {
-	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+// applyObject is obj as an apply configuration and the hash of that configuration.
+func (r *Reconciler) applyObject(obj client.Object) (*unstructured.Unstructured, string, error) {
+	u, err := apply.Configuration(r.Client, obj)
 	if err != nil {
-		return nil, "", fmt.Errorf("converting %T: %w", obj, err)
+		return nil, "", err
 	}
-	u := &unstructured.Unstructured{Object: content}
-	unstructured.RemoveNestedField(u.Object, "status")
-	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
-	unstructured.RemoveNestedField(u.Object, "metadata", "resourceVersion")
-	unstructured.RemoveNestedField(u.Object, "spec", "template", "metadata", "creationTimestamp")
 	return u, hashOf(u.Object), nil
 }
 
 // changed says whether current differs from desired, by the hash recorded at apply.
-func changed(current, desired client.Object) bool {
-	_, hash, err := applyObject(desired)
+func (r *Reconciler) changed(current, desired client.Object) bool {
+	_, hash, err := r.applyObject(desired)
 	return err != nil || current.GetAnnotations()[DesiredHashAnnotation] != hash
 }
 
@@ -412,7 +396,7 @@ func hashOf(v any) string {
 }
 
 // announce emits events for what changed in the set.
-func (r *Reconciler) announce(cfg *jwksv1alpha1.JWKSConfig, previous, next []jwks.PublishedKey, now time.Time) {
+func (r *Reconciler) announce(cfg *jwksv1alpha1.JWKSConfig, previous, next []jwks.PublishedKey) {
 	prevKids := map[string]bool{}
 	for _, k := range previous {
 		prevKids[k.KeyID()] = true
@@ -437,37 +421,9 @@ func (r *Reconciler) announce(cfg *jwksv1alpha1.JWKSConfig, previous, next []jwk
 	}
 }
 
-// setConditions turns the outcome of publish into Ready and Stalled, and sends a
-// Warning event for failures.
-func (r *Reconciler) setConditions(cfg *jwksv1alpha1.JWKSConfig, err error, now time.Time) {
-	ready := metav1.Condition{Type: ConditionReady, ObservedGeneration: cfg.Generation, LastTransitionTime: metav1.NewTime(now)}
-	stalled := metav1.Condition{Type: ConditionStalled, Status: metav1.ConditionTrue, ObservedGeneration: cfg.Generation, LastTransitionTime: metav1.NewTime(now)}
-	var ie *jwks.InputError
-	switch {
-	case err == nil:
-		ready.Status, ready.Reason = metav1.ConditionTrue, ReasonPublished
-		ready.Message = fmt.Sprintf("Publishing %d key(s); current kid %s", cfg.Status.KeyCount, cfg.Status.LastKeyID)
-		meta.RemoveStatusCondition(&cfg.Status.Conditions, ConditionStalled)
-	case errors.As(err, &ie):
-		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, ie.Reason, ie.Message+"; the published set is unchanged"
-		stalled.Reason, stalled.Message = ie.Reason, ie.Message
-		meta.SetStatusCondition(&cfg.Status.Conditions, stalled)
-		r.Metrics.countInputError(ie.Reason)
-		r.Recorder.Eventf(cfg, nil, corev1.EventTypeWarning, ie.Reason, "Publish", "%s", ready.Message)
-	case errors.Is(err, errSecretNotFound):
-		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, ReasonSecretNotFound, err.Error()+"; waiting for it"
-		meta.RemoveStatusCondition(&cfg.Status.Conditions, ConditionStalled)
-		r.Recorder.Eventf(cfg, nil, corev1.EventTypeWarning, ReasonSecretNotFound, "Publish", "%s", ready.Message)
-	default:
-		// Transient: keep Ready as it was (the set is still served), retry with backoff.
-		return
-	}
-	meta.SetStatusCondition(&cfg.Status.Conditions, ready)
-}
-
 func setKeyStatus(cfg *jwksv1alpha1.JWKSConfig, keys []jwks.PublishedKey) {
 	cfg.Status.LastKeyID = keys[0].KeyID()
-	cfg.Status.KeyCount = int32(len(keys))
+	cfg.Status.KeyCount = int32(len(keys)) //nolint:gosec // a set holds a handful of keys
 	cfg.Status.Keys = make([]jwksv1alpha1.PublishedKey, 0, len(keys))
 	for _, k := range keys {
 		pk := jwksv1alpha1.PublishedKey{KeyID: k.KeyID(), Algorithm: k.JWK.Algorithm}

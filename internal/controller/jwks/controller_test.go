@@ -14,9 +14,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	"github.com/trustplane/trustplane/internal/jwks"
@@ -47,7 +45,7 @@ func TestEveryKeyTypeIsPublishedWithStatus(t *testing.T) {
 		putSecret(t, ns, name+"-tls", tlsData(chain))
 		newJWKSConfig(t, ns, name, name+"-tls")
 		kid, doc := expectedDoc(t, chain)
-		cfg := waitReady(t, ns, name, metav1.ConditionTrue, ReasonPublished)
+		cfg := waitReady(t, ns, name, metav1.ConditionTrue, jwksv1alpha1.ReasonPublished)
 		if got := getConfigMap(t, ns, name+"-jwks").Data[jwks.DocumentKey]; got != string(doc) {
 			t.Errorf("%s: published document differs from the expected one", kt)
 		}
@@ -77,7 +75,7 @@ func TestSecretChangeReachesConfigMapThroughTheWatch(t *testing.T) {
 	putSecret(t, ns, "tls", tlsData(first))
 	newJWKSConfig(t, ns, "watch", "tls")
 	kid1, _ := expectedDoc(t, first)
-	waitReady(t, ns, "watch", metav1.ConditionTrue, ReasonPublished)
+	waitReady(t, ns, "watch", metav1.ConditionTrue, jwksv1alpha1.ReasonPublished)
 
 	putSecret(t, ns, "tls", tlsData(second))
 	kid2, _ := expectedDoc(t, second)
@@ -108,7 +106,7 @@ func TestRetiredKeyIsRemovedOnTimeAndSurvivesRestart(t *testing.T) {
 	newJWKSConfig(t, ns, "ttl", "tls", func(c *jwksv1alpha1.JWKSConfig) {
 		c.Spec.OldKeysTTL = jwksv1alpha1.DurationOf(ttl)
 	})
-	waitReady(t, ns, "ttl", metav1.ConditionTrue, ReasonPublished)
+	waitReady(t, ns, "ttl", metav1.ConditionTrue, jwksv1alpha1.ReasonPublished)
 	kid1, _ := expectedDoc(t, first)
 	kid2, _ := expectedDoc(t, second)
 	putSecret(t, ns, "tls", tlsData(second))
@@ -143,7 +141,7 @@ func TestReplacingStrategies(t *testing.T) {
 		first, second := newChain(t, testcerts.P256), newChain(t, testcerts.P256)
 		putSecret(t, ns, name, tlsData(first))
 		newJWKSConfig(t, ns, name, name, mutate)
-		waitReady(t, ns, name, metav1.ConditionTrue, ReasonPublished)
+		waitReady(t, ns, name, metav1.ConditionTrue, jwksv1alpha1.ReasonPublished)
 		putSecret(t, ns, name, tlsData(second))
 		_, want := expectedDoc(t, second)
 		testenv.Eventually(t, name+": the set replaced by the new key", 30*time.Second, func() bool {
@@ -158,7 +156,7 @@ func TestRenewedCertificateWithSameKeyKeepsKid(t *testing.T) {
 	first := newChain(t, testcerts.RSA2048)
 	putSecret(t, ns, "tls", tlsData(first))
 	newJWKSConfig(t, ns, "renew", "tls")
-	cfg := waitReady(t, ns, "renew", metav1.ConditionTrue, ReasonPublished)
+	cfg := waitReady(t, ns, "renew", metav1.ConditionTrue, jwksv1alpha1.ReasonPublished)
 	kid := cfg.Status.LastKeyID
 
 	renewed := renew(t, first)
@@ -194,7 +192,7 @@ func TestBadInputKeepsThePublishedSet(t *testing.T) {
 	}
 	putSecret(t, ns, "tls", tlsData(good))
 	newJWKSConfig(t, ns, "bad", "tls")
-	waitReady(t, ns, "bad", metav1.ConditionTrue, ReasonPublished)
+	waitReady(t, ns, "bad", metav1.ConditionTrue, jwksv1alpha1.ReasonPublished)
 	published := getConfigMap(t, ns, "bad-jwks")
 
 	for _, tc := range []struct {
@@ -225,7 +223,7 @@ func TestBadInputKeepsThePublishedSet(t *testing.T) {
 	// Fixing the Secret recovers without touching the JWKSConfig.
 	generation := getConfig(t, ns, "bad").Generation
 	putSecret(t, ns, "tls", tlsData(good))
-	cfg := waitReady(t, ns, "bad", metav1.ConditionTrue, ReasonPublished)
+	cfg := waitReady(t, ns, "bad", metav1.ConditionTrue, jwksv1alpha1.ReasonPublished)
 	if cfg.Generation != generation {
 		t.Error("the JWKSConfig was changed")
 	}
@@ -235,13 +233,13 @@ func TestMissingSecretWaitsForIt(t *testing.T) {
 	startManager(t)
 	ns := newNamespace(t)
 	newJWKSConfig(t, ns, "later", "not-yet")
-	cfg := waitReady(t, ns, "later", metav1.ConditionFalse, ReasonSecretNotFound)
+	cfg := waitReady(t, ns, "later", metav1.ConditionFalse, jwksv1alpha1.ReasonSecretNotFound)
 	if !strings.Contains(readyCondition(cfg).Message, `"not-yet"`) {
 		t.Errorf("message %q", readyCondition(cfg).Message)
 	}
-	waitEvent(t, ns, "later", ReasonSecretNotFound)
+	waitEvent(t, ns, "later", jwksv1alpha1.ReasonSecretNotFound)
 	putSecret(t, ns, "not-yet", tlsData(newChain(t, testcerts.P384)))
-	waitReady(t, ns, "later", metav1.ConditionTrue, ReasonPublished)
+	waitReady(t, ns, "later", metav1.ConditionTrue, jwksv1alpha1.ReasonPublished)
 }
 
 // TestCorruptPublishedSetIsNotOverwritten: never drop keys we cannot read.
@@ -272,7 +270,7 @@ func TestAdoptsExistingSetAndKeepsItsKeys(t *testing.T) {
 	}
 	putSecret(t, ns, "tls", tlsData(newChain(t, testcerts.P256)))
 	newJWKSConfig(t, ns, "adopt", "tls")
-	cfg := waitReady(t, ns, "adopt", metav1.ConditionTrue, ReasonPublished)
+	cfg := waitReady(t, ns, "adopt", metav1.ConditionTrue, jwksv1alpha1.ReasonPublished)
 	if cfg.Status.KeyCount != 2 || cfg.Status.Keys[1].KeyID != oldKid {
 		t.Errorf("adopted set lost the old key: %+v", cfg.Status.Keys)
 	}
@@ -286,7 +284,7 @@ func TestNginxObjectsAndPodRefresh(t *testing.T) {
 	newJWKSConfig(t, ns, "web", "tls", func(c *jwksv1alpha1.JWKSConfig) {
 		c.Spec.Nginx.Resources = jwksv1alpha1.NginxResources{Requests: map[corev1.ResourceName]jwksv1alpha1.Quantity{corev1.ResourceCPU: "25m", corev1.ResourceMemory: "32Mi"}}
 	})
-	waitReady(t, ns, "web", metav1.ConditionTrue, ReasonPublished)
+	waitReady(t, ns, "web", metav1.ConditionTrue, jwksv1alpha1.ReasonPublished)
 
 	deploy := &appsv1.Deployment{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, deploy); err != nil {
@@ -354,7 +352,7 @@ func TestDeletion(t *testing.T) {
 		ns := newNamespace(t)
 		putSecret(t, ns, "tls", tlsData(newChain(t, testcerts.P256)))
 		cfg := newJWKSConfig(t, ns, "gone", "tls", func(c *jwksv1alpha1.JWKSConfig) { c.Spec.CleanupOnDelete = cleanup })
-		waitReady(t, ns, "gone", metav1.ConditionTrue, ReasonPublished)
+		waitReady(t, ns, "gone", metav1.ConditionTrue, jwksv1alpha1.ReasonPublished)
 		if got := getConfig(t, ns, "gone"); len(got.Finalizers) != 1 || got.Finalizers[0] != Finalizer {
 			t.Fatalf("finalizers = %v", got.Finalizers)
 		}
@@ -405,33 +403,5 @@ func TestNameValidation(t *testing.T) {
 	}
 	if !bytes.Contains([]byte(err.Error()), []byte("name must be a DNS label")) {
 		t.Errorf("message: %v", err)
-	}
-}
-
-// TestSamplesBecomeReady applies config/samples as a newcomer would.
-func TestSamplesBecomeReady(t *testing.T) {
-	startManager(t)
-	ns := newNamespace(t)
-	files, _ := filepath.Glob(filepath.Join(testenv.RepoRoot(), "config/samples/*.yaml"))
-	if len(files) < 2 {
-		t.Fatalf("samples: %v", files)
-	}
-	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		obj := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(raw, &obj.Object); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		obj.SetNamespace(ns)
-		if err := env.Client.Create(context.Background(), obj); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-	}
-	cfg := waitReady(t, ns, "issuer", metav1.ConditionTrue, ReasonPublished)
-	if cfg.Status.KeyCount != 1 || cfg.Status.Keys[0].Algorithm != "ES256" {
-		t.Errorf("sample status: %+v", cfg.Status)
 	}
 }

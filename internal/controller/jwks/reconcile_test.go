@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/trustplane/trustplane/api/conditions"
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	"github.com/trustplane/trustplane/internal/jwks"
 	"github.com/trustplane/trustplane/internal/scheme"
@@ -32,8 +33,10 @@ type directReconciler struct {
 	*Reconciler
 	clock  *clocktesting.FakeClock
 	writes atomic.Int32
-	fail   atomic.Pointer[error]
-	events *events.FakeRecorder
+	fail   atomic.Pointer[error] // fails every write
+	// failApply fails server-side applies only: the status patch still records the outcome.
+	failApply atomic.Pointer[error]
+	events    *events.FakeRecorder
 }
 
 func newDirectReconciler(t *testing.T, throttle time.Duration) *directReconciler {
@@ -70,6 +73,9 @@ func newDirectReconciler(t *testing.T, throttle time.Duration) *directReconciler
 			return c.Patch(ctx, obj, p, opts...)
 		},
 		Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+			if e := d.failApply.Load(); e != nil {
+				return *e
+			}
 			if err := write(); err != nil {
 				return err
 			}
@@ -189,7 +195,8 @@ func TestResyncWithNothingChangedMakesNoWrites(t *testing.T) {
 }
 
 // TestTransientErrorsAreRetriedAndKeepReady: a failing API write is returned (the
-// workqueue retries it with backoff), is not terminal, and does not flip Ready.
+// workqueue retries it with backoff), is not terminal, and does not flip a Ready of the
+// same generation (the published set is still served); Reconciling says what is retried.
 func TestTransientErrorsAreRetriedAndKeepReady(t *testing.T) {
 	d := newDirectReconciler(t, 0)
 	ns := newNamespace(t)
@@ -199,18 +206,24 @@ func TestTransientErrorsAreRetriedAndKeepReady(t *testing.T) {
 
 	putSecret(t, ns, "tls", tlsData(newChain(t, testcerts.P256)))
 	unavailable := error(apierrors.NewServiceUnavailable("etcd is away"))
-	d.fail.Store(&unavailable)
+	d.failApply.Store(&unavailable)
 	_, err := d.reconcile(t, ns, "flaky")
 	if err == nil || errors.Is(err, reconcile.TerminalError(nil)) {
 		t.Fatalf("err = %v, want a retryable error", err)
 	}
-	if c := readyCondition(getConfig(t, ns, "flaky")); c.Status != metav1.ConditionTrue {
+	cfg := getConfig(t, ns, "flaky")
+	if c := readyCondition(cfg); c.Status != metav1.ConditionTrue {
 		t.Errorf("Ready flipped on a transient error: %+v", c)
 	}
-	d.fail.Store(nil)
+	if c := condition(cfg, conditions.Reconciling); c == nil || c.Status != metav1.ConditionTrue || c.Reason != conditions.ReasonTransientError ||
+		!strings.Contains(c.Message, "apply ConfigMap "+ns+"/flaky-jwks: etcd is away") {
+		t.Errorf("Reconciling = %+v", c)
+	}
+	d.failApply.Store(nil)
 	d.mustReconcile(t, ns, "flaky")
-	if getConfig(t, ns, "flaky").Status.KeyCount != 2 {
-		t.Error("did not recover after the API came back")
+	cfg = getConfig(t, ns, "flaky")
+	if cfg.Status.KeyCount != 2 || condition(cfg, conditions.Reconciling) != nil {
+		t.Errorf("did not recover after the API came back: %+v", cfg.Status)
 	}
 }
 

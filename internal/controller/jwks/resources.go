@@ -2,6 +2,9 @@ package jwks
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -53,25 +56,40 @@ func nginxConfigMapName(c *jwksv1alpha1.JWKSConfig) string {
 }
 
 // validateSpec refuses what admission refuses today but an older CRD may have stored
-// (a duration such as "30d"): the object then reports InvalidSpec instead of being
-// reconciled with a guess.
+// (a duration such as "30d", a quantity such as "1e1.5"): the object then reports
+// InvalidSpec, naming every such field, instead of being reconciled with a guess.
 func validateSpec(c *jwksv1alpha1.JWKSConfig) error {
-	for field, d := range map[string]*jwksv1alpha1.Duration{"spec.oldKeysTTL": c.Spec.OldKeysTTL, "spec.cacheMaxAge": c.Spec.CacheMaxAge} {
-		if d == nil {
+	var problems []string
+	for _, d := range []struct {
+		field string
+		value *jwksv1alpha1.Duration
+	}{{"spec.oldKeysTTL", c.Spec.OldKeysTTL}, {"spec.cacheMaxAge", c.Spec.CacheMaxAge}} {
+		if d.value == nil {
 			continue
 		}
-		if _, err := d.Parse(); err != nil {
-			return &jwks.InputError{Reason: ReasonInvalidSpec, Message: fmt.Sprintf("%s: %v", field, err)}
+		if _, err := d.value.Parse(); err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", d.field, err))
 		}
 	}
-	for field, list := range map[string]map[corev1.ResourceName]jwksv1alpha1.Quantity{"limits": c.Spec.Nginx.Resources.Limits, "requests": c.Spec.Nginx.Resources.Requests} {
-		for name, q := range list {
-			if _, err := q.Parse(); err != nil {
-				return &jwks.InputError{Reason: ReasonInvalidSpec, Message: fmt.Sprintf("spec.nginx.resources.%s[%s]: %q is not a quantity such as 100m, 0.5 or 64Mi", field, name, string(q))}
+	for _, list := range []struct {
+		field  string
+		values map[corev1.ResourceName]jwksv1alpha1.Quantity
+	}{{"limits", c.Spec.Nginx.Resources.Limits}, {"requests", c.Spec.Nginx.Resources.Requests}} {
+		for _, name := range slices.Sorted(maps.Keys(list.values)) {
+			if q := list.values[name]; !validQuantity(q) {
+				problems = append(problems, fmt.Sprintf("spec.nginx.resources.%s[%s]: %q is not a quantity such as 100m, 0.5 or 64Mi", list.field, name, string(q)))
 			}
 		}
 	}
+	if len(problems) > 0 {
+		return &jwks.InputError{Reason: jwksv1alpha1.ReasonInvalidSpec, Message: strings.Join(problems, "; ")}
+	}
 	return nil
+}
+
+func validQuantity(q jwksv1alpha1.Quantity) bool {
+	_, err := q.Parse()
+	return err == nil
 }
 
 // containerResources converts the spec's quantities; one that does not parse is left out

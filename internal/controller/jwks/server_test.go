@@ -1,6 +1,7 @@
 package jwks
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -16,9 +17,15 @@ import (
 	"github.com/trustplane/trustplane/internal/testenv"
 )
 
-func get(t *testing.T, url string, header ...string) (*http.Response, []byte) {
+// answer is what a test reads of a response: the body is read and closed by get.
+type answer struct {
+	StatusCode int
+	Header     http.Header
+}
+
+func get(t *testing.T, url string, header ...string) (answer, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
@@ -28,7 +35,7 @@ func get(t *testing.T, url string, header ...string) (*http.Response, []byte) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	return resp, body
+	return answer{StatusCode: resp.StatusCode, Header: resp.Header}, body
 }
 
 func TestNativeServer(t *testing.T) {
@@ -40,11 +47,11 @@ func TestNativeServer(t *testing.T) {
 		c.Spec.Issuer = "https://issuer.example"
 		c.Spec.CacheMaxAge = jwksv1alpha1.DurationOf(90 * time.Second)
 	})
-	waitReady(t, ns, "native", metav1.ConditionTrue, ReasonPublished)
+	waitReady(t, ns, "native", metav1.ConditionTrue, jwksv1alpha1.ReasonPublished)
 	base := "http://" + mgr.serverAddr + "/" + ns + "/native"
 
 	// The server reads the set from the controller's cache, which may trail the status.
-	var resp *http.Response
+	var resp answer
 	var body []byte
 	testenv.Eventually(t, "the server to serve the published set", 30*time.Second, func() bool {
 		resp, body = get(t, base+"/jwks.json")

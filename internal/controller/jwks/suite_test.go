@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/trustplane/trustplane/api/conditions"
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	"github.com/trustplane/trustplane/internal/testcerts"
 	"github.com/trustplane/trustplane/internal/testenv"
@@ -69,21 +70,7 @@ func startManager(t *testing.T, mutate ...func(*Options)) *runningManager {
 	return &runningManager{serverAddr: opts.ServerBindAddress, reconciler: r, stop: stop}
 }
 
-var nsCounter int
-
-func newNamespace(t *testing.T) string {
-	t.Helper()
-	nsCounter++
-	name := fmt.Sprintf("jwks-%s-%d", strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name())), nsCounter)
-	if len(name) > 60 {
-		name = fmt.Sprintf("jwks-test-%d", nsCounter)
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := env.Client.Create(context.Background(), ns); err != nil {
-		t.Fatal(err)
-	}
-	return name
-}
+func newNamespace(t *testing.T) string { return env.Namespace(t, "jwks") }
 
 func newChain(t *testing.T, kt testcerts.KeyType) testcerts.Chain {
 	t.Helper()
@@ -167,7 +154,7 @@ func getConfigMap(t *testing.T, ns, name string) *corev1.ConfigMap {
 }
 
 func readyCondition(cfg *jwksv1alpha1.JWKSConfig) *metav1.Condition {
-	return meta.FindStatusCondition(cfg.Status.Conditions, ConditionReady)
+	return meta.FindStatusCondition(cfg.Status.Conditions, conditions.Ready)
 }
 
 // waitReady waits until Ready has the given status and reason for the current generation.

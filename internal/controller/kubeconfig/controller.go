@@ -36,15 +36,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
 	"github.com/trustplane/trustplane/internal/access"
+	"github.com/trustplane/trustplane/internal/apply"
 	clusterctrl "github.com/trustplane/trustplane/internal/controller/cluster"
 	"github.com/trustplane/trustplane/internal/garden"
 	"github.com/trustplane/trustplane/internal/manager"
+	"github.com/trustplane/trustplane/internal/status"
 )
 
 const (
@@ -60,14 +63,8 @@ const (
 	RequestLabel = "kubeconfig.trustplane.io/request"
 	// expiresAnnotation on a token binding records when its token expires.
 	expiresAnnotation = "kubeconfig.trustplane.io/expires"
-
-	ConditionReady          = "Ready"
-	ReasonIssued            = "Issued"
-	ReasonDenied            = "Denied"
-	ReasonRevoked           = "Revoked"
-	ReasonTargetUnreachable = "TargetUnreachable"
-	ReasonClusterNotReady   = "ClusterNotReady"
-	ReasonSecretNameTaken   = "SecretNameTaken"
+	// publishedNameSuffix makes the name of the Secret a kubeconfig is published in.
+	publishedNameSuffix = "-kubeconfig"
 )
 
 // Options are the controller's flags.
@@ -144,9 +141,8 @@ func (t *Target) ensureNamespace(ctx context.Context) error {
 		return nil
 	}
 	ns := &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: TargetNamespace}}
-	//nolint:staticcheck // typed apply, see applyRBAC
-	if err := t.Client.Patch(ctx, ns, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		return fmt.Errorf("applying namespace %s: %w", TargetNamespace, err)
+	if err := apply.Apply(ctx, t.Client, ns, FieldOwner); err != nil {
+		return status.WriteFailed("apply", ns, err)
 	}
 	t.namespaceReady = true
 	return nil
@@ -165,103 +161,118 @@ func Setup(mgr ctrl.Manager, opts Options, g *garden.Garden) (*Reconciler, error
 	if err := clusterctrl.IndexRequestsByCluster(mgr); err != nil {
 		return nil, err
 	}
+	if err := clusterctrl.IndexClustersByKubeconfigRef(mgr); err != nil {
+		return nil, err
+	}
 	annotationsOrSpec := predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{})
 	return r, ctrl.NewControllerManagedBy(mgr).Named(Name).
 		For(&operatorv1alpha1.KubeconfigRequest{}, builder.WithPredicates(annotationsOrSpec)).
 		Watches(&operatorv1alpha1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.requestsForCluster)).
+		// Secrets as metadata only, as secretNameTaken reads them: a brought-along
+		// cluster's kubeconfig appearing or changing, and someone else's Secret in the way
+		// of a publication going away, bring the requests concerned back.
+		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.requestsUsingKubeconfigSecret)).
+		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(requestPublishingIn), builder.WithPredicates(deletions)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).
 		Complete(r)
 }
 
-// Reconcile makes the target cluster and the published kubeconfig match the request.
+// deletions passes only delete events.
+var deletions = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	UpdateFunc:  func(event.UpdateEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+// Reconcile makes the target cluster and the published kubeconfig match the request, or
+// cleans the target up once the request is deleted.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	kr := &operatorv1alpha1.KubeconfigRequest{}
 	if err := r.Client.Get(ctx, req.NamespacedName, kr); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	patcher := status.NewPatcher(kr)
+	result, err := r.reconcileOrFinalize(ctx, kr)
+	return patcher.Finish(ctx, r.Client, r.Recorder, result, err)
+}
+
+func (r *Reconciler) reconcileOrFinalize(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest) (reconcile.Result, error) {
 	if !kr.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, r.finalize(ctx, kr)
 	}
 	if controllerutil.AddFinalizer(kr, Finalizer) {
 		if err := r.Client.Update(ctx, kr); err != nil {
-			return reconcile.Result{}, err
+			return reconcile.Result{}, status.WriteFailed("update", kr, err)
 		}
 	}
-	before := kr.Status.DeepCopy()
-	result, err := r.reconcile(ctx, kr)
-	kr.Status.ObservedGeneration = kr.Generation
-	if !equalStatus(before, &kr.Status) {
-		if perr := r.Client.Status().Update(ctx, kr); perr != nil {
-			return reconcile.Result{}, errors.Join(err, perr)
-		}
-	}
-	var denied *deniedError
-	if errors.As(err, &denied) {
-		return reconcile.Result{}, reconcile.TerminalError(err)
-	}
-	return result, err
+	return r.reconcile(ctx, kr)
 }
-
-type deniedError struct{ msg string }
-
-func (e *deniedError) Error() string { return e.msg }
 
 func (r *Reconciler) reconcile(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest) (reconcile.Result, error) {
 	now := r.opts.Clock.Now()
 	if problems := r.opts.Ceiling.Check(allRules(kr)); len(problems) > 0 {
-		msg := "denied: " + strings.Join(problems, "; ")
-		r.setReady(kr, metav1.ConditionFalse, ReasonDenied, msg)
-		r.Recorder.Eventf(kr, nil, corev1.EventTypeWarning, ReasonDenied, "Validate", "%s", msg)
-		return reconcile.Result{}, &deniedError{msg}
+		return reconcile.Result{}, status.Stalled(operatorv1alpha1.ReasonDenied, "denied: %s", strings.Join(problems, "; "))
 	}
 	target, err := r.Targets(ctx, kr)
 	if err != nil {
-		r.setReady(kr, metav1.ConditionFalse, ReasonClusterNotReady, err.Error())
-		return reconcile.Result{}, err
+		return reconcile.Result{}, status.Transient(operatorv1alpha1.ReasonClusterNotReady, err)
 	}
 	if kr.Annotations[operatorv1alpha1.RevokeAnnotation] == "true" {
 		return reconcile.Result{}, r.revoke(ctx, kr, target)
 	}
 	if err := r.applyRBAC(ctx, kr, target); err != nil {
-		r.setReady(kr, metav1.ConditionFalse, ReasonTargetUnreachable, fmt.Sprintf("cluster %s: %v", target.Name, err))
-		return reconcile.Result{}, err
+		return reconcile.Result{}, targetUnreachable(target, err)
 	}
 	rotateAt := r.rotateAt(kr)
 	rotateNow := kr.Annotations[operatorv1alpha1.RotateAnnotation] == "true"
 	if kr.Status.Kubeconfig == "" || rotateNow || !now.Before(rotateAt) {
-		if taken, err := r.secretNameTaken(ctx, kr); err != nil || taken {
-			if taken {
-				msg := fmt.Sprintf("Secret %s/%s exists and is not this request's: delete or rename it", kr.Namespace, secretName(kr))
-				r.setReady(kr, metav1.ConditionFalse, ReasonSecretNameTaken, msg)
-				r.Recorder.Eventf(kr, nil, corev1.EventTypeWarning, ReasonSecretNameTaken, "Issue", "%s", msg)
-				err = errors.New(msg) // retried with backoff: nothing watches the user's Secret
-			}
+		if err := r.rotate(ctx, kr, target, rotateNow, now); err != nil {
 			return reconcile.Result{}, err
-		}
-		rotating := kr.Status.Kubeconfig != ""
-		if err := r.issue(ctx, kr, target, now); err != nil {
-			r.setReady(kr, metav1.ConditionFalse, ReasonTargetUnreachable, fmt.Sprintf("cluster %s: %v", target.Name, err))
-			return reconcile.Result{}, err
-		}
-		if rotateNow {
-			// The patch answers with the stored object: keep the status just computed.
-			issuedStatus := kr.Status.DeepCopy()
-			patch := client.MergeFrom(kr.DeepCopy())
-			kr.Annotations[operatorv1alpha1.RotateAnnotation] = "false"
-			if err := r.Client.Patch(ctx, kr, patch); err != nil {
-				return reconcile.Result{}, err
-			}
-			kr.Status = *issuedStatus
 		}
 		rotateAt = r.rotateAt(kr)
-		if rotating { // a first issue has no older binding to prune
-			if err := r.pruneBindings(ctx, kr, target, now); err != nil {
-				return reconcile.Result{}, err
-			}
+	}
+	status.MarkReady(kr, operatorv1alpha1.ReasonIssued, fmt.Sprintf("kubeconfig for cluster %s valid until %s", target.Name, kr.Status.ExpirationTimestamp.UTC().Format(time.RFC3339)))
+	return reconcile.Result{RequeueAfter: max(rotateAt.Sub(now), time.Second)}, nil
+}
+
+// rotate issues a (first or new) credential, resets the rotate annotation when it asked
+// for this, and prunes the bindings of expired credentials.
+func (r *Reconciler) rotate(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest, target *Target, rotateNow bool, now time.Time) error {
+	taken, err := r.secretNameTaken(ctx, kr)
+	if err != nil {
+		return err
+	}
+	if taken {
+		// The Secret watch brings the request back when that Secret goes.
+		return status.Stalled(operatorv1alpha1.ReasonSecretNameTaken, "Secret %s/%s exists and is not this request's: delete or rename it", kr.Namespace, secretName(kr))
+	}
+	rotating := kr.Status.Kubeconfig != ""
+	if err := r.issue(ctx, kr, target, now); err != nil {
+		return err
+	}
+	if rotateNow {
+		// The patch answers with the stored object: keep the status just computed.
+		issuedStatus := kr.Status.DeepCopy()
+		patch := client.MergeFrom(kr.DeepCopy())
+		kr.Annotations[operatorv1alpha1.RotateAnnotation] = "false"
+		if err := r.Client.Patch(ctx, kr, patch); err != nil {
+			kr.Status = *issuedStatus
+			return status.WriteFailed("patch", kr, err)
+		}
+		kr.Status = *issuedStatus
+	}
+	if rotating { // a first issue has no older binding to prune
+		if err := r.pruneBindings(ctx, kr, target, now); err != nil {
+			return targetUnreachable(target, err)
 		}
 	}
-	r.setReady(kr, metav1.ConditionTrue, ReasonIssued, fmt.Sprintf("kubeconfig for cluster %s valid until %s", target.Name, kr.Status.ExpirationTimestamp.UTC().Format(time.RFC3339)))
-	return reconcile.Result{RequeueAfter: max(rotateAt.Sub(now), time.Second)}, nil
+	return nil
+}
+
+// targetUnreachable reports a failed call to the target cluster, retried with backoff
+// (unless the target refuses it for good: RBAC, policy, quota there).
+func targetUnreachable(target *Target, err error) error {
+	return status.Transient(operatorv1alpha1.ReasonTargetUnreachable, fmt.Errorf("cluster %s: %w", target.Name, err))
 }
 
 // rotateAt is when the current credential is renewed: a fraction into its lifetime.
@@ -301,12 +312,7 @@ func (r *Reconciler) applyRBAC(ctx context.Context, kr *operatorv1alpha1.Kubecon
 	// yet), so they are applied at once.
 	var g errgroup.Group
 	for _, obj := range objs {
-		g.Go(func() error {
-			if err := createOrApply(ctx, t.Client, obj, kr.Status.IssuedAt == nil); err != nil {
-				return fmt.Errorf("applying %T %s: %w", obj, obj.GetName(), err)
-			}
-			return nil
-		})
+		g.Go(func() error { return createOrApply(ctx, t.Client, obj, kr.Status.IssuedAt == nil) })
 	}
 	if err := g.Wait(); err != nil {
 		return err
@@ -330,14 +336,14 @@ func (r *Reconciler) issue(ctx context.Context, kr *operatorv1alpha1.KubeconfigR
 		Labels:      map[string]string{RequestLabel: name, "app.kubernetes.io/managed-by": "trustplane"},
 		Annotations: map[string]string{expiresAnnotation: now.Add(time.Duration(kr.Spec.Expiration) * time.Second).UTC().Format(time.RFC3339)}}}
 	if err := t.Client.Create(ctx, binding); err != nil {
-		return fmt.Errorf("creating token binding: %w", err)
+		return targetUnreachable(t, status.WriteFailed("create token binding", binding, err))
 	}
 	tr, err := t.Kube.CoreV1().ServiceAccounts(TargetNamespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
 		ExpirationSeconds: ptr.To(kr.Spec.Expiration),
 		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Secret", APIVersion: "v1", Name: binding.Name, UID: binding.UID},
 	}}, metav1.CreateOptions{})
 	if err != nil {
-		return fmt.Errorf("requesting a token: %w", err)
+		return targetUnreachable(t, fmt.Errorf("requesting a token for ServiceAccount %s/%s: %w", TargetNamespace, name, err))
 	}
 	raw, err := access.Kubeconfig(t.Name, t.Config.Host, t.Config.CAData, name, tr.Status.Token)
 	if err != nil {
@@ -348,13 +354,16 @@ func (r *Reconciler) issue(ctx context.Context, kr *operatorv1alpha1.KubeconfigR
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(kr, operatorv1alpha1.GroupVersion.WithKind("KubeconfigRequest"))}},
 		Data: map[string][]byte{"kubeconfig": raw}}
 	if err := createOrApply(ctx, r.Client, secret, kr.Status.IssuedAt == nil); err != nil {
-		return fmt.Errorf("publishing the kubeconfig Secret: %w", err)
+		// The token was never handed out: revoke it now rather than leave its binding
+		// until the next rotation prunes it (best effort; every retry issues a new one).
+		_ = t.Client.Delete(ctx, binding)
+		return fmt.Errorf("publishing the kubeconfig: %w", err)
 	}
 	kr.Status.Kubeconfig = base64.StdEncoding.EncodeToString(raw)
 	kr.Status.SecretName = secret.Name
 	kr.Status.ExpirationTimestamp = &metav1.Time{Time: tr.Status.ExpirationTimestamp.Time}
 	kr.Status.IssuedAt = &metav1.Time{Time: now.Truncate(time.Second)}
-	r.Recorder.Eventf(kr, nil, corev1.EventTypeNormal, ReasonIssued, "Issue", "issued a kubeconfig for cluster %s, valid until %s", t.Name, tr.Status.ExpirationTimestamp.UTC().Format(time.RFC3339))
+	r.Recorder.Eventf(kr, nil, corev1.EventTypeNormal, operatorv1alpha1.ReasonIssued, "Issue", "issued a kubeconfig for cluster %s, valid until %s", t.Name, tr.Status.ExpirationTimestamp.UTC().Format(time.RFC3339))
 	return nil
 }
 
@@ -363,14 +372,14 @@ func (r *Reconciler) issue(ctx context.Context, kr *operatorv1alpha1.KubeconfigR
 func (r *Reconciler) pruneBindings(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest, t *Target, now time.Time) error {
 	list := &corev1.SecretList{}
 	if err := t.Client.List(ctx, list, client.InNamespace(TargetNamespace), client.MatchingLabels{RequestLabel: targetName(kr)}); err != nil {
-		return err
+		return fmt.Errorf("listing token bindings: %w", err)
 	}
 	sort.Slice(list.Items, func(i, j int) bool { return list.Items[j].CreationTimestamp.Before(&list.Items[i].CreationTimestamp) })
 	for i, s := range list.Items {
 		expires, err := time.Parse(time.RFC3339, s.Annotations[expiresAnnotation])
 		if i >= 2 || (err == nil && now.After(expires)) {
 			if err := client.IgnoreNotFound(t.Client.Delete(ctx, &list.Items[i])); err != nil {
-				return err
+				return status.WriteFailed("delete", &list.Items[i], err)
 			}
 		}
 	}
@@ -381,26 +390,28 @@ func (r *Reconciler) pruneBindings(ctx context.Context, kr *operatorv1alpha1.Kub
 // once) and clears the published kubeconfig. Nothing is issued while revoke is "true".
 func (r *Reconciler) revoke(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest, t *Target) error {
 	if err := t.Client.DeleteAllOf(ctx, &corev1.Secret{}, client.InNamespace(TargetNamespace), client.MatchingLabels{RequestLabel: targetName(kr)}); err != nil {
-		r.setReady(kr, metav1.ConditionFalse, ReasonTargetUnreachable, fmt.Sprintf("revoking in cluster %s: %v", t.Name, err))
+		return targetUnreachable(t, fmt.Errorf("revoking: deleting the token bindings in %s: %w", TargetNamespace, err))
+	}
+	taken, err := r.secretNameTaken(ctx, kr)
+	if err != nil {
 		return err
 	}
-	if taken, err := r.secretNameTaken(ctx, kr); err != nil {
-		return err
-	} else if !taken { // someone else's Secret of that name is never deleted
-		if err := client.IgnoreNotFound(r.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: kr.Namespace, Name: secretName(kr)}})); err != nil {
-			return err
+	if !taken { // someone else's Secret of that name is never deleted
+		published := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: kr.Namespace, Name: secretName(kr)}}
+		if err := client.IgnoreNotFound(r.Client.Delete(ctx, published)); err != nil {
+			return status.WriteFailed("delete", published, err)
 		}
 	}
 	if kr.Status.Kubeconfig != "" {
-		r.Recorder.Eventf(kr, nil, corev1.EventTypeNormal, ReasonRevoked, "Revoke", "revoked the kubeconfig for cluster %s", t.Name)
+		r.Recorder.Eventf(kr, nil, corev1.EventTypeNormal, operatorv1alpha1.ReasonRevoked, "Revoke", "revoked the kubeconfig for cluster %s", t.Name)
 	}
 	kr.Status.Kubeconfig, kr.Status.SecretName, kr.Status.ExpirationTimestamp, kr.Status.IssuedAt = "", "", nil, nil
-	r.setReady(kr, metav1.ConditionFalse, ReasonRevoked, "revoked; set "+operatorv1alpha1.RevokeAnnotation+` to "false" to issue a new kubeconfig`)
+	status.MarkNotReady(kr, operatorv1alpha1.ReasonRevoked, "revoked; set "+operatorv1alpha1.RevokeAnnotation+` to "false" to issue a new kubeconfig`)
 	return nil
 }
 
 // secretName is the Secret the kubeconfig is published in.
-func secretName(kr *operatorv1alpha1.KubeconfigRequest) string { return kr.Name + "-kubeconfig" }
+func secretName(kr *operatorv1alpha1.KubeconfigRequest) string { return kr.Name + publishedNameSuffix }
 
 // secretNameTaken says whether a Secret of the published name exists that this request
 // does not control (a user's, say a brought-along cluster's admin kubeconfig): it is
@@ -444,17 +455,17 @@ func (r *Reconciler) finalize(ctx context.Context, kr *operatorv1alpha1.Kubeconf
 			&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: kr.Spec.Role.Namespace}})
 	}
 	if err := t.Client.DeleteAllOf(ctx, &corev1.Secret{}, client.InNamespace(TargetNamespace), client.MatchingLabels{RequestLabel: name}); err != nil {
-		return err
+		return targetUnreachable(t, fmt.Errorf("deleting the token bindings in %s: %w", TargetNamespace, err))
 	}
 	if err := deleteAll(ctx, t.Client, objs...); err != nil {
-		return err
+		return targetUnreachable(t, err)
 	}
 	return r.dropFinalizer(ctx, kr)
 }
 
 func (r *Reconciler) dropFinalizer(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest) error {
 	controllerutil.RemoveFinalizer(kr, Finalizer)
-	return client.IgnoreNotFound(r.Client.Update(ctx, kr))
+	return client.IgnoreNotFound(status.WriteFailed("update", kr, r.Client.Update(ctx, kr)))
 }
 
 var (
@@ -466,13 +477,15 @@ var (
 )
 
 // target connects to the request's cluster: a brought-along one through its kubeconfig
-// Secret, a Gardener one through a short-lived admin kubeconfig kept in memory only.
+// Secret, a Gardener one through a short-lived admin kubeconfig kept in memory only. A
+// Cluster that cannot be connected to yet is waited for: the Cluster watch (and the
+// kubeconfig Secret watch) bring the request back when that changes.
 func (r *Reconciler) target(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest) (*Target, error) {
 	cluster := &operatorv1alpha1.Cluster{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: kr.Namespace, Name: kr.Spec.Cluster}, cluster); apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("cluster %q: %w", kr.Spec.Cluster, errClusterGone)
+		return nil, status.Waiting(operatorv1alpha1.ReasonClusterNotReady, "cluster %q: %w", kr.Spec.Cluster, errClusterGone)
 	} else if err != nil {
-		return nil, fmt.Errorf("cluster %q: %w", kr.Spec.Cluster, err)
+		return nil, fmt.Errorf("reading Cluster %q: %w", kr.Spec.Cluster, err)
 	}
 	if cluster.Spec.KubeconfigSecretRef != nil {
 		return r.broughtAlongTarget(ctx, cluster)
@@ -483,21 +496,29 @@ func (r *Reconciler) target(ctx context.Context, kr *operatorv1alpha1.Kubeconfig
 // broughtAlongTarget reuses the connection while the kubeconfig Secret is unchanged; its
 // version comes from the metadata cache, its content is read uncached only on change.
 func (r *Reconciler) broughtAlongTarget(ctx context.Context, cluster *operatorv1alpha1.Cluster) (*Target, error) {
+	ref := types.NamespacedName{Namespace: cluster.Namespace, Name: cluster.Spec.KubeconfigSecretRef.Name}
 	secretMeta := &metav1.PartialObjectMetadata{}
 	secretMeta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: cluster.Namespace, Name: cluster.Spec.KubeconfigSecretRef.Name}, secretMeta); err != nil {
-		if apierrors.IsNotFound(err) && !cluster.DeletionTimestamp.IsZero() {
-			if t, ok := r.targets.Load(cluster.UID); ok {
-				return t.(*Target), nil // the connection made before still gets in to clean up
-			}
-			return nil, fmt.Errorf("cluster %q is being deleted and its kubeconfig Secret is gone: %w", cluster.Name, errNoWayIn)
+	if err := r.Client.Get(ctx, ref, secretMeta); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("reading the kubeconfig Secret %s of cluster %q: %w", ref.Name, cluster.Name, err)
 		}
-		return nil, fmt.Errorf("cluster %q kubeconfig Secret: %w", cluster.Name, err)
+		if cluster.DeletionTimestamp.IsZero() {
+			return nil, status.Waiting(operatorv1alpha1.ReasonClusterNotReady, "cluster %q: its kubeconfig Secret %s does not exist", cluster.Name, ref.Name)
+		}
+		if t, ok := r.targets.Load(cluster.UID); ok {
+			return t.(*Target), nil // the connection made before still gets in to clean up
+		}
+		return nil, status.Waiting(operatorv1alpha1.ReasonClusterNotReady, "cluster %q is being deleted and its kubeconfig Secret is gone: %w", cluster.Name, errNoWayIn)
 	}
 	if t, ok := r.targets.Load(cluster.UID); ok && t.(*Target).version == secretMeta.ResourceVersion {
 		return t.(*Target), nil
 	}
 	cfg, err := clusterctrl.BroughtAlongConfig(ctx, r.APIReader, cluster)
+	if clusterctrl.IsKubeconfigUnusable(err) {
+		// The Cluster reports it (and stalls); fixing the Secret brings the request back.
+		return nil, status.Waiting(operatorv1alpha1.ReasonClusterNotReady, "cluster %q: %w", cluster.Name, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cluster %q: %w", cluster.Name, err)
 	}
@@ -507,11 +528,11 @@ func (r *Reconciler) broughtAlongTarget(ctx context.Context, cluster *operatorv1
 // shootTarget asks Gardener for an admin kubeconfig and reuses it for half its lifetime.
 func (r *Reconciler) shootTarget(ctx context.Context, cluster *operatorv1alpha1.Cluster) (*Target, error) {
 	if r.Garden == nil {
-		return nil, fmt.Errorf("cluster %q is a Gardener cluster and the operator runs without --garden-kubeconfig", cluster.Name)
+		return nil, status.Stalled(operatorv1alpha1.ReasonClusterNotReady, "cluster %q is a Gardener cluster and the operator runs without --garden-kubeconfig", cluster.Name)
 	}
-	provisioned := meta.FindStatusCondition(cluster.Status.Conditions, clusterctrl.ConditionProvisioned)
+	provisioned := meta.FindStatusCondition(cluster.Status.Conditions, operatorv1alpha1.ConditionProvisioned)
 	if provisioned == nil || provisioned.Status != metav1.ConditionTrue || cluster.Status.ShootName == "" {
-		return nil, fmt.Errorf("cluster %q is not provisioned yet", cluster.Name)
+		return nil, status.Waiting(operatorv1alpha1.ReasonClusterNotReady, "cluster %q is not provisioned yet", cluster.Name)
 	}
 	now := r.opts.Clock.Now()
 	if t, ok := r.targets.Load(cluster.UID); ok && now.Before(t.(*Target).refreshAt) {
@@ -560,9 +581,29 @@ func (r *Reconciler) requestsForCluster(ctx context.Context, o client.Object) []
 	return out
 }
 
-func (r *Reconciler) setReady(kr *operatorv1alpha1.KubeconfigRequest, status metav1.ConditionStatus, reason, msg string) {
-	meta.SetStatusCondition(&kr.Status.Conditions, metav1.Condition{Type: ConditionReady, Status: status, Reason: reason, Message: msg,
-		ObservedGeneration: kr.Generation, LastTransitionTime: metav1.NewTime(r.opts.Clock.Now())})
+// requestsUsingKubeconfigSecret maps a Secret to the requests of the brought-along
+// Clusters whose kubeconfig it is.
+func (r *Reconciler) requestsUsingKubeconfigSecret(ctx context.Context, secret client.Object) []reconcile.Request {
+	clusters := &operatorv1alpha1.ClusterList{}
+	if err := r.Client.List(ctx, clusters, client.InNamespace(secret.GetNamespace()), client.MatchingFields{clusterctrl.ClustersByKubeconfigRef: secret.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing the Clusters of a kubeconfig Secret", "secret", secret.GetName())
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range clusters.Items {
+		out = append(out, r.requestsForCluster(ctx, &clusters.Items[i])...)
+	}
+	return out
+}
+
+// requestPublishingIn maps a Secret to the request that publishes its kubeconfig under
+// that name, if any.
+func requestPublishingIn(_ context.Context, secret client.Object) []reconcile.Request {
+	name, ok := strings.CutSuffix(secret.GetName(), publishedNameSuffix)
+	if !ok || name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: secret.GetNamespace(), Name: name}}}
 }
 
 // targetName is the name of the request's objects in the target cluster: unique per
@@ -602,40 +643,17 @@ func createOrApply(ctx context.Context, c client.Client, obj client.Object, fres
 	if fresh {
 		err := c.Create(ctx, obj.DeepCopyObject().(client.Object), client.FieldOwner(FieldOwner))
 		if !apierrors.IsAlreadyExists(err) {
-			return err
+			return status.WriteFailed("create", obj, err)
 		}
 	}
-	//nolint:staticcheck // typed objects as apply patches: every field set here is intended
-	return c.Patch(ctx, obj, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership)
+	return status.WriteFailed("apply", obj, apply.Apply(ctx, c, obj, FieldOwner))
 }
 
 func deleteAll(ctx context.Context, c client.Client, objs ...client.Object) error {
 	for _, obj := range objs {
 		if err := c.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting %T %s: %w", obj, obj.GetName(), err)
+			return status.WriteFailed("delete", obj, err)
 		}
 	}
 	return nil
-}
-
-func equalStatus(a, b *operatorv1alpha1.KubeconfigRequestStatus) bool {
-	return a.Kubeconfig == b.Kubeconfig && a.ObservedGeneration == b.ObservedGeneration && a.SecretName == b.SecretName &&
-		ptrTimeEqual(a.ExpirationTimestamp, b.ExpirationTimestamp) && ptrTimeEqual(a.IssuedAt, b.IssuedAt) &&
-		conditionsEqual(a.Conditions, b.Conditions)
-}
-
-func ptrTimeEqual(a, b *metav1.Time) bool {
-	return (a == nil && b == nil) || (a != nil && b != nil && a.Equal(b))
-}
-
-func conditionsEqual(a, b []metav1.Condition) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i].Type != b[i].Type || a[i].Status != b[i].Status || a[i].Reason != b[i].Reason || a[i].Message != b[i].Message || a[i].ObservedGeneration != b[i].ObservedGeneration {
-			return false
-		}
-	}
-	return true
 }

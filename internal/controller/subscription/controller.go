@@ -12,8 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
@@ -30,6 +28,7 @@ import (
 
 	cp "github.com/trustplane/trustplane/api/controlplane/v1alpha1"
 	"github.com/trustplane/trustplane/internal/manager"
+	"github.com/trustplane/trustplane/internal/status"
 	"github.com/trustplane/trustplane/internal/subscription"
 )
 
@@ -38,10 +37,6 @@ const (
 	Name = "subscription"
 	// Finalizer releases the credential before the request goes.
 	Finalizer = "subscription.trustplane.io/release"
-
-	ReasonAssigned        = "Assigned"
-	ReasonPoolExhausted   = "PoolExhausted"
-	ReasonInvalidSelector = "InvalidSelector"
 
 	secretIndex = ".status.gardenerSecretName"
 )
@@ -112,45 +107,64 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.Get(ctx, req.NamespacedName, sr); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	patcher := status.NewPatcher(sr)
+	return patcher.Finish(ctx, r.Client, r.Recorder, reconcile.Result{}, r.reconcile(ctx, sr))
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, sr *cp.SubscriptionRequest) error {
 	if !sr.DeletionTimestamp.IsZero() {
-		return reconcile.Result{}, r.release(ctx, sr)
+		return r.release(ctx, sr)
 	}
 	if controllerutil.AddFinalizer(sr, Finalizer) {
 		if err := r.Client.Update(ctx, sr); err != nil {
-			return reconcile.Result{}, err
+			return status.WriteFailed("update", sr, err)
 		}
 	}
 	tenant, err := subscription.ParseSelector(sr.Spec.SubscriptionSelector)
 	if err != nil {
-		return reconcile.Result{}, reconcile.TerminalError(r.setStatus(ctx, sr, "", metav1.ConditionFalse, ReasonInvalidSelector, err.Error()))
+		return status.Stalled(cp.ReasonInvalidSelector, "%v", err)
 	}
 	want := subscription.Request{Provider: sr.Spec.Provider, Tenant: tenant, EUAccess: sr.Spec.EUAccess}
 	if sr.Status.GardenerSecretName != "" && r.stillFits(ctx, sr, want) {
-		return reconcile.Result{}, r.setStatus(ctx, sr, sr.Status.GardenerSecretName, metav1.ConditionTrue, ReasonAssigned, "credential "+sr.Status.GardenerSecretName)
+		assigned(sr, sr.Status.GardenerSecretName)
+		return nil
 	}
-	var reader client.Reader = r.Pool
+	return r.assign(ctx, sr, want)
+}
+
+// assign claims a credential for the request. A claim lost to a concurrent one (another
+// request, another replica) is retried at once with a fresh, uncached view of the pool.
+func (r *Reconciler) assign(ctx context.Context, sr *cp.SubscriptionRequest, want subscription.Request) error {
+	reader := r.Pool
 	for attempt := 0; attempt < 5; attempt++ {
 		name, err := r.choose(ctx, reader, sr.Namespace, want)
 		if errors.Is(err, subscription.ErrPoolExhausted) {
-			r.Recorder.Eventf(sr, nil, corev1.EventTypeWarning, ReasonPoolExhausted, "Assign", "%v", err)
-			return reconcile.Result{}, r.setStatus(ctx, sr, "", metav1.ConditionFalse, ReasonPoolExhausted, err.Error()+"; waiting for the pool to change")
+			sr.Status.GardenerSecretName = ""
+			// The pool watch brings the request back when a credential appears.
+			return status.Waiting(cp.ReasonPoolExhausted, "%v; waiting for the pool to change", err).Warn()
 		}
 		if err != nil {
-			return reconcile.Result{}, err
+			return err
 		}
 		if name.claim {
-			if err := r.claim(ctx, sr.Namespace, name.name, tenant); err != nil {
+			if err := r.claim(ctx, sr.Namespace, name.name, want.Tenant); err != nil {
 				if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 					reader = r.APIReader // someone else was faster: look again, uncached
 					continue
 				}
-				return reconcile.Result{}, err
+				return err
 			}
 		}
-		r.Recorder.Eventf(sr, nil, corev1.EventTypeNormal, ReasonAssigned, "Assign", "assigned credential %s", name.name)
-		return reconcile.Result{}, r.setStatus(ctx, sr, name.name, metav1.ConditionTrue, ReasonAssigned, "credential "+name.name)
+		r.Recorder.Eventf(sr, nil, corev1.EventTypeNormal, cp.ReasonAssigned, "Assign", "assigned credential %s", name.name)
+		assigned(sr, name.name)
+		return nil
 	}
-	return reconcile.Result{}, fmt.Errorf("lost the race for a %s credential five times; retrying", sr.Spec.Provider)
+	return fmt.Errorf("lost the race for a %s credential five times; retrying", sr.Spec.Provider)
+}
+
+func assigned(sr *cp.SubscriptionRequest, secret string) {
+	sr.Status.GardenerSecretName = secret
+	status.MarkReady(sr, cp.ReasonAssigned, "credential "+secret)
 }
 
 type choice struct {
@@ -161,7 +175,7 @@ type choice struct {
 func (r *Reconciler) choose(ctx context.Context, reader client.Reader, ns string, want subscription.Request) (choice, error) {
 	secrets := &corev1.SecretList{}
 	if err := reader.List(ctx, secrets, client.InNamespace(ns), client.HasLabels{cp.LabelHyperscalerType}); err != nil {
-		return choice{}, err
+		return choice{}, fmt.Errorf("listing the pool: %w", err)
 	}
 	pool := make([]subscription.Credential, len(secrets.Items))
 	usage := map[string]int{}
@@ -170,7 +184,7 @@ func (r *Reconciler) choose(ctx context.Context, reader client.Reader, ns string
 		if want.Tenant == "" {
 			users := &cp.SubscriptionRequestList{}
 			if err := r.Client.List(ctx, users, client.InNamespace(ns), client.MatchingFields{secretIndex: s.Name}); err != nil {
-				return choice{}, err
+				return choice{}, fmt.Errorf("listing the users of credential %s: %w", s.Name, err)
 			}
 			usage[s.Name] = len(users.Items)
 		}
@@ -190,7 +204,7 @@ func (r *Reconciler) claim(ctx context.Context, ns, name, tenant string) error {
 		return apierrors.NewConflict(corev1.Resource("secrets"), name, errors.New("claimed by another tenant"))
 	}
 	secret.Labels[cp.LabelTenantName] = tenant
-	return r.Client.Update(ctx, secret)
+	return status.WriteFailed("update", secret, r.Client.Update(ctx, secret))
 }
 
 // stillFits: the assigned credential exists, is not dirty, and (dedicated) is the tenant's.
@@ -211,7 +225,7 @@ func (r *Reconciler) release(ctx context.Context, sr *cp.SubscriptionRequest) er
 	if name := sr.Status.GardenerSecretName; name != "" {
 		users := &cp.SubscriptionRequestList{}
 		if err := r.Client.List(ctx, users, client.InNamespace(sr.Namespace), client.MatchingFields{secretIndex: name}); err != nil {
-			return err
+			return fmt.Errorf("listing the users of credential %s: %w", name, err)
 		}
 		inUse := false
 		for _, u := range users.Items {
@@ -222,30 +236,14 @@ func (r *Reconciler) release(ctx context.Context, sr *cp.SubscriptionRequest) er
 		if err == nil && !inUse && secret.Labels[cp.LabelShared] != "true" {
 			secret.Labels[cp.LabelDirty] = "true"
 			if err := r.Client.Update(ctx, secret); err != nil {
-				return err
+				return status.WriteFailed("update", secret, err)
 			}
 		} else if client.IgnoreNotFound(err) != nil {
-			return err
+			return fmt.Errorf("reading credential %s: %w", name, err)
 		}
 	}
 	controllerutil.RemoveFinalizer(sr, Finalizer)
-	return client.IgnoreNotFound(r.Client.Update(ctx, sr))
-}
-
-func (r *Reconciler) setStatus(ctx context.Context, sr *cp.SubscriptionRequest, secret string, status metav1.ConditionStatus, reason, msg string) error {
-	before := sr.Status.DeepCopy()
-	sr.Status.GardenerSecretName = secret
-	sr.Status.ObservedGeneration = sr.Generation
-	meta.SetStatusCondition(&sr.Status.Conditions, metav1.Condition{Type: "Ready", Status: status, Reason: reason, Message: msg, ObservedGeneration: sr.Generation})
-	if before.GardenerSecretName == sr.Status.GardenerSecretName && before.ObservedGeneration == sr.Status.ObservedGeneration && sameReady(before.Conditions, sr.Status.Conditions) {
-		return nil
-	}
-	return r.Client.Status().Update(ctx, sr)
-}
-
-func sameReady(a, b []metav1.Condition) bool {
-	ca, cb := meta.FindStatusCondition(a, "Ready"), meta.FindStatusCondition(b, "Ready")
-	return ca != nil && cb != nil && ca.Status == cb.Status && ca.Reason == cb.Reason && ca.Message == cb.Message && ca.ObservedGeneration == cb.ObservedGeneration
+	return client.IgnoreNotFound(status.WriteFailed("update", sr, r.Client.Update(ctx, sr)))
 }
 
 // waitingRequests brings back, when the pool changes, the requests of that namespace

@@ -24,17 +24,7 @@ var (
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env)) }
 
-var nsCounter int
-
-func namespace(t *testing.T) string {
-	t.Helper()
-	nsCounter++
-	ns := fmt.Sprintf("pool-%d", nsCounter)
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
-	return ns
-}
+func namespace(t *testing.T) string { return env.Namespace(t, "pool") }
 
 func credential(t *testing.T, ns, name string, labels map[string]string) {
 	t.Helper()
@@ -97,16 +87,16 @@ func TestSharedDedicatedReleaseAndEmptyPool(t *testing.T) {
 	used := map[string]int{}
 	for i := range 4 {
 		request(t, ns, fmt.Sprintf("trial-%d", i), "aws", "shared")
-		used[waitReason(t, ns, fmt.Sprintf("trial-%d", i), ReasonAssigned).Status.GardenerSecretName]++
+		used[waitReason(t, ns, fmt.Sprintf("trial-%d", i), cp.ReasonAssigned).Status.GardenerSecretName]++
 	}
 	if used["aws-shared-1"] != 2 || used["aws-shared-2"] != 2 {
 		t.Errorf("shared usage %v, want 2 and 2", used)
 	}
 	// Dedicated: claimed for the global account, reused by its next request.
 	request(t, ns, "acct1-a", "aws", "globalaccount:acct1")
-	first := waitReason(t, ns, "acct1-a", ReasonAssigned).Status.GardenerSecretName
+	first := waitReason(t, ns, "acct1-a", cp.ReasonAssigned).Status.GardenerSecretName
 	request(t, ns, "acct1-b", "aws", "acct1")
-	if again := waitReason(t, ns, "acct1-b", ReasonAssigned).Status.GardenerSecretName; again != first {
+	if again := waitReason(t, ns, "acct1-b", cp.ReasonAssigned).Status.GardenerSecretName; again != first {
 		t.Errorf("the same account got %s and %s", first, again)
 	}
 	if claimed := secret(t, ns, first); claimed.Labels["tenantName"] != "acct1" || string(claimed.Data["credentials"]) != "x" {
@@ -117,7 +107,7 @@ func TestSharedDedicatedReleaseAndEmptyPool(t *testing.T) {
 		t.Errorf("the pool cache holds credentials: %v, data %d keys", err, len(cached.Data))
 	}
 	request(t, ns, "acct2", "aws", "globalaccount:acct2")
-	second := waitReason(t, ns, "acct2", ReasonAssigned).Status.GardenerSecretName
+	second := waitReason(t, ns, "acct2", cp.ReasonAssigned).Status.GardenerSecretName
 	if second == first {
 		t.Fatal("two tenants share a dedicated credential")
 	}
@@ -142,12 +132,12 @@ func TestSharedDedicatedReleaseAndEmptyPool(t *testing.T) {
 	}
 	// Pool exhausted: a clear condition, recovered when a credential appears.
 	request(t, ns, "acct3", "aws", "globalaccount:acct3")
-	exhausted := waitReason(t, ns, "acct3", ReasonPoolExhausted)
+	exhausted := waitReason(t, ns, "acct3", cp.ReasonPoolExhausted)
 	if c := meta.FindStatusCondition(exhausted.Status.Conditions, "Ready"); c.Status != metav1.ConditionFalse {
 		t.Errorf("condition %+v", c)
 	}
 	credential(t, ns, "aws-c", map[string]string{"hyperscalerType": "aws"})
-	if got := waitReason(t, ns, "acct3", ReasonAssigned).Status.GardenerSecretName; got != "aws-c" {
+	if got := waitReason(t, ns, "acct3", cp.ReasonAssigned).Status.GardenerSecretName; got != "aws-c" {
 		t.Errorf("after the pool grew: %s", got)
 	}
 }
@@ -167,7 +157,7 @@ func TestNoCredentialIsClaimedTwice(t *testing.T) {
 	owner := map[string]string{}
 	for i := range 30 {
 		name := fmt.Sprintf("acct-%02d", i)
-		got := waitReason(t, ns, name, ReasonAssigned).Status.GardenerSecretName
+		got := waitReason(t, ns, name, cp.ReasonAssigned).Status.GardenerSecretName
 		if other, taken := owner[got]; taken {
 			t.Fatalf("%s assigned to %s and %s", got, other, name)
 		}

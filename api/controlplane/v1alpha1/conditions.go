@@ -1,0 +1,33 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trustplane/trustplane/api/conditions"
+)
+
+// Reasons of a SubscriptionRequest's conditions, beside the shared ones of package
+// api/conditions.
+const (
+	// ReasonAssigned (Ready=True): status.gardenerSecretName is the request's credential.
+	ReasonAssigned = "Assigned"
+	// ReasonPoolExhausted (Reconciling): no credential of the pool fits; any change in the
+	// pool brings the request back.
+	ReasonPoolExhausted = "PoolExhausted"
+	// ReasonInvalidSelector (Stalled): spec.subscriptionSelector does not parse.
+	ReasonInvalidSelector = "InvalidSelector"
+)
+
+var _ conditions.Object = &SubscriptionRequest{}
+
+// GetConditions returns status.conditions.
+func (r *SubscriptionRequest) GetConditions() []metav1.Condition { return r.Status.Conditions }
+
+// SetConditions replaces status.conditions.
+func (r *SubscriptionRequest) SetConditions(conds []metav1.Condition) { r.Status.Conditions = conds }
+
+// GetObservedGeneration returns status.observedGeneration.
+func (r *SubscriptionRequest) GetObservedGeneration() int64 { return r.Status.ObservedGeneration }
+
+// SetObservedGeneration sets status.observedGeneration.
+func (r *SubscriptionRequest) SetObservedGeneration(g int64) { r.Status.ObservedGeneration = g }

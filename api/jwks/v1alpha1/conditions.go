@@ -1,0 +1,40 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trustplane/trustplane/api/conditions"
+)
+
+// Reasons of a JWKSConfig's conditions, beside the shared ones of package
+// api/conditions. A certificate that cannot be published stalls the JWKSConfig with the
+// reason of internal/jwks's InputError: MissingCertificate, InvalidPEM, NotACertificate,
+// InvalidCertificate, UnsupportedKeyType, WeakKey, CertificateExpired, InvalidAlgorithm
+// or InvalidPublishedSet.
+const (
+	// ReasonPublished (Ready=True): the set holds the current key.
+	ReasonPublished = "Published"
+	// ReasonSecretNotFound (Reconciling): spec.certificateSecret does not exist yet; its
+	// creation brings the JWKSConfig back.
+	ReasonSecretNotFound = "SecretNotFound"
+	// ReasonUpdateThrottled (Reconciling): the set changed, and the update waits for the
+	// end of the update interval (--jwks-min-update-interval) since the last one.
+	ReasonUpdateThrottled = "UpdateThrottled"
+	// ReasonInvalidSpec (Stalled): a field holds a value admission refuses today (stored
+	// under an older CRD).
+	ReasonInvalidSpec = "InvalidSpec"
+)
+
+var _ conditions.Object = &JWKSConfig{}
+
+// GetConditions returns status.conditions.
+func (c *JWKSConfig) GetConditions() []metav1.Condition { return c.Status.Conditions }
+
+// SetConditions replaces status.conditions.
+func (c *JWKSConfig) SetConditions(conds []metav1.Condition) { c.Status.Conditions = conds }
+
+// GetObservedGeneration returns status.observedGeneration.
+func (c *JWKSConfig) GetObservedGeneration() int64 { return c.Status.ObservedGeneration }
+
+// SetObservedGeneration sets status.observedGeneration.
+func (c *JWKSConfig) SetObservedGeneration(g int64) { c.Status.ObservedGeneration = g }

@@ -1,0 +1,100 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/trustplane/trustplane/api/conditions"
+)
+
+// ConditionProvisioned is the Cluster's own condition beside Ready, Reconciling and
+// Stalled: whether the cluster exists (a Gardener Shoot created, or one brought along).
+const ConditionProvisioned = "ClusterProvisioned"
+
+// Reasons of a Cluster's conditions, beside the shared ones of package api/conditions.
+const (
+	// ReasonAdministratorsBound (Ready=True): the cluster exists and spec.administrators
+	// are cluster-admin in it.
+	ReasonAdministratorsBound = "AdministratorsBound"
+	// ReasonProvisioned (ClusterProvisioned=True): Gardener created the Shoot.
+	ReasonProvisioned = "Provisioned"
+	// ReasonBroughtAlong (ClusterProvisioned=True): the cluster was brought along.
+	ReasonBroughtAlong = "BroughtAlong"
+	// ReasonProvisioning (Reconciling): Gardener is creating the Shoot.
+	ReasonProvisioning = "Provisioning"
+	// ReasonProvisioningError (Reconciling): Gardener's last operation failed; Gardener retries.
+	ReasonProvisioningError = "ProvisioningError"
+	// ReasonProvisioningFailed (Stalled): Gardener gave the Shoot up.
+	ReasonProvisioningFailed = "ProvisioningFailed"
+	// ReasonWaitingForSubscription (Reconciling): the hyperscaler credential is not assigned yet.
+	ReasonWaitingForSubscription = "WaitingForSubscription"
+	// ReasonKubeconfigMissing (Reconciling): the brought-along kubeconfig Secret or key
+	// does not exist yet.
+	ReasonKubeconfigMissing = "KubeconfigMissing"
+	// ReasonKubeconfigInvalid (Stalled): the brought-along kubeconfig does not parse.
+	ReasonKubeconfigInvalid = "KubeconfigInvalid"
+	// ReasonInvalidSpec (Stalled): the spec is not one Gardener could provision.
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonGardenNotConfigured (Stalled): a Gardener Cluster, and the operator runs
+	// without --garden-kubeconfig.
+	ReasonGardenNotConfigured = "GardenNotConfigured"
+	// ReasonGardenUnreachable (Reconciling): a call to the garden failed; retried.
+	ReasonGardenUnreachable = "GardenUnreachable"
+	// ReasonShootNameTaken (Stalled): a Shoot of the Cluster's name belongs to something else.
+	ReasonShootNameTaken = "ShootNameTaken"
+	// ReasonClusterUnreachable (Reconciling): a call to the cluster itself failed; retried.
+	ReasonClusterUnreachable = "ClusterUnreachable"
+	// ReasonInUse (Reconciling, deleting): KubeconfigRequests of the Cluster still exist.
+	ReasonInUse = "InUse"
+	// ReasonDeprovisioning (Reconciling, deleting): the Shoot or the credential is going.
+	ReasonDeprovisioning = "Deprovisioning"
+)
+
+// Reasons of a KubeconfigRequest's conditions, beside the shared ones of package
+// api/conditions.
+const (
+	// ReasonIssued (Ready=True): a kubeconfig with exactly the requested rules is published.
+	ReasonIssued = "Issued"
+	// ReasonRevoked (Ready=False, reconciled): the revoke annotation is "true"; every
+	// credential of the request is invalid.
+	ReasonRevoked = "Revoked"
+	// ReasonDenied (Stalled): the rules exceed the operator's ceiling.
+	ReasonDenied = "Denied"
+	// ReasonSecretNameTaken (Stalled): a Secret of the published name exists that the
+	// request does not control; its deletion brings the request back.
+	ReasonSecretNameTaken = "SecretNameTaken"
+	// ReasonClusterNotReady (Reconciling): the Cluster does not exist, is not provisioned
+	// yet, or cannot be connected to (Stalled: a Gardener Cluster, and the operator runs
+	// without --garden-kubeconfig).
+	ReasonClusterNotReady = "ClusterNotReady"
+	// ReasonTargetUnreachable (Reconciling): a call to the target cluster failed; retried.
+	ReasonTargetUnreachable = "TargetUnreachable"
+)
+
+var (
+	_ conditions.Object = &Cluster{}
+	_ conditions.Object = &KubeconfigRequest{}
+)
+
+// GetConditions returns status.conditions.
+func (c *Cluster) GetConditions() []metav1.Condition { return c.Status.Conditions }
+
+// SetConditions replaces status.conditions.
+func (c *Cluster) SetConditions(conds []metav1.Condition) { c.Status.Conditions = conds }
+
+// GetObservedGeneration returns status.observedGeneration.
+func (c *Cluster) GetObservedGeneration() int64 { return c.Status.ObservedGeneration }
+
+// SetObservedGeneration sets status.observedGeneration.
+func (c *Cluster) SetObservedGeneration(g int64) { c.Status.ObservedGeneration = g }
+
+// GetConditions returns status.conditions.
+func (r *KubeconfigRequest) GetConditions() []metav1.Condition { return r.Status.Conditions }
+
+// SetConditions replaces status.conditions.
+func (r *KubeconfigRequest) SetConditions(conds []metav1.Condition) { r.Status.Conditions = conds }
+
+// GetObservedGeneration returns status.observedGeneration.
+func (r *KubeconfigRequest) GetObservedGeneration() int64 { return r.Status.ObservedGeneration }
+
+// SetObservedGeneration sets status.observedGeneration.
+func (r *KubeconfigRequest) SetObservedGeneration(g int64) { r.Status.ObservedGeneration = g }

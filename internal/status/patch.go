@@ -1,0 +1,158 @@
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/trustplane/trustplane/api/conditions"
+)
+
+// maxNoteLength is the longest note the events.k8s.io API accepts.
+const maxNoteLength = 1024
+
+// eventAction is the action of the Warning events Record emits.
+const eventAction = "Reconcile"
+
+// Patcher records a reconcile's outcome on the object it reconciles and writes the status
+// back once, if it changed since the object was read.
+type Patcher struct {
+	obj    conditions.Object // changed in place by the reconcile
+	before conditions.Object // as read (or as last patched)
+}
+
+// NewPatcher snapshots obj as read at the start of a reconcile.
+func NewPatcher(obj conditions.Object) *Patcher {
+	return &Patcher{obj: obj, before: obj.DeepCopyObject().(conditions.Object)}
+}
+
+// Finish records err (nil: the reconcile marked its own outcome, e.g. with MarkReady),
+// sends at most one status patch, and returns what controller-runtime should do: result
+// on success; for a Waiting error no error (RequeueAfter when time is awaited); a terminal
+// error for a Stalled one; the error itself, for a backoff retry, otherwise.
+func (p *Patcher) Finish(ctx context.Context, c client.Client, rec events.EventRecorder, result ctrl.Result, err error) (ctrl.Result, error) {
+	p.Record(rec, err)
+	if perr := p.Patch(ctx, c); perr != nil {
+		// Not terminal even after a Stalled outcome: the status must be written.
+		return ctrl.Result{}, errors.Join(err, perr)
+	}
+	return Result(result, err)
+}
+
+// Record turns err into the object's conditions (see the Mark functions) and emits a
+// Warning event when a failure is new: a stalled or refused outcome, or a Waiting or
+// Transient one that asked for it with Warn, whose condition was not there as read. A
+// failure retried with the same reason and message emits nothing more.
+func (p *Patcher) Record(rec events.EventRecorder, err error) {
+	if err == nil {
+		return
+	}
+	e := outcomeOf(err)
+	message := err.Error()
+	carrier := conditions.Reconciling
+	switch e.kind {
+	case waiting:
+		MarkWaiting(p.obj, e.reason, message)
+	case retrying:
+		MarkRetrying(p.obj, e.reason, message)
+	case stalled, refused:
+		MarkStalled(p.obj, e.reason, message)
+		carrier = conditions.Stalled
+	}
+	warn := e.warn || e.kind == stalled || e.kind == refused
+	if warn && rec != nil && p.changed(carrier) {
+		rec.Eventf(p.obj, nil, corev1.EventTypeWarning, e.reason, eventAction, "%s", truncate(message, maxNoteLength))
+	}
+}
+
+// changed says whether the condition differs from the one the object was read with.
+func (p *Patcher) changed(conditionType string) bool {
+	was := meta.FindStatusCondition(p.before.GetConditions(), conditionType)
+	is := meta.FindStatusCondition(p.obj.GetConditions(), conditionType)
+	if was == nil || is == nil {
+		return was != is
+	}
+	return was.Status != is.Status || was.Reason != is.Reason || was.Message != is.Message
+}
+
+// Patch sends the status as a JSON merge patch of the status subresource when it differs
+// from the one read (or last patched). An object that is gone, or going with no
+// finalizer left, is not patched.
+func (p *Patcher) Patch(ctx context.Context, c client.Client) error {
+	if !p.obj.GetDeletionTimestamp().IsZero() && len(p.obj.GetFinalizers()) == 0 {
+		return nil
+	}
+	patch, changed, err := statusMergePatch(p.before, p.obj)
+	if err != nil || !changed {
+		return err
+	}
+	if err := c.Status().Patch(ctx, p.obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return client.IgnoreNotFound(WriteFailed("patch status of", p.obj, err))
+	}
+	p.before = p.obj.DeepCopyObject().(conditions.Object)
+	return nil
+}
+
+// statusMergePatch is the JSON merge patch from before's status to after's, and whether
+// there is anything to patch.
+func statusMergePatch(before, after runtime.Object) ([]byte, bool, error) {
+	was, err := statusOf(before)
+	if err != nil {
+		return nil, false, err
+	}
+	is, err := statusOf(after)
+	if err != nil {
+		return nil, false, err
+	}
+	if equality.Semantic.DeepEqual(was, is) {
+		return nil, false, nil
+	}
+	wasJSON, err := json.Marshal(map[string]any{"status": was})
+	if err != nil {
+		return nil, false, err
+	}
+	isJSON, err := json.Marshal(map[string]any{"status": is})
+	if err != nil {
+		return nil, false, err
+	}
+	patch, err := jsonpatch.CreateMergePatch(wasJSON, isJSON)
+	if err != nil {
+		return nil, false, fmt.Errorf("computing the status patch: %w", err)
+	}
+	return patch, true, nil
+}
+
+func statusOf(obj runtime.Object) (any, error) {
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("converting %T: %w", obj, err)
+	}
+	return content["status"], nil
+}
+
+// Result is what controller-runtime should do after a reconcile that ended with err; see
+// Finish.
+func Result(result ctrl.Result, err error) (ctrl.Result, error) {
+	if err == nil {
+		return result, nil
+	}
+	switch e := outcomeOf(err); e.kind {
+	case waiting:
+		return ctrl.Result{RequeueAfter: e.requeueAfter}, nil
+	case stalled:
+		return ctrl.Result{}, reconcile.TerminalError(err)
+	}
+	return ctrl.Result{}, err
+}

@@ -1,0 +1,197 @@
+package status
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/trustplane/trustplane/api/conditions"
+	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
+)
+
+// countingClient counts the status patches sent to the test API server.
+func countingClient(t *testing.T, patches *atomic.Int32) client.Client {
+	t.Helper()
+	base, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme(), Mapper: env.Client.RESTMapper()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return interceptor.NewClient(base, interceptor.Funcs{
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+			patches.Add(1)
+			return c.SubResource(sub).Patch(ctx, obj, p, opts...)
+		},
+	})
+}
+
+func newConfig(t *testing.T, ns, name string) *jwksv1alpha1.JWKSConfig {
+	t.Helper()
+	cfg := &jwksv1alpha1.JWKSConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: jwksv1alpha1.JWKSConfigSpec{CertificateSecret: "tls"}}
+	if err := env.Client.Create(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func getConfig(t *testing.T, key client.ObjectKey) *jwksv1alpha1.JWKSConfig {
+	t.Helper()
+	cfg := &jwksv1alpha1.JWKSConfig{}
+	if err := env.Client.Get(ctx, key, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// TestOnePatchOnlyWhenTheStatusChanged: a reconcile sends its status in one merge patch of
+// the status subresource, none when nothing changed, and none for an object that is gone.
+func TestOnePatchOnlyWhenTheStatusChanged(t *testing.T) {
+	ns := namespace(t)
+	var patches atomic.Int32
+	c := countingClient(t, &patches)
+	reconcileOnce := func(cfg *jwksv1alpha1.JWKSConfig, mark func(*jwksv1alpha1.JWKSConfig) error) error {
+		p := NewPatcher(cfg)
+		_, err := p.Finish(ctx, c, nil, ctrl.Result{}, mark(cfg))
+		return err
+	}
+	ready := func(cfg *jwksv1alpha1.JWKSConfig) error {
+		MarkReady(cfg, jwksv1alpha1.ReasonPublished, "published")
+		cfg.Status.KeyCount, cfg.Status.LastKeyID = 1, "kid-1"
+		return nil
+	}
+	key := client.ObjectKeyFromObject(newConfig(t, ns, "once"))
+
+	if err := reconcileOnce(getConfig(t, key), ready); err != nil {
+		t.Fatal(err)
+	}
+	stored := getConfig(t, key)
+	if patches.Load() != 1 || !meta.IsStatusConditionTrue(stored.Status.Conditions, conditions.Ready) ||
+		stored.Status.KeyCount != 1 || stored.Status.ObservedGeneration != stored.Generation {
+		t.Fatalf("after the first reconcile: %d patches, status %+v", patches.Load(), stored.Status)
+	}
+	for range 3 {
+		if err := reconcileOnce(getConfig(t, key), ready); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := patches.Load(); n != 1 {
+		t.Errorf("%d status patches for reconciles that changed nothing", n-1)
+	}
+
+	// A field of the status beside the conditions is a change too; the patch carries it
+	// and leaves the rest alone.
+	if err := reconcileOnce(getConfig(t, key), func(cfg *jwksv1alpha1.JWKSConfig) error {
+		cfg.Status.KeyCount = 2
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if stored := getConfig(t, key); patches.Load() != 2 || stored.Status.KeyCount != 2 || stored.Status.LastKeyID != "kid-1" || len(stored.Status.Conditions) != 1 {
+		t.Errorf("after changing one field: %d patches, status %+v", patches.Load(), stored.Status)
+	}
+
+	// Gone meanwhile: nothing to report, no error.
+	gone := getConfig(t, key)
+	if err := env.Client.Delete(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	if err := reconcileOnce(gone, func(*jwksv1alpha1.JWKSConfig) error { return Waiting("SecretNotFound", "waiting") }); err != nil {
+		t.Errorf("status patch of an object that is gone: %v", err)
+	}
+
+	// Going, with no finalizer left: not even a request.
+	going := newConfig(t, ns, "going")
+	going.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	before := patches.Load()
+	if err := reconcileOnce(going, func(*jwksv1alpha1.JWKSConfig) error { return Waiting("SecretNotFound", "waiting") }); err != nil || patches.Load() != before {
+		t.Errorf("status of an object without finalizers being deleted: %v, %d patches", err, patches.Load()-before)
+	}
+}
+
+// TestOneWarningEventPerNewFailure: a failure emits one Warning event when it appears,
+// none while it is retried unchanged, one more when it changes; waiting emits none
+// unless asked to.
+func TestOneWarningEventPerNewFailure(t *testing.T) {
+	ns := namespace(t)
+	recorder := events.NewFakeRecorder(100)
+	cfg := newConfig(t, ns, "events")
+	denied := func(msg string) error {
+		return WriteFailed("apply", cfg, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "events-jwks", errors.New(msg)))
+	}
+	reconcileOnce := func(err error) {
+		t.Helper()
+		cfg = getConfig(t, client.ObjectKeyFromObject(cfg))
+		if _, ferr := NewPatcher(cfg).Finish(ctx, env.Client, recorder, ctrl.Result{}, err); ferr != nil && !errors.Is(ferr, err) {
+			t.Fatal(ferr)
+		}
+	}
+	for _, step := range []struct {
+		what   string
+		err    error
+		events []string // reasons of the Warning events this step emits
+	}{
+		{"waiting", Waiting("SecretNotFound", "Secret %q does not exist", "tls"), nil},
+		{"a refused write", denied("RBAC says no"), []string{"Forbidden"}},
+		{"the same, retried", denied("RBAC says no"), nil},
+		{"the same, retried again", denied("RBAC says no"), nil},
+		{"refused differently", denied("RBAC says no to this too"), []string{"Forbidden"}},
+		{"an input error", Stalled("InvalidPEM", "tls.crt holds no PEM block"), []string{"InvalidPEM"}},
+		{"the same input error", Stalled("InvalidPEM", "tls.crt holds no PEM block"), nil},
+		{"waiting, asking for a warning", Waiting("SecretNotFound", "Secret %q does not exist", "tls").Warn(), []string{"SecretNotFound"}},
+		{"the same wait", Waiting("SecretNotFound", "Secret %q does not exist", "tls").Warn(), nil},
+		{"a transient error", errors.New("connection refused"), nil},
+		{"a transient error worth a warning", Warn(Transient("GardenUnreachable", errors.New("503"))), []string{"GardenUnreachable"}},
+		{"the same, retried", Warn(Transient("GardenUnreachable", errors.New("503"))), nil},
+		{"the refused write again, after the rest", denied("RBAC says no"), []string{"Forbidden"}},
+	} {
+		reconcileOnce(step.err)
+		var got []string
+		for len(recorder.Events) > 0 {
+			e := <-recorder.Events
+			if !strings.HasPrefix(e, "Warning ") {
+				t.Errorf("%s: event %q", step.what, e)
+			}
+			got = append(got, strings.Fields(e)[1])
+		}
+		if strings.Join(got, ",") != strings.Join(step.events, ",") {
+			t.Errorf("%s: Warning events %v, want %v", step.what, got, step.events)
+		}
+	}
+}
+
+// TestResultsFollowTheOutcome: what controller-runtime is told to do.
+func TestResultsFollowTheOutcome(t *testing.T) {
+	planned := ctrl.Result{RequeueAfter: time.Hour}
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "x", errors.New("no"))
+	for _, tc := range []struct {
+		name     string
+		err      error
+		result   ctrl.Result
+		wantErr  bool
+		terminal bool
+	}{
+		{"success keeps the planned result", nil, planned, false, false},
+		{"waiting for a watch", Waiting("SecretNotFound", "waiting"), ctrl.Result{}, false, false},
+		{"waiting for a time", Waiting("UpdateThrottled", "published at noon").After(time.Minute), ctrl.Result{RequeueAfter: time.Minute}, false, false},
+		{"bad input is terminal", Stalled("InvalidPEM", "garbage"), ctrl.Result{}, true, true},
+		{"a refused write is retried with backoff", forbidden, ctrl.Result{}, true, false},
+		{"a transient error is retried with backoff", apierrors.NewServiceUnavailable("etcd is away"), ctrl.Result{}, true, false},
+	} {
+		result, err := Result(planned, tc.err)
+		if result != tc.result || (err != nil) != tc.wantErr || errors.Is(err, reconcile.TerminalError(nil)) != tc.terminal {
+			t.Errorf("%s: (%+v, %v)", tc.name, result, err)
+		}
+	}
+}
