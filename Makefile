@@ -38,8 +38,8 @@ build: ## Build bin/trustplane.
 .PHONY: manifests
 manifests: tools ## Generate deepcopy code, CRDs and RBAC from the Go markers.
 	$(CONTROLLER_GEN) object paths=./api/...
-	$(CONTROLLER_GEN) crd rbac:roleName=trustplane-manager paths=./api/... paths=./internal/... \
-		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	hack/gen-rbac.sh $(CONTROLLER_GEN)
 	cp config/crd/bases/*.yaml charts/trustplane/crds/
 	hack/chart-rbac.sh config/rbac/role.yaml > charts/trustplane/templates/clusterrole.yaml
 

@@ -49,9 +49,8 @@ func newNodeAgentCommand() *cobra.Command {
 	opts := nodeagent.DefaultOptions()
 	cmd := clusterCommand("node-agent",
 		"Pod-certificate agent, one per node: requests, refreshes and writes the pod certificates of its node's pods",
-		// A closure, not the method value opts.Validate: that would bind a copy of opts taken
-		// before the flags are parsed.
-		func() error { return opts.Validate() },
+		// Validate has a pointer receiver, so this method value reads the parsed flags.
+		opts.Validate,
 		func(ctx context.Context, cfg *rest.Config) error { return nodeagent.Run(ctx, cfg, opts) })
 	opts.AddFlags(cmd.Flags())
 	return cmd
@@ -61,7 +60,7 @@ func newDataplaneCommand() *cobra.Command {
 	opts := dataplaneagent.DefaultOptions()
 	cmd := clusterCommand("dataplane",
 		"Secret-consistency data-plane agent: writes a namespace's TLS Secrets to a directory only while they match the SecretCheckSum",
-		func() error { return opts.Validate() }, // see newNodeAgentCommand
+		opts.Validate, // a pointer receiver, as for node-agent
 		func(ctx context.Context, cfg *rest.Config) error { return dataplaneagent.Run(ctx, cfg, opts) })
 	opts.AddFlags(cmd.Flags())
 	return cmd

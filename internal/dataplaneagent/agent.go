@@ -74,7 +74,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address of /healthz and /readyz.")
 }
 
-func (o Options) Validate() error {
+// Validate checks the options before anything connects (a pointer receiver, as the
+// node agent's: the command binds opts.Validate before the flags are parsed).
+func (o *Options) Validate() error {
 	switch {
 	case o.Namespace == "":
 		return errors.New("--namespace is required")
@@ -131,7 +133,9 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("creating the agent: %w", err)
 	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+	// Ready as soon as it runs: it serves the restored set from disk, and a gateway must not
+	// stay unready while the API server is away.
+	if err := manager.AddProbes(mgr, healthz.Ping); err != nil {
 		return err
 	}
 	a.reader, a.recorder = mgr.GetCache(), mgr.GetEventRecorder("trustplane-dataplane")
@@ -328,7 +332,8 @@ func (a *Agent) reload(logger interface{ Error(error, string, ...any) }) {
 		return
 	}
 	args := strings.Fields(a.opts.ReloadCommand)
-	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+	// The operator's own --reload-command, split on spaces and run without a shell.
+	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil { //nolint:gosec // see above
 		logger.Error(err, "reload command failed", "output", truncate(string(out), 500))
 	}
 }

@@ -94,11 +94,8 @@ func New(cfg *rest.Config, opts Options, known []Controller) (ctrl.Manager, erro
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return nil, fmt.Errorf("adding health check: %w", err)
-	}
-	if err := mgr.AddReadyzCheck("informers-synced", cachesSynced(mgr)); err != nil {
-		return nil, fmt.Errorf("adding readiness check: %w", err)
+	if err := AddProbes(mgr, CachesSynced(mgr)); err != nil {
+		return nil, err
 	}
 	for _, c := range selected {
 		if err := c.Setup(mgr); err != nil {
@@ -109,9 +106,21 @@ func New(cfg *rest.Config, opts Options, known []Controller) (ctrl.Manager, erro
 	return mgr, nil
 }
 
-// cachesSynced reports ready once the informer caches are filled, so a rollout does not
+// AddProbes serves /healthz (the process answers) and /readyz (ready says when). Every
+// trustplane process has both: its manifests probe them.
+func AddProbes(mgr ctrl.Manager, ready healthz.Checker) error {
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("adding health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("ready", ready); err != nil {
+		return fmt.Errorf("adding readiness check: %w", err)
+	}
+	return nil
+}
+
+// CachesSynced reports ready once the informer caches are filled, so a rollout does not
 // route traffic (the JWKS server) to a replica that would answer from an empty cache.
-func cachesSynced(mgr ctrl.Manager) healthz.Checker {
+func CachesSynced(mgr ctrl.Manager) healthz.Checker {
 	return func(req *http.Request) error {
 		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
 		defer cancel()

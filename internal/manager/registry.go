@@ -39,10 +39,10 @@ func Select(known []Controller, spec []string) ([]Controller, error) {
 	explicit := map[string]bool{}
 	for _, raw := range spec {
 		item := strings.TrimSpace(raw)
-		switch {
-		case item == "":
+		switch item {
+		case "":
 			continue
-		case item == "*":
+		case "*":
 			star = true
 			continue
 		}

@@ -29,7 +29,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -76,8 +75,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address of /healthz and /readyz.")
 }
 
-// Validate checks the options before anything connects.
-func (o Options) Validate() error {
+// Validate checks the options before anything connects. A pointer receiver: the command
+// binds opts.Validate before the flags are parsed into opts.
+func (o *Options) Validate() error {
 	if o.NodeName == "" {
 		return errors.New("--node-name is required")
 	}
@@ -117,7 +117,8 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("creating the node agent: %w", err)
 	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+	// Ready once it knows its node's pods and requests: before that it would answer for none.
+	if err := manager.AddProbes(mgr, manager.CachesSynced(mgr)); err != nil {
 		return err
 	}
 	a := &Agent{opts: opts, reader: mgr.GetCache(), uids: map[types.NamespacedName]types.UID{}}

@@ -5,11 +5,10 @@ package install
 import (
 	"bytes"
 	"context"
-	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -18,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/internal/testenv"
@@ -60,13 +59,17 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 	root := testenv.RepoRoot()
 	gen := tool(t, "controller-gen")
 	out := t.TempDir()
-	run(t, root, gen, "crd", "rbac:roleName=trustplane-manager", "paths=./api/...", "paths=./internal/...",
-		"output:crd:artifacts:config="+filepath.Join(out, "crd"), "output:rbac:artifacts:config="+filepath.Join(out, "rbac"))
+	run(t, root, gen, "crd", "paths=./api/...", "output:crd:artifacts:config="+filepath.Join(out, "crd"))
 	assertSameDir(t, filepath.Join(out, "crd"), filepath.Join(root, "config/crd/bases"))
 	assertSameDir(t, filepath.Join(out, "crd"), filepath.Join(root, "charts/trustplane/crds"))
-	assertSameFile(t, filepath.Join(out, "rbac/role.yaml"), filepath.Join(root, "config/rbac/role.yaml"))
 
-	chartRole := run(t, root, filepath.Join(root, "hack/chart-rbac.sh"), filepath.Join(out, "rbac/role.yaml"))
+	// Each process's RBAC from its own markers: the manager, the node agent, the data plane.
+	run(t, root, filepath.Join(root, "hack/gen-rbac.sh"), gen, out)
+	for _, f := range []string{"config/rbac/role.yaml", "config/node-agent/role.yaml", "config/components/dataplane-sidecar/role.yaml",
+		"charts/trustplane/files/node-agent-role.yaml", "charts/trustplane/files/dataplane-role.yaml"} {
+		assertSameFile(t, filepath.Join(out, f), filepath.Join(root, f))
+	}
+	chartRole := run(t, root, filepath.Join(root, "hack/chart-rbac.sh"), filepath.Join(out, "config/rbac/role.yaml"))
 	assertSameBytes(t, "charts/trustplane/templates/clusterrole.yaml", chartRole, readFile(t, filepath.Join(root, "charts/trustplane/templates/clusterrole.yaml")))
 
 	// Deepcopy code is written beside the types, so generate it in a copy of the module.
@@ -86,48 +89,124 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 	}
 }
 
-// TestInstallManifestsAreAcceptedByTheAPIServer renders config/default with kustomize
-// and the Helm chart, and applies every object with a server-side dry run.
+// TestInstallManifestsAreAcceptedByTheAPIServer renders config/default, the node agent, a
+// gateway using the data-plane sidecar component and the Helm chart (with and without its
+// options), and applies every object with a server-side dry run.
 func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 	root := testenv.RepoRoot()
+	kubectl, helm := tool(t, "k8s/kubectl"), tool(t, "helm")
+	chart := func(sets ...string) []byte {
+		args := []string{"template", "trustplane", filepath.Join(root, "charts/trustplane"), "--namespace", "trustplane-system", "--include-crds"}
+		for _, s := range sets {
+			args = append(args, "--set", s)
+		}
+		return run(t, root, helm, args...)
+	}
 	renders := map[string][]byte{
-		"kustomize": run(t, root, tool(t, "k8s/kubectl"), "kustomize", filepath.Join(root, "config/default")),
-		"helm": run(t, root, tool(t, "helm"), "template", "trustplane", filepath.Join(root, "charts/trustplane"),
-			"--namespace", "trustplane-system", "--include-crds"),
-		"helm-with-garden": run(t, root, tool(t, "helm"), "template", "trustplane", filepath.Join(root, "charts/trustplane"),
-			"--namespace", "trustplane-system", "--include-crds", "--set", "garden.kubeconfigSecret=garden-kubeconfig", "--set", "garden.namespace=garden-kcp"),
+		"kustomize":            run(t, root, kubectl, "kustomize", filepath.Join(root, "config/default")),
+		"kustomize-node-agent": run(t, root, kubectl, "kustomize", filepath.Join(root, "config/node-agent")),
+		"kustomize-gateway":    run(t, root, kubectl, "kustomize", filepath.Join(root, "test/install/testdata/gateway")),
+		"helm":                 chart(),
+		"helm-with-garden":     chart("garden.kubeconfigSecret=garden-kubeconfig", "garden.namespace=garden-kcp"),
+		"helm-with-agents":     chart("nodeAgent.enabled=true", "dataplane.namespaces={web}"),
 	}
+	// What each render must hold, beyond being accepted.
+	wantKinds := map[string][]string{
+		"kustomize":            {"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "ServiceAccount", "Deployment", "Service"},
+		"kustomize-node-agent": {"Namespace", "ClusterRole", "ClusterRoleBinding", "ServiceAccount", "DaemonSet"},
+		"kustomize-gateway":    {"Role", "RoleBinding", "ServiceAccount", "Deployment"},
+		"helm-with-agents":     {"Namespace", "DaemonSet", "Role", "RoleBinding"},
+	}
+	wantKinds["helm"], wantKinds["helm-with-garden"] = wantKinds["kustomize"], wantKinds["kustomize"]
 	ctx := context.Background()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "trustplane-system"}}
-	if err := env.Client.Create(ctx, ns); client.IgnoreAlreadyExists(err) != nil {
-		t.Fatal(err)
-	}
 	for name, rendered := range renders {
 		t.Run(name, func(t *testing.T) {
-			objs := decodeAll(t, rendered)
+			objs := testenv.DecodeYAML(t, rendered)
 			kinds := map[string]int{}
 			for _, obj := range objs {
 				kinds[obj.GetKind()]++
 				if obj.GetKind() == "Namespace" {
-					continue // created above for real; namespaced objects need it to exist
+					ensureNamespace(t, obj.GetName()) // for real: namespaced objects need it to exist
+					continue
+				}
+				if obj.GetNamespace() != "" {
+					ensureNamespace(t, obj.GetNamespace())
 				}
 				err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj),
 					client.FieldOwner("install-test"), client.ForceOwnership, client.DryRunAll)
 				if err != nil {
 					t.Errorf("%s %s/%s rejected: %v", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
 				}
-				if obj.GetKind() == "Deployment" {
-					assertHardened(t, obj)
+				switch obj.GetKind() {
+				case "Deployment":
+					if obj.GetName() == "gateway" {
+						assertSidecar(t, obj)
+						continue
+					}
+					assertHardened(t, podTemplate(t, obj))
 					assertGarden(t, obj, name == "helm-with-garden")
+				case "DaemonSet":
+					assertHardened(t, podTemplate(t, obj))
+					assertNodeAgent(t, obj)
 				}
 			}
-			for _, kind := range []string{"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "ServiceAccount", "Deployment", "Service"} {
+			for _, kind := range wantKinds[name] {
 				if kinds[kind] == 0 {
 					t.Errorf("render has no %s (kinds: %v)", kind, kinds)
 				}
 			}
 		})
 	}
+}
+
+func ensureNamespace(t *testing.T, name string) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := env.Client.Create(context.Background(), ns); client.IgnoreAlreadyExists(err) != nil {
+		t.Fatal(err)
+	}
+}
+
+// assertSidecar checks the component added the agent as a native sidecar, with its account.
+func assertSidecar(t *testing.T, obj *unstructured.Unstructured) {
+	t.Helper()
+	pod := podTemplate(t, obj)
+	if pod.ServiceAccountName != "trustplane-dataplane" {
+		t.Errorf("gateway runs as %q, want trustplane-dataplane", pod.ServiceAccountName)
+	}
+	if len(pod.InitContainers) != 1 || pod.InitContainers[0].Name != "trustplane-dataplane" ||
+		pod.InitContainers[0].RestartPolicy == nil || *pod.InitContainers[0].RestartPolicy != corev1.ContainerRestartPolicyAlways {
+		t.Fatalf("gateway has no native trustplane-dataplane sidecar: %+v", pod.InitContainers)
+	}
+	if len(pod.Containers) != 1 || pod.Containers[0].Name != "nginx" {
+		t.Errorf("the gateway's own containers changed: %+v", pod.Containers)
+	}
+	assertHardened(t, corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true)}, Containers: pod.InitContainers})
+}
+
+// assertNodeAgent checks the node name comes from the downward API and bundles go to the host.
+func assertNodeAgent(t *testing.T, obj *unstructured.Unstructured) {
+	t.Helper()
+	pod := podTemplate(t, obj)
+	c := pod.Containers[0]
+	if !slices.Contains(c.Args, "--node-name=$(NODE_NAME)") || len(c.Env) == 0 || c.Env[0].ValueFrom == nil ||
+		c.Env[0].ValueFrom.FieldRef == nil || c.Env[0].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
+		t.Errorf("node agent does not take its node name from the downward API: args %q env %+v", c.Args, c.Env)
+	}
+	if len(pod.Volumes) != 1 || pod.Volumes[0].HostPath == nil || len(c.VolumeMounts) != 1 ||
+		!slices.Contains(c.Args, "--dir="+c.VolumeMounts[0].MountPath) {
+		t.Errorf("node agent does not write its --dir to a hostPath volume: args %q volumes %+v", c.Args, pod.Volumes)
+	}
+}
+
+func podTemplate(t *testing.T, obj *unstructured.Unstructured) corev1.PodSpec {
+	t.Helper()
+	spec, _, _ := unstructured.NestedMap(obj.Object, "spec", "template", "spec")
+	pod := corev1.PodSpec{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(spec, &pod); err != nil {
+		t.Fatal(err)
+	}
+	return pod
 }
 
 // assertGarden checks the garden kubeconfig is mounted read-only and passed on exactly
@@ -148,49 +227,31 @@ func assertGarden(t *testing.T, obj *unstructured.Unstructured, configured bool)
 	}
 }
 
-// assertHardened checks the manager Deployment is what a restricted namespace admits.
-func assertHardened(t *testing.T, obj *unstructured.Unstructured) {
+// assertHardened checks a pod template is what a restricted namespace admits (the node
+// agent's root user apart, which its namespace allows) and has requests and probes.
+func assertHardened(t *testing.T, pod corev1.PodSpec) {
 	t.Helper()
-	d := &appsv1.Deployment{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, d); err != nil {
-		t.Fatal(err)
-	}
-	pod := d.Spec.Template.Spec
-	if pod.SecurityContext == nil || pod.SecurityContext.RunAsNonRoot == nil || !*pod.SecurityContext.RunAsNonRoot {
-		t.Error("pod does not set runAsNonRoot")
-	}
 	for _, c := range pod.Containers {
 		sc := c.SecurityContext
+		nonRoot := (sc != nil && sc.RunAsNonRoot != nil && *sc.RunAsNonRoot) ||
+			(pod.SecurityContext != nil && pod.SecurityContext.RunAsNonRoot != nil && *pod.SecurityContext.RunAsNonRoot)
+		if !nonRoot && c.Name != "node-agent" {
+			t.Errorf("container %s does not set runAsNonRoot", c.Name)
+		}
 		if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
 			t.Errorf("container %s: root filesystem is writable", c.Name)
 		}
 		if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
 			t.Errorf("container %s allows privilege escalation", c.Name)
 		}
+		if sc == nil || sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") {
+			t.Errorf("container %s keeps capabilities", c.Name)
+		}
 		if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() {
 			t.Errorf("container %s has no resource requests", c.Name)
 		}
 		if c.LivenessProbe == nil || c.ReadinessProbe == nil {
 			t.Errorf("container %s lacks probes", c.Name)
-		}
-	}
-}
-
-func decodeAll(t *testing.T, rendered []byte) []*unstructured.Unstructured {
-	t.Helper()
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(rendered), 4096)
-	var objs []*unstructured.Unstructured
-	for {
-		obj := &unstructured.Unstructured{}
-		err := dec.Decode(&obj.Object)
-		if errors.Is(err, io.EOF) {
-			return objs
-		}
-		if err != nil {
-			t.Fatalf("decoding rendered manifests: %v", err)
-		}
-		if len(obj.Object) > 0 {
-			objs = append(objs, obj)
 		}
 	}
 }

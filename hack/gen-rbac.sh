@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Generates the RBAC of each trustplane process from its own +kubebuilder:rbac markers, so no
+# process is granted another's rights. Usage: hack/gen-rbac.sh CONTROLLER_GEN [OUT_ROOT]
+# (OUT_ROOT defaults to the repository; the install test writes to a temporary copy).
+set -euo pipefail
+gen=$1
+out=${2:-.}
+mkdir -p "$out/config/rbac" "$out/config/node-agent" "$out/config/components/dataplane-sidecar" "$out/charts/trustplane/files"
+# The manager: its controllers and its own permissions (leader election, events, metrics auth).
+"$gen" rbac:roleName=trustplane-manager paths=./internal/controller/... paths=./internal/manager/... \
+  output:rbac:artifacts:config="$out/config/rbac"
+# The node agent: a ClusterRole (it follows the pods of its node in every namespace).
+"$gen" rbac:roleName=trustplane-node-agent paths=./internal/nodeagent/... \
+  output:rbac:artifacts:config="$out/config/node-agent"
+# The data-plane agent: a Role in the gateway's namespace. The markers need a namespace; it
+# is dropped so that kustomize or Helm put the Role where the gateway runs.
+"$gen" rbac:roleName=trustplane-dataplane paths=./internal/dataplaneagent/... output:rbac:stdout |
+  sed '/^  namespace: gateway$/d' > "$out/config/components/dataplane-sidecar/role.yaml"
+# The chart reads the agents' rules from copies inside the chart.
+cp "$out/config/node-agent/role.yaml" "$out/charts/trustplane/files/node-agent-role.yaml"
+cp "$out/config/components/dataplane-sidecar/role.yaml" "$out/charts/trustplane/files/dataplane-role.yaml"

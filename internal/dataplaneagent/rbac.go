@@ -1,0 +1,11 @@
+package dataplaneagent
+
+// Permissions of `trustplane dataplane` in the one namespace it follows (Role
+// trustplane-dataplane, generated into config/components/dataplane-sidecar by `make
+// manifests`; the namespace in the markers is a placeholder the Makefile drops, so the Role
+// lands in the gateway's namespace).
+//
+// +kubebuilder:rbac:groups="",namespace=gateway,resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=networking.k8s.io,namespace=gateway,resources=ingresses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=tengine.taobao.org,namespace=gateway,resources=secretchecksums;ingresschecksums,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,namespace=gateway,resources=events,verbs=create;patch
