@@ -11,6 +11,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"time"
@@ -123,4 +124,32 @@ func KeyPEM(k crypto.Signer) []byte {
 		panic(err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+}
+
+// CheckBundle checks a pod certificate credential bundle: a PKCS#8 PRIVATE KEY, then the
+// chain, leaf first; the key is the leaf's, and the leaf chains to roots (checked within
+// its validity). It returns the leaf.
+func CheckBundle(raw []byte, roots *x509.CertPool) (*x509.Certificate, error) {
+	keyBlock, rest := pem.Decode(raw)
+	leafBlock, _ := pem.Decode(rest)
+	if keyBlock == nil || keyBlock.Type != "PRIVATE KEY" || leafBlock == nil || leafBlock.Type != "CERTIFICATE" {
+		return nil, errors.New("the bundle is not a PRIVATE KEY followed by its CERTIFICATE")
+	}
+	key, err := x509.ParsePKCS8PrivateKey(keyBlock.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("the bundle's key: %w", err)
+	}
+	leaf, err := x509.ParseCertificate(leafBlock.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("the bundle's certificate: %w", err)
+	}
+	signer, ok := key.(crypto.Signer)
+	if !ok || !signer.Public().(interface{ Equal(crypto.PublicKey) bool }).Equal(leaf.PublicKey) {
+		return nil, errors.New("the bundle's key is not its certificate's")
+	}
+	opts := x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}, CurrentTime: leaf.NotBefore.Add(time.Minute)}
+	if _, err := leaf.Verify(opts); err != nil {
+		return nil, fmt.Errorf("the bundle's certificate does not chain to the CA: %w", err)
+	}
+	return leaf, nil
 }

@@ -6,9 +6,7 @@ package podcert
 
 import (
 	"context"
-	"crypto"
 	"crypto/x509"
-	"encoding/pem"
 	"os"
 	"path/filepath"
 	"testing"
@@ -29,6 +27,7 @@ import (
 	"github.com/trustplane/trustplane/internal/controller/podcertsigner"
 	"github.com/trustplane/trustplane/internal/nodeagent"
 	"github.com/trustplane/trustplane/internal/podcert"
+	"github.com/trustplane/trustplane/internal/testcerts"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
 
@@ -82,30 +81,16 @@ func podEvents(t *testing.T, reason string) int {
 	return n
 }
 
-// bundle reads the credential bundle and checks its key matches its leaf, which chains to the CA.
+// bundle reads the credential bundle; ok is false while there is none. A bundle that is
+// there but wrong fails the test.
 func bundle(t *testing.T, path string, roots *x509.CertPool) (*x509.Certificate, bool) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, false
 	}
-	keyBlock, rest := pem.Decode(raw)
-	leafBlock, _ := pem.Decode(rest)
-	if keyBlock == nil || keyBlock.Type != "PRIVATE KEY" || leafBlock == nil || leafBlock.Type != "CERTIFICATE" {
-		t.Fatalf("bundle layout: key then chain expected")
-	}
-	key, err := x509.ParsePKCS8PrivateKey(keyBlock.Bytes)
+	leaf, err := testcerts.CheckBundle(raw, roots)
 	if err != nil {
 		t.Fatal(err)
-	}
-	leaf, err := x509.ParseCertificate(leafBlock.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !key.(crypto.Signer).Public().(interface{ Equal(crypto.PublicKey) bool }).Equal(leaf.PublicKey) {
-		t.Fatal("the bundle's key is not the certificate's")
-	}
-	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}, CurrentTime: leaf.NotBefore.Add(time.Minute)}); err != nil {
-		t.Fatalf("bundle does not verify against the CA: %v", err)
 	}
 	return leaf, true
 }

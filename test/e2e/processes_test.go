@@ -1,0 +1,285 @@
+package e2e
+
+import (
+	"crypto/x509"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
+	"github.com/trustplane/trustplane/internal/checksum"
+	"github.com/trustplane/trustplane/internal/jwks"
+	"github.com/trustplane/trustplane/internal/nodeagent"
+	"github.com/trustplane/trustplane/internal/testcerts"
+	"github.com/trustplane/trustplane/internal/testenv"
+)
+
+const (
+	managerNamespace   = "trustplane-system"
+	nodeAgentNamespace = "trustplane-node-agent"
+	gatewayNamespace   = "edge"
+	jwksNamespace      = "e2e-jwks"
+	podsNamespace      = "e2e-pods"
+	nodeName           = "e2e-node"
+	podSigner          = "trustplane.io/pod-identity" // the manager's default signer
+)
+
+// TestProcessesAsDeployed installs the manifests, stores a JWKSConfig the way an earlier
+// release's CRD let it be stored, and runs the manager, the node agent and the data-plane
+// agent; each must do its job under its own ServiceAccount.
+func TestProcessesAsDeployed(t *testing.T) {
+	manager := rendered(t, "config/default")
+	nodeAgent := rendered(t, "config/node-agent")
+	gateway := rendered(t, "test/e2e/testdata/gateway")
+	for _, objs := range [][]*unstructured.Unstructured{manager, nodeAgent, gateway} {
+		install(t, objs)
+	}
+	for _, ns := range []string{jwksNamespace, podsNamespace} {
+		create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	}
+	storeWithOldSchema(t)
+
+	bin := testenv.Binary(t)
+	managerProbes, jwksServer := testenv.FreeAddr(t), testenv.FreeAddr(t)
+	mgr := testenv.StartProcess(t, bin, argsOf(t, container(t, podSpecOf(t, manager, "Deployment", "trustplane-manager"), "manager"), nil,
+		"--kubeconfig="+env.ServiceAccountKubeconfig(t, managerNamespace, "trustplane-manager"),
+		// A pod reads these from its token mount and ports; a process on a laptop is told.
+		"--leader-election-namespace="+managerNamespace, "--podcert-ca-namespace="+managerNamespace,
+		"--metrics-bind-address="+testenv.FreeAddr(t), "--health-probe-bind-address="+managerProbes, "--jwks-server-bind-address="+jwksServer,
+	)...)
+	mgr.WaitHTTP200(t, urlOf(managerProbes, "/readyz"), 60*time.Second)
+
+	t.Run("group", func(t *testing.T) {
+		t.Run("manager publishes a JWK Set", func(t *testing.T) {
+			t.Parallel()
+			testManagerPublishes(t, jwksServer)
+		})
+		t.Run("a JWKSConfig stored under an older schema stops nothing", func(t *testing.T) {
+			t.Parallel()
+			testOldObjectReported(t)
+		})
+		t.Run("node agent writes a credential bundle", func(t *testing.T) {
+			t.Parallel()
+			testNodeAgent(t, bin, podSpecOf(t, nodeAgent, "DaemonSet", "trustplane-node-agent"))
+		})
+		t.Run("data-plane agent writes a verified pair", func(t *testing.T) {
+			t.Parallel()
+			testDataplane(t, bin, podSpecOf(t, gateway, "Deployment", "gateway"))
+		})
+	})
+}
+
+func testManagerPublishes(t *testing.T, jwksServer string) {
+	chain := newChain(t, "issuer.example.com")
+	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: jwksNamespace, Name: "issuer-tls"}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{corev1.TLSCertKey: chain.PEM(), corev1.TLSPrivateKeyKey: chain.KeyPEM()}})
+	create(t, &jwksv1alpha1.JWKSConfig{ObjectMeta: metav1.ObjectMeta{Namespace: jwksNamespace, Name: "issuer"},
+		Spec: jwksv1alpha1.JWKSConfigSpec{CertificateSecret: "issuer-tls"}})
+	key, err := jwks.ParseChain(chain.PEM(), "", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kid := key.JWK.KeyID
+
+	testenv.Eventually(t, "the JWK Set in its ConfigMap", 30*time.Second, func() bool {
+		cm := &corev1.ConfigMap{}
+		return env.Client.Get(ctx, client.ObjectKey{Namespace: jwksNamespace, Name: "issuer-jwks"}, cm) == nil &&
+			strings.Contains(cm.Data[jwks.DocumentKey], `"kid":"`+kid+`"`)
+	})
+	testenv.Eventually(t, "the JWK Set from the manager's own server", 30*time.Second, func() bool {
+		body, ok := get(t, urlOf(jwksServer, "/"+jwksNamespace+"/issuer/jwks.json"))
+		var set struct{ Keys []struct{ Kid string } }
+		return ok && json.Unmarshal(body, &set) == nil && len(set.Keys) == 1 && set.Keys[0].Kid == kid
+	})
+	testenv.Eventually(t, "the JWKSConfig Ready", 30*time.Second, func() bool {
+		cfg := &jwksv1alpha1.JWKSConfig{}
+		return env.Client.Get(ctx, client.ObjectKey{Namespace: jwksNamespace, Name: "issuer"}, cfg) == nil &&
+			meta.IsStatusConditionTrue(cfg.Status.Conditions, "Ready") && cfg.Status.LastKeyID == kid
+	})
+}
+
+// storeWithOldSchema stores the JWKSConfig "legacy" with values today's CRD refuses ("30d",
+// a quantity Go cannot parse) the only way they can get in: under an older CRD without the
+// rules, as an upgrade finds them. The CRD is restored before the manager starts.
+func storeWithOldSchema(t *testing.T) {
+	t.Helper()
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	key := client.ObjectKey{Name: "jwksconfigs.jwks.trustplane.io"}
+	if err := env.Client.Get(ctx, key, crd); err != nil {
+		t.Fatal(err)
+	}
+	original := crd.Spec.DeepCopy()
+	spec := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	ttl := spec.Properties["oldKeysTTL"]
+	ttl.XValidations = nil
+	spec.Properties["oldKeysTTL"] = ttl
+	nginx := spec.Properties["nginx"]
+	resources := nginx.Properties["resources"]
+	limits := resources.Properties["limits"]
+	limits.AdditionalProperties.Schema.XValidations = nil
+	resources.Properties["limits"] = limits
+	nginx.Properties["resources"] = resources
+	spec.Properties["nginx"] = nginx
+	crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"] = spec
+	if err := env.Client.Update(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+
+	legacy := func() *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+			"certificateSecret": "issuer-tls", "oldKeysTTL": "30d",
+			"nginx": map[string]any{"enabled": false, "resources": map[string]any{"limits": map[string]any{"cpu": "1e1.5"}}},
+		}}}
+		u.SetGroupVersionKind(jwksv1alpha1.GroupVersion.WithKind("JWKSConfig"))
+		u.SetNamespace(jwksNamespace)
+		u.SetName("legacy")
+		return u
+	}
+	testenv.Eventually(t, "the relaxed CRD in effect", 30*time.Second, func() bool {
+		return env.Client.Create(ctx, legacy(), client.DryRunAll) == nil
+	})
+	create(t, legacy())
+
+	if err := env.Client.Get(ctx, key, crd); err != nil {
+		t.Fatal(err)
+	}
+	crd.Spec = *original
+	if err := env.Client.Update(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "today's CRD back in effect", 30*time.Second, func() bool {
+		u := legacy()
+		u.SetName("legacy-again")
+		return env.Client.Create(ctx, u, client.DryRunAll) != nil
+	})
+}
+
+// testOldObjectReported: the stored object decodes, is reported, and nothing else stops
+// (the other subtests run against the same manager and informers).
+func testOldObjectReported(t *testing.T) {
+	testenv.Eventually(t, "the legacy JWKSConfig reported InvalidSpec", 30*time.Second, func() bool {
+		cfg := &jwksv1alpha1.JWKSConfig{}
+		if env.Client.Get(ctx, client.ObjectKey{Namespace: jwksNamespace, Name: "legacy"}, cfg) != nil {
+			return false
+		}
+		ready := meta.FindStatusCondition(cfg.Status.Conditions, "Ready")
+		return ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason == "InvalidSpec" &&
+			strings.Contains(ready.Message, `spec.oldKeysTTL: "30d"`) && strings.Contains(ready.Message, `spec.nginx.resources.limits[cpu]: "1e1.5"`)
+	})
+}
+
+func testNodeAgent(t *testing.T, bin string, daemonSet corev1.PodSpec) {
+	create(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}})
+	create(t, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: podsNamespace, Name: "web"}})
+	create(t, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: podsNamespace, Name: "web", Annotations: map[string]string{
+			nodeagent.SignerAnnotation: podSigner, nodeagent.KeyTypeAnnotation: "ECDSAP256"}},
+		Spec: corev1.PodSpec{NodeName: nodeName, ServiceAccountName: "web", Containers: []corev1.Container{{Name: "app", Image: "app"}}},
+	})
+	dir, probes := t.TempDir(), testenv.FreeAddr(t)
+	agent := testenv.StartProcess(t, bin, argsOf(t, container(t, daemonSet, "node-agent"), map[string]string{"spec.nodeName": nodeName},
+		"--kubeconfig="+env.ServiceAccountKubeconfig(t, nodeAgentNamespace, "trustplane-node-agent"),
+		"--dir="+dir, "--metrics-bind-address="+testenv.FreeAddr(t), "--health-probe-bind-address="+probes,
+	)...)
+	agent.WaitHTTP200(t, urlOf(probes, "/readyz"), 60*time.Second)
+
+	var bundle string
+	testenv.Eventually(t, "a credential bundle for the opted-in pod", 60*time.Second, func() bool {
+		found, _ := filepath.Glob(filepath.Join(dir, podsNamespace, "web", "*", nodeagent.BundleFile))
+		if len(found) == 1 {
+			bundle = found[0]
+		}
+		return bundle != ""
+	})
+	caSecret := &corev1.Secret{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: managerNamespace, Name: "trustplane-pod-identity-ca"}, caSecret); err != nil {
+		t.Fatalf("the signer's CA: %v", err)
+	}
+	verifyBundle(t, bundle, caSecret.Data[corev1.TLSCertKey])
+}
+
+// verifyBundle checks the bundle is a private key and its certificate, issued by the CA.
+func verifyBundle(t *testing.T, path string, caPEM []byte) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) {
+		t.Fatal("the CA Secret holds no certificate")
+	}
+	if _, err := testcerts.CheckBundle(raw, roots); err != nil {
+		t.Error(err)
+	}
+}
+
+func testDataplane(t *testing.T, bin string, gatewayPod corev1.PodSpec) {
+	chain := newChain(t, "edge.example.com")
+	create(t, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: gatewayNamespace, Name: "edge-tls-1", Annotations: map[string]string{checksum.DefaultVersionAnnotation: "1"}},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{corev1.TLSCertKey: chain.PEM(), corev1.TLSPrivateKeyKey: chain.KeyPEM()},
+	})
+	dir, probes := t.TempDir(), testenv.FreeAddr(t)
+	agent := testenv.StartProcess(t, bin, argsOf(t, container(t, gatewayPod, "trustplane-dataplane"), map[string]string{"metadata.namespace": gatewayNamespace},
+		"--kubeconfig="+env.ServiceAccountKubeconfig(t, gatewayNamespace, "trustplane-dataplane"),
+		"--dir="+dir, "--metrics-bind-address="+testenv.FreeAddr(t), "--health-probe-bind-address="+probes,
+	)...)
+	agent.WaitHTTP200(t, urlOf(probes, "/readyz"), 60*time.Second)
+
+	// The pair is written only once the manager's checksum covers it and the agent agrees.
+	testenv.Eventually(t, "the verified pair on disk", 60*time.Second, func() bool {
+		crt, err1 := os.ReadFile(filepath.Join(dir, "edge-tls-1.crt"))
+		key, err2 := os.ReadFile(filepath.Join(dir, "edge-tls-1.key"))
+		return err1 == nil && err2 == nil && string(crt) == string(chain.PEM()) && string(key) == string(chain.KeyPEM())
+	})
+}
+
+func newChain(t *testing.T, cn string) testcerts.Chain {
+	t.Helper()
+	key, err := testcerts.NewKey(testcerts.P256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := testcerts.NewChain(key, cn, time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func create(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := env.Client.Create(ctx, obj); err != nil {
+		t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+// get fetches url; ok is false unless it answered 200.
+func get(t *testing.T, url string) ([]byte, bool) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, false
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return body, err == nil && resp.StatusCode == http.StatusOK
+}
