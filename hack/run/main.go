@@ -1,22 +1,24 @@
 // Command run is `make run`: it starts a local control plane (unless $KUBECONFIG names a
-// cluster), installs the CRDs and runs `trustplane manager` with every controller in this
-// process. Ctrl-C stops the manager, then kube-apiserver and etcd; etcd's data stays in
-// --dir, so objects survive the next `make run`.
+// cluster), installs the CRDs, prepares what config/samples needs, and runs `trustplane
+// manager` with every controller in this process and `trustplane node-agent` for the
+// pod-certificate sample's Node as a child process. Ctrl-C (or SIGTERM) stops the agent
+// and the manager, then kube-apiserver and etcd; etcd's data stays in --dir, so objects
+// survive the next `make run`.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
-	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/config"
@@ -25,57 +27,198 @@ import (
 	"github.com/trustplane/trustplane/internal/scheme"
 )
 
-const probeAddr = "127.0.0.1:8081"
+// cliName is the name under which this program is the trustplane CLI (see main).
+const cliName = "trustplane"
+
+// options are make run's flags; arguments after them go to `trustplane manager`.
+type options struct {
+	dir         string
+	binDir      string
+	addrs       localcp.Addresses
+	managerArgs []string
+}
 
 func main() {
-	dir := flag.String("dir", ".local", "Directory for the local control plane's data and kubeconfig.")
-	binDir := flag.String("bin-dir", envOr("KUBEBUILDER_ASSETS", "bin/k8s"), "Directory with kube-apiserver and etcd.")
+	// make run starts its node agent as this same program under the name "trustplane": it
+	// holds the whole trustplane CLI, so there is no second binary to build or find.
+	if filepath.Base(os.Args[0]) == cliName {
+		os.Exit(runCLI(os.Args[1:]))
+	}
+	opts := options{addrs: localcp.DefaultAddresses()}
+	flag.StringVar(&opts.dir, "dir", ".local", "Directory for the local control plane's data and kubeconfig, and the node agent's pod certificates.")
+	flag.StringVar(&opts.binDir, "bin-dir", envOr("KUBEBUILDER_ASSETS", "bin/k8s"), "Directory with kube-apiserver and etcd.")
+	flag.StringVar(&opts.addrs.Probes, "health-probe-bind-address", opts.addrs.Probes, "Address of the manager's /healthz and /readyz.")
+	flag.StringVar(&opts.addrs.Metrics, "metrics-bind-address", opts.addrs.Metrics, "Address of the manager's /metrics.")
+	flag.StringVar(&opts.addrs.JWKS, "jwks-server-bind-address", opts.addrs.JWKS, "Address of the manager's JWKS server.")
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s [flags] [-- trustplane manager flags]\n", filepath.Base(os.Args[0]))
+		flag.PrintDefaults()
+	}
 	flag.Parse()
-	if err := run(*dir, *binDir, flag.Args()); err != nil {
+	opts.managerArgs = flag.Args()
+	if err := run(opts); err != nil {
 		fmt.Fprintf(os.Stderr, "make run: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir, binDir string, managerArgs []string) error {
+// runCLI is `trustplane <args>`, as cmd/trustplane runs it.
+func runCLI(args []string) int {
+	ctx := ctrl.SetupSignalHandler()
+	root := cli.NewRootCommand()
+	root.SetArgs(args)
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "trustplane: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func run(opts options) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-
-	kubeconfig := os.Getenv("KUBECONFIG")
-	var cfg *rest.Config
-	if kubeconfig == "" {
-		fmt.Printf("starting a local kube-apiserver + etcd (data in %s) ...\n", dir)
-		cp, err := localcp.Start(dir, binDir)
-		if err != nil {
-			return err
-		}
-		defer func() {
-			fmt.Println("stopping the local control plane ...")
-			if err := cp.Stop(); err != nil {
-				fmt.Fprintln(os.Stderr, "stopping control plane:", err)
-			}
-		}()
-		cfg, kubeconfig = cp.Config, cp.KubeconfigPath
-	} else {
-		var err error
-		if cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig); err != nil {
-			return fmt.Errorf("loading $KUBECONFIG: %w", err)
-		}
-	}
-
-	if err := installCRDs(ctx, cfg); err != nil {
+	dir, err := filepath.Abs(opts.dir)
+	if err != nil {
 		return err
 	}
-	go announceWhenReady(ctx, kubeconfig)
+	target, err := startTarget(dir, opts.binDir)
+	if err != nil {
+		return err
+	}
+	defer target.stop()
+	if err := prepare(ctx, target); err != nil {
+		return err
+	}
+	return runTrustplane(ctx, target, dir, opts)
+}
 
+// runTrustplane runs the node agent as a child process and the manager in this process
+// until ctx ends or the agent dies (which stops the manager too); the agent is stopped
+// after the manager.
+func runTrustplane(ctx context.Context, t *target, dir string, opts options) error {
+	agent, err := startChild("node-agent", localcp.NodeAgentArgs(t.kubeconfig, localcp.PodCertDir(dir)))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := agent.stop(stopTimeout); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the node agent:", err)
+		}
+	}()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		<-agent.done
+		cancel(agent.exited())
+	}()
+
+	go announceWhenReady(ctx, guide{addrs: opts.addrs, dir: dir, local: t.local != nil})
 	root := cli.NewRootCommand()
-	root.SetArgs(append([]string{"manager",
-		"--kubeconfig", kubeconfig,
-		"--leader-elect=false",
-		"--metrics-bind-address", "127.0.0.1:8080",
-		"--health-probe-bind-address", probeAddr,
-	}, managerArgs...))
-	return root.ExecuteContext(ctx)
+	root.SetArgs(append(localcp.ManagerArgs(t.kubeconfig, opts.addrs), opts.managerArgs...))
+	if err := root.ExecuteContext(ctx); err != nil {
+		return err
+	}
+	// The manager stops cleanly on a signal, and also when the agent died: say which.
+	if cause := context.Cause(ctx); !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return nil
+}
+
+// target is the cluster make run runs the controllers against.
+type target struct {
+	config *rest.Config
+	// kubeconfig goes to the manager and agent as --kubeconfig; empty: they read $KUBECONFIG.
+	kubeconfig string
+	// local is the control plane make run started; nil when $KUBECONFIG names the cluster.
+	local *localcp.ControlPlane
+}
+
+// startTarget starts the local control plane, or connects to $KUBECONFIG's cluster.
+func startTarget(dir, binDir string) (*target, error) {
+	local, selfReference := useLocalControlPlane(os.Getenv("KUBECONFIG"), dir)
+	if selfReference {
+		fmt.Printf("$KUBECONFIG is make run's own %s: ignoring it, as its cluster stopped with the last make run\n", localcp.KubeconfigPath(dir))
+	}
+	if !local {
+		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), nil).ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("loading $KUBECONFIG: %w", err)
+		}
+		fmt.Printf("running against the cluster of $KUBECONFIG at %s\n", cfg.Host)
+		return &target{config: cfg}, nil
+	}
+	fmt.Printf("starting a local kube-apiserver + etcd (data in %s) ...\n", dir)
+	cp, err := localcp.Start(dir, binDir)
+	if err != nil {
+		return nil, err
+	}
+	return &target{config: cp.Config, kubeconfig: cp.KubeconfigPath, local: cp}, nil
+}
+
+// stop stops the local control plane, if make run started one; its data stays.
+func (t *target) stop() {
+	if t.local == nil {
+		return
+	}
+	fmt.Println("stopping the local control plane ...")
+	if err := t.local.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping the local control plane:", err)
+	}
+}
+
+// useLocalControlPlane decides where make run runs: on its own local control plane unless
+// $KUBECONFIG names a cluster. A $KUBECONFIG naming nothing but make run's own kubeconfig
+// (what make run told the shell to export) names no cluster: that one stopped with the
+// make run that wrote it, and make run is here to start it again. selfReference says
+// $KUBECONFIG was ignored for that reason.
+func useLocalControlPlane(kubeconfigEnv, dir string) (local, selfReference bool) {
+	own := canonicalPath(localcp.KubeconfigPath(dir))
+	named := false
+	for _, path := range filepath.SplitList(kubeconfigEnv) {
+		if path == "" {
+			continue // kubectl skips empty entries too
+		}
+		if canonicalPath(path) != own {
+			return false, false
+		}
+		named = true
+	}
+	return true, named
+}
+
+// canonicalPath is path made absolute and clean, with symbolic links resolved as far as
+// they exist: the file itself may not have been written yet.
+func canonicalPath(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return filepath.Clean(path)
+	}
+	if resolved, err := filepath.EvalSymlinks(abs); err == nil {
+		return resolved
+	}
+	if parent, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+		return filepath.Join(parent, filepath.Base(abs))
+	}
+	return abs
+}
+
+// prepare installs the CRDs and, on the local control plane only, the kubeconfig Secret
+// of the brought-along Cluster sample: a cluster admin's credential is never written into
+// a cluster make run did not start.
+func prepare(ctx context.Context, t *target) error {
+	if err := installCRDs(ctx, t.config); err != nil {
+		return err
+	}
+	if t.local == nil {
+		return nil
+	}
+	if err := localcp.WriteSampleClusterKubeconfig(ctx, t.config); err != nil {
+		return fmt.Errorf("preparing the brought-along Cluster sample: %w", err)
+	}
+	fmt.Printf("wrote Secret %s/%s: a kubeconfig of this control plane, for the Cluster sample\n",
+		localcp.SampleClusterNamespace, localcp.SampleClusterSecret)
+	return nil
 }
 
 func installCRDs(ctx context.Context, cfg *rest.Config) error {
@@ -88,37 +231,6 @@ func installCRDs(ctx context.Context, cfg *rest.Config) error {
 		return err
 	}
 	return localcp.InstallCRDs(ctx, c, crds)
-}
-
-// announceWhenReady prints the next steps once the manager's readiness probe passes.
-func announceWhenReady(ctx context.Context, kubeconfig string) {
-	abs, _ := filepath.Abs(kubeconfig)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(300 * time.Millisecond):
-		}
-		resp, err := http.Get("http://" + probeAddr + "/readyz")
-		if err != nil {
-			continue
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode == http.StatusOK {
-			break
-		}
-	}
-	fmt.Printf(`
-trustplane is ready. In another terminal:
-
-  export KUBECONFIG=%s
-  kubectl get crds
-  kubectl apply -f config/samples/
-
-Metrics: http://127.0.0.1:8080/metrics   Health: http://%s/readyz
-Press Ctrl-C to stop; the cluster's data stays for the next 'make run'.
-
-`, abs, probeAddr)
 }
 
 func envOr(key, def string) string {

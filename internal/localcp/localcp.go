@@ -65,13 +65,16 @@ func Start(dir, binDir string) (*ControlPlane, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting local control plane: %w", err)
 	}
-	kubeconfig := filepath.Join(dir, "kubeconfig")
+	kubeconfig := KubeconfigPath(dir)
 	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
 		_ = env.Stop()
 		return nil, fmt.Errorf("writing kubeconfig: %w", err)
 	}
 	return &ControlPlane{Config: cfg, KubeconfigPath: kubeconfig, env: env}, nil
 }
+
+// KubeconfigPath is where Start writes the admin kubeconfig of the control plane in dir.
+func KubeconfigPath(dir string) string { return filepath.Join(dir, "kubeconfig") }
 
 // Stop stops kube-apiserver and etcd; the etcd data stays.
 func (cp *ControlPlane) Stop() error { return cp.env.Stop() }

@@ -85,3 +85,45 @@ func clientFromKubeconfig(t *testing.T, path string) client.Client {
 	}
 	return c
 }
+
+// TestSampleClusterKubeconfigAcrossRestarts: the Secret make run writes for the Cluster
+// sample holds a self-contained cluster-admin kubeconfig, and writing it again after a
+// restart (new port, new CA, new token signing key) makes it work again.
+func TestSampleClusterKubeconfigAcrossRestarts(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(testenv.RepoRoot(), "bin", "k8s")
+	ctx := context.Background()
+	for run := 1; run <= 2; run++ {
+		cp, err := Start(dir, bin)
+		if err != nil {
+			t.Fatalf("start %d: %v", run, err)
+		}
+		t.Cleanup(func() { _ = cp.Stop() })
+		if err := WriteSampleClusterKubeconfig(ctx, cp.Config); err != nil {
+			t.Fatalf("run %d: %v", run, err)
+		}
+		admin := clientFromKubeconfig(t, cp.KubeconfigPath)
+		secret := &corev1.Secret{}
+		if err := admin.Get(ctx, client.ObjectKey{Namespace: SampleClusterNamespace, Name: SampleClusterSecret}, secret); err != nil {
+			t.Fatalf("run %d: %v", run, err)
+		}
+		cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data["kubeconfig"])
+		if err != nil {
+			t.Fatalf("run %d: %v", run, err)
+		}
+		if cfg.CAFile != "" || cfg.BearerTokenFile != "" || cfg.ExecProvider != nil || len(cfg.CAData) == 0 || cfg.BearerToken == "" {
+			t.Errorf("run %d: the kubeconfig is not self-contained: %+v", run, cfg)
+		}
+		sample, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Cluster admin: it may read Secrets in every namespace.
+		if err := sample.List(ctx, &corev1.SecretList{}); err != nil {
+			t.Errorf("run %d: listing Secrets with the sample kubeconfig: %v", run, err)
+		}
+		if err := cp.Stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
