@@ -10,6 +10,7 @@ BIN            := $(CURDIR)/bin
 K8S_BIN        := $(BIN)/k8s
 CONTROLLER_GEN := $(BIN)/controller-gen
 HELM           := $(BIN)/helm
+GOLANGCI_LINT  := $(BIN)/lint/golangci-lint
 
 # envtest (tests and make run) starts the kube-apiserver and etcd found here.
 export KUBEBUILDER_ASSETS := $(K8S_BIN)
@@ -25,8 +26,7 @@ run: k8s-bins ## Run every controller against a local control plane (or $$KUBECO
 	exec $(BIN)/trustplane-run --dir .local
 
 .PHONY: test
-test: k8s-bins tools test-deps ## Vet and run every test against a real kube-apiserver + etcd.
-	go vet ./...
+test: k8s-bins tools test-deps lint ## Lint, then run every test against a real kube-apiserver + etcd.
 	go test $(GO_TEST_FLAGS) ./...
 
 ##@ Development
@@ -43,6 +43,10 @@ manifests: tools ## Generate deepcopy code, CRDs and RBAC from the Go markers.
 	cp config/crd/bases/*.yaml charts/trustplane/crds/
 	hack/chart-rbac.sh config/rbac/role.yaml > charts/trustplane/templates/clusterrole.yaml
 
+.PHONY: lint
+lint: lint-tool ## Lint every Go package (golangci-lint pinned in hack/lint, config in .golangci.yml; go vet included).
+	$(GOLANGCI_LINT) run ./...
+
 .PHONY: fmt
 fmt: ## gofmt every Go file.
 	gofmt -w $$(git ls-files '*.go')
@@ -55,6 +59,10 @@ k8s-bins: ## Build kube-apiserver, etcd, kube-controller-manager and kubectl v1.
 .PHONY: tools
 tools: ## Build the pinned controller-gen and helm into bin/ (once).
 	hack/build-cached.sh hack/tools $(BIN) sigs.k8s.io/controller-tools/cmd/controller-gen helm.sh/helm/v4/cmd/helm
+
+.PHONY: lint-tool
+lint-tool: ## Build the pinned golangci-lint into bin/lint (once).
+	hack/build-cached.sh hack/lint $(BIN)/lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
 ##@ Benchmarks
 

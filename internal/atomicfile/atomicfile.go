@@ -23,16 +23,17 @@ func WriteFile(path string, content []byte, mode os.FileMode) error {
 		return err
 	}
 	defer os.Remove(tmp.Name()) // a no-op after the rename
+	// On a failed write the temporary file is abandoned: closing it can only fail too.
 	if _, err := tmp.Write(content); err != nil {
-		tmp.Close()
+		_ = tmp.Close()
 		return err
 	}
 	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
+		_ = tmp.Close()
 		return err
 	}
 	if err := tmp.Sync(); err != nil {
-		tmp.Close()
+		_ = tmp.Close()
 		return err
 	}
 	if err := tmp.Close(); err != nil {

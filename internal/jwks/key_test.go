@@ -5,7 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/rsa"
-	"crypto/sha1" //nolint:gosec // checking x5t
+	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -92,7 +92,7 @@ func TestKeyTypesProduceCorrectJWKs(t *testing.T) {
 			if fmt.Sprint(x5c) != fmt.Sprint(wantX5c) {
 				t.Errorf("x5c is not the full chain, leaf first, standard base64")
 			}
-			s1, s256 := sha1.Sum(chain.Leaf.Raw), sha256.Sum256(chain.Leaf.Raw) //nolint:gosec
+			s1, s256 := sha1.Sum(chain.Leaf.Raw), sha256.Sum256(chain.Leaf.Raw)
 			if m["x5t"] != base64.RawURLEncoding.EncodeToString(s1[:]) {
 				t.Errorf("x5t = %v", m["x5t"])
 			}

@@ -73,7 +73,8 @@ type record struct {
 // NewManager returns a manager for nodeName.
 func NewManager(api API, recorder events.EventRecorder, c clock.PassiveClock, nodeName types.NodeName) *Manager {
 	return &Manager{api: api, recorder: recorder, clock: c, nodeName: nodeName,
-		jitter: func() time.Duration { return time.Duration(mathrand.Int64N(int64(maxJitter))) },
+		// Jitter spreads requests over time; it need not be unpredictable.
+		jitter: func() time.Duration { return time.Duration(mathrand.Int64N(int64(maxJitter))) }, //nolint:gosec // not a secret
 		store:  map[Key]*record{}}
 }
 

@@ -104,7 +104,7 @@ func (s Store) Load() (Snapshot, error) {
 	}
 	var env envelope
 	if err := json.Unmarshal(raw, &env); err != nil {
-		return Snapshot{}, fmt.Errorf("%w: %v", ErrCorruptSnapshot, err)
+		return Snapshot{}, fmt.Errorf("%w: %w", ErrCorruptSnapshot, err)
 	}
 	sum := sha256.Sum256(env.Snapshot)
 	if hex.EncodeToString(sum[:]) != env.SHA256 {
@@ -112,7 +112,7 @@ func (s Store) Load() (Snapshot, error) {
 	}
 	var snap Snapshot
 	if err := json.Unmarshal(env.Snapshot, &snap); err != nil {
-		return Snapshot{}, fmt.Errorf("%w: %v", ErrCorruptSnapshot, err)
+		return Snapshot{}, fmt.Errorf("%w: %w", ErrCorruptSnapshot, err)
 	}
 	return snap, nil
 }
@@ -137,7 +137,8 @@ func validName(name string) bool {
 		return false
 	}
 	for _, c := range name {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
+		lower, digit := c >= 'a' && c <= 'z', c >= '0' && c <= '9'
+		if !lower && !digit && c != '-' && c != '.' {
 			return false
 		}
 	}

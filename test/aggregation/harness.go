@@ -349,7 +349,7 @@ func WaitConverged(ctx context.Context, cl client.Client, timeout time.Duration)
 			return time.Now(), nil
 		}
 		if time.Now().After(deadline) {
-			return time.Time{}, fmt.Errorf("not converged after %v: %d aggregators pending (%v), last error %v", timeout, len(pending), head(pending), err)
+			return time.Time{}, fmt.Errorf("not converged after %v: %d aggregators pending (%v), last error %w", timeout, len(pending), head(pending), err)
 		}
 		time.Sleep(25 * time.Millisecond)
 	}

@@ -69,8 +69,8 @@ func request(t *testing.T, node *corev1.Node, pod *corev1.Pod, signer, keyType s
 		},
 	}
 	pcr.Spec.NodeName = types.NodeName(node.Name)
-	max := int32(7200)
-	pcr.Spec.MaxExpirationSeconds = &max
+	maxExpiration := int32(7200)
+	pcr.Spec.MaxExpirationSeconds = &maxExpiration
 	if err := env.Client.Create(ctx, pcr); err != nil {
 		t.Fatalf("creating PCR: %v", err)
 	}

@@ -108,11 +108,11 @@ func Sign(ca *CA, pcr *certificatesv1.PodCertificateRequest, policy Policy, now 
 	notBefore := now.Add(-time.Minute).Truncate(time.Second)
 	notAfter := notBefore.Add(lifetime)
 	beginRefreshAt := notBefore.Add(lifetime * 2 / 3)
-	if max := notAfter.Add(-10 * time.Minute); beginRefreshAt.After(max) {
-		beginRefreshAt = max
+	if latest := notAfter.Add(-10 * time.Minute); beginRefreshAt.After(latest) {
+		beginRefreshAt = latest
 	}
-	if min := notBefore.Add(10 * time.Minute); beginRefreshAt.Before(min) {
-		beginRefreshAt = min
+	if earliest := notBefore.Add(10 * time.Minute); beginRefreshAt.Before(earliest) {
+		beginRefreshAt = earliest
 	}
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
 	if err != nil {

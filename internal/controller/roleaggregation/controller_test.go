@@ -2,7 +2,6 @@ package roleaggregation
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -29,17 +28,7 @@ func startManager(t *testing.T) {
 	env.RunManager(t, func(mgr ctrl.Manager) error { _, err := Setup(mgr, Options{Workers: 2}); return err })
 }
 
-var nsCounter int
-
-func namespace(t *testing.T) string {
-	t.Helper()
-	nsCounter++
-	name := fmt.Sprintf("roleagg-%d", nsCounter)
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
-		t.Fatal(err)
-	}
-	return name
-}
+func namespace(t *testing.T) string { return env.Namespace(t, "roleagg") }
 
 func rule(verb, resource string) rbacv1.PolicyRule {
 	return rbacv1.PolicyRule{Verbs: []string{verb}, APIGroups: []string{""}, Resources: []string{resource}}

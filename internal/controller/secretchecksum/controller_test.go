@@ -36,26 +36,24 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.Main(m, &env))
 }
 
+// quietPeriod is the tests' debounce: long enough that a burst sent at once stays inside
+// it on a loaded 2-core machine (300 ms did not, under the whole suite).
+const quietPeriod = 1500 * time.Millisecond
+
+// settle is how long a test waits to see that nothing more is published: a publication
+// follows the last change by the quiet period, so a wrong one would show within it.
+const settle = quietPeriod + 500*time.Millisecond
+
 // startManager runs the control plane for the test's namespace.
 func startManager(t *testing.T, namespaces ...string) {
 	t.Helper()
 	opts := DefaultOptions()
 	opts.Namespaces = namespaces
-	opts.QuietPeriod = 300 * time.Millisecond
+	opts.QuietPeriod = quietPeriod
 	env.RunManager(t, func(mgr ctrl.Manager) error { _, err := Setup(mgr, opts); return err })
 }
 
-var nsCounter int
-
-func namespace(t *testing.T) string {
-	t.Helper()
-	nsCounter++
-	name := fmt.Sprintf("checksum-%d", nsCounter)
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
-		t.Fatal(err)
-	}
-	return name
-}
+func namespace(t *testing.T) string { return env.Namespace(t, "checksum") }
 
 func newCert(t *testing.T) testcerts.Chain {
 	t.Helper()
@@ -199,7 +197,7 @@ func TestNoChangeNoWriteBurstOnePublicationIncrementalParse(t *testing.T) {
 	if err := env.Client.Update(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second)
+	time.Sleep(settle)
 	if items := published(t, ns); len(items) != 1 || items[0].UID != first.UID || items[0].ResourceVersion != first.ResourceVersion {
 		t.Fatalf("an unrelated change wrote: %+v", items)
 	}
@@ -240,7 +238,7 @@ func TestNoChangeNoWriteBurstOnePublicationIncrementalParse(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPublished(t, ns, ids...)
-	time.Sleep(time.Second)
+	time.Sleep(settle)
 	if n := counter(t, pubs) - before; n != 1 {
 		t.Errorf("a burst of %d changes made %v publications, want 1", len(certs), n)
 	}
@@ -328,7 +326,7 @@ func TestAllNamespacesModeSkipsNamespacesWithNothingToCover(t *testing.T) {
 	putSecret(t, plain, "unversioned-1", "", newCert(t))
 	startManager(t) // every namespace
 	waitPublished(t, covered, id)
-	time.Sleep(time.Second)
+	time.Sleep(settle)
 	if items := published(t, plain); len(items) != 0 {
 		t.Errorf("a namespace without versioned secrets got %d SecretCheckSums", len(items))
 	}

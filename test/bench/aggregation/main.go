@@ -55,7 +55,7 @@ func run() error {
 	defer os.RemoveAll(dir)
 	binary := filepath.Join(dir, "trustplane")
 	if out, err := exec.Command("go", "build", "-o", binary, filepath.Join(root, "cmd/trustplane")).CombinedOutput(); err != nil {
-		return fmt.Errorf("building trustplane: %v\n%s", err, out)
+		return fmt.Errorf("building trustplane: %w\n%s", err, out)
 	}
 	kcm, err := aggregation.StartSide("kube-controller-manager", dir, aggregation.KubeControllerManager(filepath.Join(root, "bin/k8s")))
 	if err != nil {

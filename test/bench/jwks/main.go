@@ -64,7 +64,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer env.Stop()
+	defer func() { _ = env.Stop() }()
 	// Ctrl-C still stops kube-apiserver and etcd; the manager dies with its parent.
 	interrupted := make(chan os.Signal, 1)
 	signal.Notify(interrupted, os.Interrupt, syscall.SIGTERM)
@@ -83,7 +83,7 @@ func run() error {
 		return err
 	}
 	if out, err := exec.Command("go", "build", "-o", b.binary, "./cmd/trustplane").CombinedOutput(); err != nil {
-		return fmt.Errorf("building trustplane: %v\n%s", err, out)
+		return fmt.Errorf("building trustplane: %w\n%s", err, out)
 	}
 	for range 16 {
 		key, _ := testcerts.NewKey(testcerts.P256)
@@ -128,7 +128,7 @@ func (b *bench) rotationLatency(ctx context.Context) error {
 			return err
 		}
 	}
-	if _, err := b.waitAllReady(ctx, ns, *rotations); err != nil {
+	if err := b.waitAllReady(ctx, ns, *rotations); err != nil {
 		return err
 	}
 	cs := kubernetes.NewForConfigOrDie(b.env.Config)
@@ -207,7 +207,7 @@ func (b *bench) createMany(ctx context.Context) (time.Duration, error) {
 		return 0, err
 	default:
 	}
-	if _, err := b.waitAllReady(ctx, ns, *configs); err != nil {
+	if err := b.waitAllReady(ctx, ns, *configs); err != nil {
 		return 0, err
 	}
 	return time.Since(start), nil
@@ -258,12 +258,12 @@ func (b *bench) putSecret(ctx context.Context, ns string, i int, chain testcerts
 	return b.c.Update(ctx, s)
 }
 
-func (b *bench) waitAllReady(ctx context.Context, ns string, n int) (time.Duration, error) {
+func (b *bench) waitAllReady(ctx context.Context, ns string, n int) error {
 	start := time.Now()
 	for time.Since(start) < 10*time.Minute {
 		list := &jwksv1alpha1.JWKSConfigList{}
 		if err := b.c.List(ctx, list, client.InNamespace(ns)); err != nil {
-			return 0, err
+			return err
 		}
 		ready := 0
 		for _, c := range list.Items {
@@ -272,11 +272,11 @@ func (b *bench) waitAllReady(ctx context.Context, ns string, n int) (time.Durati
 			}
 		}
 		if ready == n {
-			return time.Since(start), nil
+			return nil
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	return 0, fmt.Errorf("not all %d JWKSConfigs in %s became Ready", n, ns)
+	return fmt.Errorf("not all %d JWKSConfigs in %s became Ready", n, ns)
 }
 
 // controllerWrites counts writes to the resources the jwks controller writes, as the API

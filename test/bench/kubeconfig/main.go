@@ -51,12 +51,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer mgmt.Stop()
+	defer func() { _ = mgmt.Stop() }()
 	target, err := testenv.Start()
 	if err != nil {
 		return err
 	}
-	defer target.Stop()
+	defer func() { _ = target.Stop() }()
 	c := mgmt.Client
 	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "target-admin"},
 		Data: map[string][]byte{"kubeconfig": target.Environment().KubeConfig}}); err != nil {

@@ -170,7 +170,7 @@ func signerThroughput() error {
 	if err != nil {
 		return err
 	}
-	defer env.Stop()
+	defer func() { _ = env.Stop() }()
 	ctx := context.Background()
 	c := env.Client
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}
