@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	corev1 "k8s.io/api/core/v1"
@@ -134,12 +135,21 @@ func statusMergePatch(before, after runtime.Object) ([]byte, bool, error) {
 	return patch, true, nil
 }
 
+// statusOf is obj's Status field, as typed: comparing and marshalling it alone is much
+// cheaper than converting the whole object (managed fields and all) on every reconcile.
 func statusOf(obj runtime.Object) (any, error) {
-	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		return nil, fmt.Errorf("converting %T: %w", obj, err)
+	v := reflect.ValueOf(obj)
+	if v.Kind() == reflect.Pointer {
+		v = v.Elem()
 	}
-	return content["status"], nil
+	if v.Kind() != reflect.Struct {
+		return nil, fmt.Errorf("%T is not a struct", obj)
+	}
+	status := v.FieldByName("Status")
+	if !status.IsValid() {
+		return nil, fmt.Errorf("%T has no Status field", obj)
+	}
+	return status.Interface(), nil
 }
 
 // Result is what controller-runtime should do after a reconcile that ended with err; see
