@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -157,17 +156,6 @@ func DecodeYAML(tb testing.TB, raw []byte) []*unstructured.Unstructured {
 			objs = append(objs, obj)
 		}
 	}
-}
-
-// FreeAddr is a loopback address with a port nothing listens on right now.
-func FreeAddr(tb testing.TB) string {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // RunManager starts a manager against the test control plane with what setup adds to

@@ -196,12 +196,7 @@ func startNginx(t *testing.T, certDir string) nginxTLS {
 		bin = "/usr/sbin/nginx"
 	}
 	prefix := t.TempDir()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := testenv.FreeAddr(t)
 	conf := filepath.Join(prefix, "nginx.conf")
 	body := fmt.Sprintf(`daemon off;
 user root;

@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"net"
 	"os"
 	"slices"
 	"strings"
@@ -289,9 +288,7 @@ spec:
 // TestUnreachableTargetSaysSoAndKeepsEverything: the Cluster's kubeconfig points nowhere.
 func TestUnreachableTargetSaysSoAndKeepsEverything(t *testing.T) {
 	setup(t)
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	dead := l.Addr().String()
-	l.Close()
+	dead := testenv.FreeAddr(t)
 	parsed, err := clientcmd.Load(target.Environment().KubeConfig)
 	if err != nil {
 		t.Fatal(err)
