@@ -6,6 +6,7 @@ package checksum
 import (
 	"crypto/md5"  //nolint:gosec // the wire format is MD5; it detects drift, it does not authenticate
 	"crypto/sha1" //nolint:gosec // PemSHA is defined as the SHA-1 fingerprint
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
@@ -19,11 +20,26 @@ import (
 // DefaultVersionAnnotation is where Tengine-Ingress reads a secret's version.
 const DefaultVersionAnnotation = "nginx.ingress.kubernetes.io/version"
 
+// The Secret data keys Tengine-Ingress reads (store/backend_ssl.go getPemCertificate).
+const (
+	KeyTLSCrt = "tls.crt"
+	KeyTLSKey = "tls.key"
+	KeyCACrt  = "ca.crt"
+	KeyCACRL  = "ca.crl"
+)
+
 // Reasons a secret is left out of the checksum.
 const (
+	// ReasonNotVersioned: no version annotation. Such objects are not meant for the
+	// checksum (a cert-manager Secret, say) and are never reported.
+	ReasonNotVersioned  = "NotVersioned"
 	ReasonNoNumericID   = "NoNumericID"
 	ReasonNoVersion     = "NoVersion"
 	ReasonInvalidTLSCrt = "InvalidCertificate"
+	ReasonNoKeyPair     = "NoKeyPair"
+	ReasonKeyMismatch   = "KeyMismatch"
+	ReasonInvalidCA     = "InvalidCA"
+	ReasonInvalidCRL    = "InvalidCRL"
 )
 
 // LeftOut says why an object is not part of the checksum. Its message never contains
@@ -51,11 +67,14 @@ func NameID(name string) (string, error) {
 }
 
 // Version is the integer value of the version annotation. Missing, empty, non-integer
-// or 0 leave the object out.
+// or 0 leave the object out; missing is ReasonNotVersioned, the others ReasonNoVersion.
 func Version(annotations map[string]string, key string) (string, error) {
 	raw, ok := annotations[key]
-	if !ok || raw == "" {
-		return "", &LeftOut{ReasonNoVersion, fmt.Sprintf("annotation %s is missing", key)}
+	if !ok {
+		return "", &LeftOut{ReasonNotVersioned, fmt.Sprintf("annotation %s is missing", key)}
+	}
+	if raw == "" {
+		return "", &LeftOut{ReasonNoVersion, fmt.Sprintf("annotation %s is empty", key)}
 	}
 	n, err := strconv.Atoi(raw)
 	if err != nil {
@@ -67,55 +86,128 @@ func Version(annotations map[string]string, key string) (string, error) {
 	return strconv.Itoa(n), nil
 }
 
-// PemSHA is the lower-case hex SHA-1 of the DER of the first (leaf) certificate in a PEM
-// chain: the usual certificate fingerprint, not a hash of the PEM text.
+// PemSHA is the lower-case hex SHA-1 of the DER of the first PEM block of tls.crt, which
+// must be a certificate (Tengine-Ingress's net/ssl CreateSSLCert reads the first block
+// and refuses any other type): the usual certificate fingerprint, not a hash of the PEM.
 func PemSHA(tlsCrt []byte) (string, error) {
-	rest := tlsCrt
-	for {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			return "", &LeftOut{ReasonInvalidTLSCrt, "tls.crt holds no PEM certificate"}
+	block, _ := pem.Decode(tlsCrt)
+	if block == nil {
+		return "", &LeftOut{ReasonInvalidTLSCrt, "tls.crt holds no PEM block"}
+	}
+	if block.Type != "CERTIFICATE" {
+		return "", &LeftOut{ReasonInvalidTLSCrt, fmt.Sprintf("the first PEM block of tls.crt is a %s, not a CERTIFICATE", block.Type)}
+	}
+	if _, err := x509.ParseCertificate(block.Bytes); err != nil {
+		return "", &LeftOut{ReasonInvalidTLSCrt, "tls.crt: " + err.Error()}
+	}
+	sum := sha1.Sum(block.Bytes) //nolint:gosec // see import
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// SecretPemSHA is the PemSHA a Secret counts with, by the rules Tengine-Ingress keeps a
+// Secret by (store/backend_ssl.go getPemCertificate, net/ssl CreateSSLCert, CreateCACert,
+// CheckCACert, ConfigureCRL):
+//
+//   - tls.crt and tls.key both present: tls.crt's first block is a certificate, and the
+//     pair loads (tls.X509KeyPair: the key is the certificate's); a ca.crt beside them must
+//     parse, and with it a ca.crl. The PemSHA is the certificate's fingerprint.
+//   - otherwise a ca.crt (with a ca.crl, that too) that parses: a CA-only Secret, which
+//     counts with an empty PemSHA ("<id>-<version>-").
+//   - anything else is left out.
+func SecretPemSHA(data map[string][]byte) (string, error) {
+	crt, hasCrt := data[KeyTLSCrt]
+	key, hasKey := data[KeyTLSKey]
+	ca, crl := data[KeyCACrt], data[KeyCACRL]
+	if hasCrt && hasKey {
+		sha, err := PemSHA(crt)
+		if err != nil {
+			return "", err
 		}
-		if block.Type != "CERTIFICATE" {
-			continue
+		if _, err := tls.X509KeyPair(crt, key); err != nil {
+			return "", &LeftOut{ReasonKeyMismatch, "tls.crt and tls.key do not load as a pair: " + err.Error()}
+		}
+		if len(ca) > 0 {
+			if err := checkCA(ca, crl); err != nil {
+				return "", err
+			}
+		}
+		return sha, nil
+	}
+	if len(ca) > 0 {
+		return "", checkCA(ca, crl)
+	}
+	return "", &LeftOut{ReasonNoKeyPair, "the Secret has neither a tls.crt and tls.key pair nor a ca.crt"}
+}
+
+// checkCA is Tengine-Ingress's CheckCACert (every PEM block a certificate, at least one)
+// and, when there is a CRL, ConfigureCRL (its first block an X509 CRL that parses).
+func checkCA(ca, crl []byte) error {
+	n := 0
+	for rest := ca; ; n++ {
+		var block *pem.Block
+		if block, rest = pem.Decode(rest); block == nil {
+			break
 		}
 		if _, err := x509.ParseCertificate(block.Bytes); err != nil {
-			return "", &LeftOut{ReasonInvalidTLSCrt, "tls.crt: " + err.Error()}
+			return &LeftOut{ReasonInvalidCA, "ca.crt: " + err.Error()}
 		}
-		sum := sha1.Sum(block.Bytes) //nolint:gosec // see import
-		return hex.EncodeToString(sum[:]), nil
 	}
+	if n == 0 {
+		return &LeftOut{ReasonInvalidCA, "ca.crt holds no PEM certificate"}
+	}
+	if len(crl) == 0 {
+		return nil
+	}
+	block, _ := pem.Decode(crl)
+	if block == nil || block.Type != "X509 CRL" {
+		return &LeftOut{ReasonInvalidCRL, "ca.crl does not start with an X509 CRL PEM block"}
+	}
+	if _, err := x509.ParseRevocationList(block.Bytes); err != nil {
+		return &LeftOut{ReasonInvalidCRL, "ca.crl: " + err.Error()}
+	}
+	return nil
 }
 
-// SecretID is "<SecretID>-<Version>-<PemSHA>", or a *LeftOut saying why there is none.
-func SecretID(name string, annotations map[string]string, versionKey string, tlsCrt []byte) (string, error) {
-	id, err := NameID(name)
+// SecretID is "<SecretID>-<Version>-<PemSHA>" for a Secret's name, annotations and data,
+// or a *LeftOut saying why it has none.
+func SecretID(name string, annotations map[string]string, versionKey string, data map[string][]byte) (string, error) {
+	if _, err := nameAndVersion(name, annotations, versionKey); err != nil {
+		return "", err
+	}
+	sha, err := SecretPemSHA(data)
 	if err != nil {
 		return "", err
 	}
+	return SecretIDWithPemSHA(name, annotations, versionKey, sha)
+}
+
+// SecretIDWithPemSHA is SecretID for a Secret whose PemSHA was computed already (the
+// control plane keeps only that of each Secret, never its key).
+func SecretIDWithPemSHA(name string, annotations map[string]string, versionKey, pemSHA string) (string, error) {
+	prefix, err := nameAndVersion(name, annotations, versionKey)
+	if err != nil {
+		return "", err
+	}
+	return prefix + "-" + pemSHA, nil
+}
+
+// nameAndVersion is "<ID>-<Version>". The version is checked first, as Tengine-Ingress
+// does: an object without one is not meant for the checksum at all.
+func nameAndVersion(name string, annotations map[string]string, versionKey string) (string, error) {
 	version, err := Version(annotations, versionKey)
 	if err != nil {
 		return "", err
 	}
-	sha, err := PemSHA(tlsCrt)
-	if err != nil {
-		return "", err
-	}
-	return id + "-" + version + "-" + sha, nil
-}
-
-// IngressID is "<ID>-<Version>" for an Ingress.
-func IngressID(name string, annotations map[string]string, versionKey string) (string, error) {
 	id, err := NameID(name)
-	if err != nil {
-		return "", err
-	}
-	version, err := Version(annotations, versionKey)
 	if err != nil {
 		return "", err
 	}
 	return id + "-" + version, nil
+}
+
+// IngressID is "<ID>-<Version>" for an Ingress.
+func IngressID(name string, annotations map[string]string, versionKey string) (string, error) {
+	return nameAndVersion(name, annotations, versionKey)
 }
 
 // Sum is the checksum of a list of IDs: sorted as plain strings, joined with ",", MD5,

@@ -49,8 +49,6 @@ func TestVersion(t *testing.T) {
 		{map[string]string{DefaultVersionAnnotation: "0"}, ""},
 		{map[string]string{DefaultVersionAnnotation: ""}, ""},
 		{map[string]string{DefaultVersionAnnotation: "v1"}, ""},
-		{map[string]string{"fs.ingress.alibaba/version": "1"}, ""},
-		{nil, ""},
 	} {
 		got, err := Version(tc.annotations, DefaultVersionAnnotation)
 		if tc.want == "" {
@@ -142,13 +140,34 @@ func TestPemSHAMatchesOpenSSL(t *testing.T) {
 			t.Errorf("PemSHA(%.20q) accepted", bad)
 		}
 	}
-	id, err := SecretID("example-com-42", map[string]string{DefaultVersionAnnotation: "3"}, DefaultVersionAnnotation, chain.PEM())
+	id, err := SecretID("example-com-42", map[string]string{DefaultVersionAnnotation: "3"}, DefaultVersionAnnotation,
+		map[string][]byte{KeyTLSCrt: chain.PEM(), KeyTLSKey: chain.KeyPEM()})
 	if err != nil || id != "42-3-"+want {
 		t.Errorf("SecretID = %s, %v", id, err)
 	}
 	if id, err := IngressID("web-0012", map[string]string{DefaultVersionAnnotation: "9"}, DefaultVersionAnnotation); err != nil || id != "12-9" {
 		t.Errorf("IngressID = %s, %v", id, err)
 	}
+}
+
+// TestNotVersionedIsItsOwnReason: an object without the annotation is not meant for the
+// checksum (and is never reported); one with a bad value is.
+func TestNotVersionedIsItsOwnReason(t *testing.T) {
+	for _, annotations := range []map[string]string{nil, {"fs.ingress.alibaba/version": "1"}} {
+		if _, err := Version(annotations, DefaultVersionAnnotation); !isReason(err, ReasonNotVersioned) {
+			t.Errorf("Version(%v): %v, want %s", annotations, err, ReasonNotVersioned)
+		}
+	}
+	// The version is checked before the name: an unversioned cert-manager "web-tls" Secret
+	// is NotVersioned, not NoNumericID.
+	if _, err := SecretID("web-tls", nil, DefaultVersionAnnotation, nil); !isReason(err, ReasonNotVersioned) {
+		t.Errorf("SecretID of an unversioned, unnumbered Secret: %v", err)
+	}
+}
+
+func isReason(err error, reason string) bool {
+	l, ok := IsLeftOut(err)
+	return ok && l.Reason == reason
 }
 
 func TestSetMatchesFullRecompute(t *testing.T) {

@@ -59,7 +59,7 @@ func newNodeAgentCommand() *cobra.Command {
 func newDataplaneCommand() *cobra.Command {
 	opts := dataplaneagent.DefaultOptions()
 	cmd := clusterCommand("dataplane",
-		"Secret-consistency data-plane agent: writes a namespace's TLS Secrets to a directory only while they match the SecretCheckSum",
+		"Secret-consistency data-plane agent: writes the TLS and CA Secrets it follows (every namespace, or --namespace/--namespaces) to a directory only while they match a SecretCheckSum",
 		opts.Validate, // a pointer receiver, as for node-agent
 		func(ctx context.Context, cfg *rest.Config) error { return dataplaneagent.Run(ctx, cfg, opts) })
 	opts.AddFlags(cmd.Flags())

@@ -1,9 +1,10 @@
 package dataplaneagent
 
-// Permissions of `trustplane dataplane` in the one namespace it follows (Role
+// Permissions of `trustplane dataplane` in each namespace it follows (Role
 // trustplane-dataplane, generated into config/components/dataplane-sidecar by `make
 // manifests`; the namespace in the markers is a placeholder the Makefile drops, so the Role
-// lands in the gateway's namespace).
+// lands in the gateway's namespace). An agent following every namespace needs the same
+// rules as a ClusterRole (docs/checksum.md).
 //
 // +kubebuilder:rbac:groups="",namespace=gateway,resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=networking.k8s.io,namespace=gateway,resources=ingresses,verbs=get;list;watch

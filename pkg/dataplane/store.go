@@ -20,19 +20,46 @@ const SnapshotFile = "snapshot.json"
 // ErrCorruptSnapshot marks a snapshot whose content does not match its checksum.
 var ErrCorruptSnapshot = errors.New("snapshot is corrupt")
 
-// Secret is one verified certificate and key.
+// Secret is one verified Secret: a certificate and its key, a CA bundle, or both.
 type Secret struct {
-	Name string `json:"name"`
-	ID   string `json:"id"`
-	Crt  []byte `json:"crt"`
-	Key  []byte `json:"key"`
+	// Namespace is set when a set spans namespaces: the files are then named
+	// <namespace>.<name>.* (namespaces hold no dots, so the name stays unambiguous).
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	ID        string `json:"id"`
+	// Crt and Key are tls.crt and tls.key, written as <base>.crt and <base>.key; a CA-only
+	// Secret has neither.
+	Crt []byte `json:"crt,omitempty"`
+	Key []byte `json:"key,omitempty"`
+	// CA and CRL are ca.crt and ca.crl, written as <base>.ca.crt and <base>.ca.crl.
+	CA  []byte `json:"ca,omitempty"`
+	CRL []byte `json:"crl,omitempty"`
+}
+
+// Base is the name the secret's files start with: <name>, or <namespace>.<name>.
+func (s Secret) Base() string {
+	if s.Namespace == "" {
+		return s.Name
+	}
+	return s.Namespace + "." + s.Name
+}
+
+// files are the secret's file names and contents; absent parts write no file.
+func (s Secret) files() map[string][]byte {
+	out := map[string][]byte{}
+	for suffix, content := range map[string][]byte{".crt": s.Crt, ".key": s.Key, ".ca.crt": s.CA, ".ca.crl": s.CRL} {
+		if len(content) > 0 {
+			out[s.Base()+suffix] = content
+		}
+	}
+	return out
 }
 
 // Snapshot is a verified set of secrets.
 type Snapshot struct {
 	// Checksum is the consistency checksum the set was verified against.
 	Checksum string `json:"checksum"`
-	// Secrets are the verified secrets, sorted by name.
+	// Secrets are the verified secrets, sorted by Base.
 	Secrets []Secret `json:"secrets"`
 }
 
@@ -42,32 +69,56 @@ type envelope struct {
 	Snapshot json.RawMessage `json:"snapshot"`
 }
 
-// Store is a directory holding <name>.crt / <name>.key for every verified secret and the
-// snapshot they came from. Every file is written to a temporary name, fsynced and renamed
-// into place, so a reader (nginx) sees the old file or the new one, never half of one.
+// Store is a directory holding the files of every verified secret (<base>.crt, .key,
+// .ca.crt, .ca.crl; see Secret.Base) and the snapshot they came from. Every file is written
+// to a temporary name, fsynced and renamed into place, so a reader (nginx) sees the old
+// file or the new one, never half of one.
 type Store struct {
 	Dir string
 }
 
-// Write makes the directory hold exactly the snapshot: pairs written first, the snapshot
-// file next, files of secrets no longer in the set removed last.
+// Write makes the directory hold exactly the snapshot: the secrets' files written first,
+// the snapshot file next, files of secrets no longer in the set removed last.
 func (s Store) Write(snap Snapshot) error {
 	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
 		return err
 	}
-	sort.Slice(snap.Secrets, func(i, j int) bool { return snap.Secrets[i].Name < snap.Secrets[j].Name })
-	keep := map[string]bool{SnapshotFile: true}
-	for _, sec := range snap.Secrets {
-		if !validName(sec.Name) {
-			return fmt.Errorf("secret name %q cannot be a file name", sec.Name)
+	sort.Slice(snap.Secrets, func(i, j int) bool { return snap.Secrets[i].Base() < snap.Secrets[j].Base() })
+	keep, err := s.writeSecrets(snap.Secrets)
+	if err != nil {
+		return err
+	}
+	if err := s.writeSnapshot(snap); err != nil {
+		return err
+	}
+	if err := s.removeAllBut(keep); err != nil {
+		return err
+	}
+	return atomicfile.SyncDir(s.Dir)
+}
+
+// writeSecrets writes every secret's files and returns their names. Two secrets that
+// would write the same file are an error, not a silent overwrite.
+func (s Store) writeSecrets(secrets []Secret) (map[string]bool, error) {
+	keep := map[string]bool{}
+	for _, sec := range secrets {
+		if !validName(sec.Name) || (sec.Namespace != "" && !validNamespace(sec.Namespace)) {
+			return nil, fmt.Errorf("secret %s/%s cannot be a file name", sec.Namespace, sec.Name)
 		}
-		for suffix, content := range map[string][]byte{".crt": sec.Crt, ".key": sec.Key} {
-			keep[sec.Name+suffix] = true
-			if err := s.writeIfChanged(sec.Name+suffix, content, 0o600); err != nil {
-				return err
+		for name, content := range sec.files() {
+			if keep[name] {
+				return nil, fmt.Errorf("two secrets write %s", name)
+			}
+			keep[name] = true
+			if err := s.writeIfChanged(name, content, 0o600); err != nil {
+				return nil, err
 			}
 		}
 	}
+	return keep, nil
+}
+
+func (s Store) writeSnapshot(snap Snapshot) error {
 	body, err := json.Marshal(snap)
 	if err != nil {
 		return err
@@ -77,22 +128,46 @@ func (s Store) Write(snap Snapshot) error {
 	if err != nil {
 		return err
 	}
-	if err := s.writeIfChanged(SnapshotFile, env, 0o600); err != nil {
-		return err
-	}
+	return s.writeIfChanged(SnapshotFile, env, 0o600)
+}
+
+// removeAllBut removes the certificate, key, CA and CRL files not named in keep.
+func (s Store) removeAllBut(keep map[string]bool) error {
 	entries, err := os.ReadDir(s.Dir)
 	if err != nil {
 		return err
 	}
 	for _, e := range entries {
 		name := e.Name()
-		if !keep[name] && (strings.HasSuffix(name, ".crt") || strings.HasSuffix(name, ".key")) {
-			if err := os.Remove(filepath.Join(s.Dir, name)); err != nil && !os.IsNotExist(err) {
-				return err
-			}
+		if keep[name] || !isSecretFile(name) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(s.Dir, name)); err != nil && !os.IsNotExist(err) {
+			return err
 		}
 	}
+	return nil
+}
+
+// Clear removes every secret file and the snapshot: the directory then holds no
+// verified set (a rollback when there was none before).
+func (s Store) Clear() error {
+	if err := os.Remove(filepath.Join(s.Dir, SnapshotFile)); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	if err := s.removeAllBut(nil); err != nil {
+		if os.IsNotExist(err) {
+			return nil
+		}
+		return err
+	}
 	return atomicfile.SyncDir(s.Dir)
+}
+
+// isSecretFile says a directory entry is one Write manages (.ca.crt and .ca.crl end in
+// .crt and .crl); temporary files start with "." and end otherwise.
+func isSecretFile(name string) bool {
+	return strings.HasSuffix(name, ".crt") || strings.HasSuffix(name, ".key") || strings.HasSuffix(name, ".crl")
 }
 
 // Load reads and verifies the snapshot. A missing one is os.ErrNotExist; one whose
@@ -129,6 +204,12 @@ func (s Store) Restore() (Snapshot, error) {
 
 func (s Store) writeIfChanged(name string, content []byte, mode os.FileMode) error {
 	return atomicfile.WriteFile(filepath.Join(s.Dir, name), content, mode)
+}
+
+// validNamespace accepts namespace names (DNS labels): no dots, so <namespace>.<name>
+// splits one way only.
+func validNamespace(ns string) bool {
+	return validName(ns) && !strings.Contains(ns, ".") && len(ns) <= 63
 }
 
 // validName accepts Kubernetes object names (DNS subdomains), which are safe file names.

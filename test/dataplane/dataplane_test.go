@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -55,7 +56,7 @@ func TestMain(m *testing.M) {
 func startControlPlane(t *testing.T, env *testenv.Env) (stop func()) {
 	return env.RunManager(t, func(mgr ctrl.Manager) error {
 		opts := secretchecksum.DefaultOptions()
-		opts.Namespaces, opts.QuietPeriod = []string{ns}, 200*time.Millisecond
+		opts.Namespaces, opts.PublishNamespace, opts.QuietPeriod = []string{ns}, ns, 200*time.Millisecond
 		_, err := secretchecksum.Setup(mgr, opts)
 		return err
 	})
@@ -92,10 +93,18 @@ func pemSHA(t *testing.T, c testcerts.Chain) string {
 
 func putSecret(t *testing.T, cl client.Client, name, version string, c testcerts.Chain) {
 	t.Helper()
+	putSecretData(t, cl, ns, name, version, map[string][]byte{corev1.TLSCertKey: c.PEM(), corev1.TLSPrivateKeyKey: c.KeyPEM()})
+}
+
+// putSecretData creates or replaces a versioned Secret.
+func putSecretData(t *testing.T, cl client.Client, namespace, name, version string, data map[string][]byte) {
+	t.Helper()
 	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{checksum.DefaultVersionAnnotation: version}},
-		Type:       corev1.SecretTypeTLS,
-		Data:       map[string][]byte{corev1.TLSCertKey: c.PEM(), corev1.TLSPrivateKeyKey: c.KeyPEM()},
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Annotations: map[string]string{checksum.DefaultVersionAnnotation: version}},
+		Data:       data,
+	}
+	if data[corev1.TLSCertKey] != nil && data[corev1.TLSPrivateKeyKey] != nil {
+		s.Type = corev1.SecretTypeTLS // as cert-manager writes them; CA-only ones are Opaque
 	}
 	if err := cl.Create(ctx, s); err != nil {
 		cur := &corev1.Secret{}
@@ -152,6 +161,7 @@ func fileIs(dir, name string, want []byte) func() bool {
 	}
 }
 
+// gauge is the value of a gauge or counter in the process's registry, -1 when absent.
 func gauge(t *testing.T, name string, labels ...string) float64 {
 	t.Helper()
 	families, err := metrics.Registry.Gather()
@@ -163,9 +173,13 @@ func gauge(t *testing.T, name string, labels ...string) float64 {
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			if matchLabels(m, labels) {
-				return m.GetGauge().GetValue()
+			if !matchLabels(m, labels) {
+				continue
 			}
+			if m.GetCounter() != nil {
+				return m.GetCounter().GetValue()
+			}
+			return m.GetGauge().GetValue()
 		}
 	}
 	return -1
@@ -184,12 +198,22 @@ func matchLabels(m *dto.Metric, want []string) bool {
 	return true
 }
 
-// nginxTLS runs Debian's nginx serving TLS with the agent's site-1 files.
+// nginxTLS runs Debian's nginx serving TLS with files of the agent's directory.
 type nginxTLS struct {
 	addr, reload string
+	bin, conf    string
+	prefix       string
+	cmd          *exec.Cmd
 }
 
-func startNginx(t *testing.T, certDir string) nginxTLS {
+func startNginx(t *testing.T, certDir string) *nginxTLS {
+	t.Helper()
+	return startNginxWith(t, certDir, "site-1", "")
+}
+
+// startNginxWith serves base.crt/.key from certDir and, with clientCA, asks clients for a
+// certificate signed by that CA file (nginx refuses to start when it does not load).
+func startNginxWith(t *testing.T, certDir, base, clientCA string) *nginxTLS {
 	t.Helper()
 	bin, err := exec.LookPath("nginx")
 	if err != nil {
@@ -198,6 +222,10 @@ func startNginx(t *testing.T, certDir string) nginxTLS {
 	prefix := t.TempDir()
 	addr := testenv.FreeAddr(t)
 	conf := filepath.Join(prefix, "nginx.conf")
+	var clientAuth string
+	if clientCA != "" {
+		clientAuth = fmt.Sprintf("ssl_client_certificate %s/%s;\n        ssl_verify_client optional;", certDir, clientCA)
+	}
 	body := fmt.Sprintf(`daemon off;
 user root;
 worker_processes 1;
@@ -213,29 +241,55 @@ http {
     scgi_temp_path %[1]s/scgi;
     server {
         listen %[2]s ssl;
-        ssl_certificate     %[3]s/site-1.crt;
-        ssl_certificate_key %[3]s/site-1.key;
+        ssl_certificate     %[3]s/%[4]s.crt;
+        ssl_certificate_key %[3]s/%[4]s.key;
+        %[5]s
         location / { return 200 "ok\n"; }
     }
 }
-`, prefix, addr, certDir)
+`, prefix, addr, certDir, base, clientAuth)
 	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-c", conf, "-p", prefix)
-	var logs bytes.Buffer
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("nginx: %v (make test installs it)", err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	n := nginxTLS{addr: addr, reload: fmt.Sprintf("%s -s reload -c %s -p %s", bin, conf, prefix)}
-	testenv.Eventually(t, "nginx to serve TLS", 10*time.Second, func() bool { return n.leafSHA() != "" })
+	n := &nginxTLS{addr: addr, bin: bin, conf: conf, prefix: prefix, reload: fmt.Sprintf("%s -s reload -c %s -p %s", bin, conf, prefix)}
+	n.start(t)
+	t.Cleanup(func() { n.stop(t) })
 	return n
 }
 
+// start runs nginx and waits until it serves TLS.
+func (n *nginxTLS) start(t *testing.T) {
+	t.Helper()
+	n.cmd = exec.Command(n.bin, "-c", n.conf, "-p", n.prefix)
+	var logs bytes.Buffer
+	n.cmd.Stderr = &logs
+	if err := n.cmd.Start(); err != nil {
+		t.Fatalf("nginx: %v (make test installs it)", err)
+	}
+	testenv.Eventually(t, "nginx to serve TLS", 10*time.Second, func() bool { return n.leafSHA() != "" })
+}
+
+// stop ends nginx as its init system would (SIGTERM: it removes its pid file), so that
+// `nginx -s reload` finds no nginx to signal.
+func (n *nginxTLS) stop(t *testing.T) {
+	t.Helper()
+	if n.cmd == nil {
+		return
+	}
+	_ = n.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = n.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = n.cmd.Process.Kill()
+		<-done
+	}
+	n.cmd = nil
+}
+
 // leafSHA is the SHA-1 of the certificate nginx serves.
-func (n nginxTLS) leafSHA() string {
+func (n *nginxTLS) leafSHA() string {
 	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", n.addr, &tls.Config{InsecureSkipVerify: true})
 	if err != nil {
 		return ""

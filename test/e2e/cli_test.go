@@ -17,7 +17,7 @@ func TestHelpAndVersion(t *testing.T) {
 		{[]string{"--help"}, []string{"manager", "node-agent", "dataplane", "version"}},
 		{[]string{"manager", "--help"}, []string{"--controllers", "--leader-elect", "--kubeconfig", "--graceful-shutdown-timeout", "--jwks-server-bind-address"}},
 		{[]string{"node-agent", "--help"}, []string{"--node-name", "--dir", "--refresh-interval", "--kubeconfig", "--health-probe-bind-address"}},
-		{[]string{"dataplane", "--help"}, []string{"--namespace", "--dir", "--fail-open", "--reload-command", "--kubeconfig"}},
+		{[]string{"dataplane", "--help"}, []string{"--namespace", "--namespaces", "--dir", "--fail-open", "--reload-command", "--kubeconfig"}},
 		{[]string{"version", "--help"}, []string{"Print the version"}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -49,8 +49,10 @@ func TestBadInvocations(t *testing.T) {
 	}{
 		{[]string{"node-agent", nowhere}, "trustplane: --node-name is required"},
 		{[]string{"node-agent", "--node-name=n1", "--dir=", nowhere}, "trustplane: --dir is required"},
-		{[]string{"dataplane", nowhere}, "trustplane: --namespace is required"},
+		// No namespace is every namespace (as Tengine-Ingress); only --dir is required.
+		{[]string{"dataplane", nowhere}, "trustplane: --dir is required"},
 		{[]string{"dataplane", "--namespace=web", "--dir=", nowhere}, "trustplane: --dir is required"},
+		{[]string{"dataplane", "--namespace=web", "--namespaces=web,edge", "--dir=/tmp/x", nowhere}, "trustplane: --namespace and --namespaces are mutually exclusive"},
 		{[]string{"dataplane", "--namespace=web", "--dir=/tmp/x", "--quiet-period=soon", nowhere}, `invalid argument "soon" for "--quiet-period"`},
 		{[]string{"manager", "--controllers=nosuch", nowhere}, `trustplane: unknown controller "nosuch" in --controllers`},
 		{[]string{"manager", "--no-such-flag"}, "trustplane: unknown flag: --no-such-flag"},

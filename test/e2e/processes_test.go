@@ -57,6 +57,11 @@ func TestProcessesAsDeployed(t *testing.T) {
 		"--kubeconfig="+env.ServiceAccountKubeconfig(t, managerNamespace, "trustplane-manager"),
 		// A pod reads these from its token mount and ports; a process on a laptop is told.
 		"--leader-election-namespace="+managerNamespace, "--podcert-ca-namespace="+managerNamespace,
+		"--secret-checksum-publish-namespace="+managerNamespace,
+		// The gateway's sidecar follows its own namespace only, so it matches only a
+		// per-namespace checksum; the default "cluster" scope alone publishes one over all
+		// namespaces (docs/checksum.md, "Data plane").
+		"--secret-checksum-scopes=cluster,namespace",
 		"--metrics-bind-address="+testenv.FreeAddr(t), "--health-probe-bind-address="+managerProbes, "--jwks-server-bind-address="+jwksServer,
 	)...)
 	mgr.WaitHTTP200(t, urlOf(managerProbes, "/readyz"), 60*time.Second)
@@ -237,6 +242,9 @@ func testDataplane(t *testing.T, bin string, gatewayPod corev1.PodSpec) {
 	agent := testenv.StartProcess(t, bin, argsOf(t, container(t, gatewayPod, "trustplane-dataplane"), map[string]string{"metadata.namespace": gatewayNamespace},
 		"--kubeconfig="+env.ServiceAccountKubeconfig(t, gatewayNamespace, "trustplane-dataplane"),
 		"--dir="+dir, "--metrics-bind-address="+testenv.FreeAddr(t), "--health-probe-bind-address="+probes,
+		// Fail-open would write the pair before any checksum reached the namespace: closed,
+		// it proves the manager's per-namespace checksum is there and matches.
+		"--fail-open=false",
 	)...)
 	agent.WaitHTTP200(t, urlOf(probes, "/readyz"), 60*time.Second)
 

@@ -313,3 +313,28 @@ func copyTree(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// TestChartGivesSidecarsTheirScope: per-namespace sidecars check per-namespace checksums,
+// so with dataplane.namespaces set the manager publishes them too — and only then.
+func TestChartGivesSidecarsTheirScope(t *testing.T) {
+	root := testenv.RepoRoot()
+	helm := tool(t, "helm")
+	const flag = "--secret-checksum-scopes=cluster,namespace"
+	for sets, want := range map[string]bool{"dataplane.namespaces={web}": true, "nodeAgent.enabled=false": false} {
+		rendered := run(t, root, helm, "template", "trustplane", filepath.Join(root, "charts/trustplane"), "--namespace", "trustplane-system", "--set", sets)
+		found := false
+		for _, obj := range testenv.DecodeYAML(t, rendered) {
+			if obj.GetKind() != "Deployment" {
+				continue
+			}
+			containers, _, _ := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
+			for _, c := range containers {
+				args, _, _ := unstructured.NestedStringSlice(c.(map[string]any), "args")
+				found = found || slices.Contains(args, flag)
+			}
+		}
+		if found != want {
+			t.Errorf("--set %s: manager passes %s: %v, want %v", sets, flag, found, want)
+		}
+	}
+}

@@ -33,6 +33,7 @@ import (
 	tenginev1 "github.com/trustplane/trustplane/api/tengine/v1"
 	"github.com/trustplane/trustplane/internal/checksum"
 	"github.com/trustplane/trustplane/internal/controller/podcertsigner"
+	"github.com/trustplane/trustplane/internal/controller/secretchecksum"
 	"github.com/trustplane/trustplane/internal/localcp"
 	"github.com/trustplane/trustplane/internal/nodeagent"
 	"github.com/trustplane/trustplane/internal/subscription"
@@ -188,38 +189,39 @@ func sameRules(a, b []rbacv1.PolicyRule) bool {
 	return true
 }
 
-// checkSecretChecksum: every versioned sample TLS Secret counts (none is left out), and a
-// SecretCheckSum over exactly them is published in its namespace.
+// checkSecretChecksum: every versioned sample TLS Secret counts (none is left out), and
+// one SecretCheckSum over exactly them, whatever their namespace, is published in the
+// manager's namespace: the cluster scope, as a Tengine-Ingress watching every namespace
+// checks it.
 func checkSecretChecksum(t *testing.T, r *run) {
-	ids := map[string][]string{} // namespace → IDs
+	var want []string
 	for _, s := range typed[corev1.Secret](t, r.samples, "Secret") {
 		if _, versioned := s.Annotations[checksum.DefaultVersionAnnotation]; !versioned || s.Type != corev1.SecretTypeTLS {
 			continue
 		}
 		checkKeyPair(t, s)
-		id, err := checksum.SecretID(s.Name, s.Annotations, checksum.DefaultVersionAnnotation, secretData(s, corev1.TLSCertKey))
+		id, err := checksum.SecretID(s.Name, s.Annotations, checksum.DefaultVersionAnnotation, allData(s))
 		if err != nil {
 			t.Fatalf("sample Secret %s/%s is left out of the checksum: %v", s.Namespace, s.Name, err)
 		}
-		ids[s.Namespace] = append(ids[s.Namespace], id)
+		want = append(want, id)
 	}
-	if len(ids) == 0 {
+	if len(want) == 0 {
 		t.Fatalf("config/samples has no TLS Secret annotated %s", checksum.DefaultVersionAnnotation)
 	}
-	for ns, want := range ids {
-		sort.Strings(want)
-		sum := checksum.Sum(want)
-		eventually(t, fmt.Sprintf("a SecretCheckSum in %s over %v", ns, want), func() bool {
-			list := &tenginev1.SecretCheckSumList{}
-			if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
-				return false
-			}
-			return slices.ContainsFunc(list.Items, func(c tenginev1.SecretCheckSum) bool {
-				got := slices.Sorted(slices.Values(c.Spec.IDs))
-				return c.Spec.Checksum == sum && slices.Equal(got, want)
-			})
+	sort.Strings(want)
+	sum := checksum.Sum(want)
+	ns := secretchecksum.DefaultOptions().PublishNamespace
+	eventually(t, fmt.Sprintf("a SecretCheckSum in %s over %v", ns, want), func() bool {
+		list := &tenginev1.SecretCheckSumList{}
+		if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return false
+		}
+		return slices.ContainsFunc(list.Items, func(c tenginev1.SecretCheckSum) bool {
+			got := slices.Sorted(slices.Values(c.Spec.IDs))
+			return c.Spec.Checksum == sum && slices.Equal(got, want)
 		})
-	}
+	})
 }
 
 // checkPodCertificates: each sample Pod asks the manager's default signer on the node make
@@ -393,6 +395,18 @@ func sampleSecret(t *testing.T, s *sampleSet, namespace, name string) *corev1.Se
 }
 
 // secretData reads a key of a sample Secret, written as data or as stringData.
+// allData is a sample Secret's data and stringData together, as the API server stores them.
+func allData(s *corev1.Secret) map[string][]byte {
+	data := map[string][]byte{}
+	for k, v := range s.Data {
+		data[k] = v
+	}
+	for k, v := range s.StringData {
+		data[k] = []byte(v)
+	}
+	return data
+}
+
 func secretData(s *corev1.Secret, key string) []byte {
 	if v, ok := s.Data[key]; ok {
 		return v

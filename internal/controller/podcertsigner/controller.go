@@ -14,8 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -55,7 +53,7 @@ type Options struct {
 // DefaultOptions are the flag defaults.
 func DefaultOptions() Options {
 	return Options{
-		SignerName: "trustplane.io/pod-identity", CANamespace: ownNamespace(), CASecretName: "trustplane-pod-identity-ca",
+		SignerName: "trustplane.io/pod-identity", CANamespace: manager.OwnNamespace(), CASecretName: "trustplane-pod-identity-ca",
 		MaxLifetime: 24 * time.Hour, KeyTypes: []string{"RSA3072", "RSA4096", "ECDSAP256", "ECDSAP384", "ECDSAP521", "ED25519"},
 		TrustDomain: "cluster.local", Workers: 16, Clock: clock.RealClock{},
 	}
@@ -268,12 +266,4 @@ func concluded(pcr *certificatesv1.PodCertificateRequest) bool {
 		}
 	}
 	return false
-}
-
-// ownNamespace is the manager's namespace in a cluster, "default" elsewhere.
-func ownNamespace() string {
-	if ns, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil {
-		return strings.TrimSpace(string(ns))
-	}
-	return "default"
 }

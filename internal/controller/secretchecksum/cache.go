@@ -1,12 +1,16 @@
 package secretchecksum
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"reflect"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -14,27 +18,50 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	tenginev1 "github.com/trustplane/trustplane/api/tengine/v1"
+	"github.com/trustplane/trustplane/internal/checksum"
 	"github.com/trustplane/trustplane/internal/handlers"
 )
 
-// newInputCache is the controller's own cache: Secrets and Ingresses in scope, and the
-// checksum objects it published. Inputs are stripped to what the formula reads before
-// they are stored: private keys never stay in the manager's memory.
-func newInputCache(mgr ctrl.Manager, namespaces []string, selector labels.Selector, versionAnnotation string) (cache.Cache, error) {
-	var byNamespace map[string]cache.Config
-	if len(namespaces) > 0 {
-		byNamespace = map[string]cache.Config{}
-		for _, ns := range namespaces {
-			byNamespace[ns] = cache.Config{}
-		}
-	}
+// inputs turns Secrets into what the formula needs before they reach the cache.
+//
+// Tengine-Ingress keeps a Secret only if its tls.crt and tls.key load as a pair (or it is
+// a CA-only Secret), so deciding needs the private key. The key must not stay in the
+// manager's memory, so the cache transform decides there and then — it computes the
+// PemSHA, or why the Secret is left out — and the cached copy keeps no data at all. The
+// outcome is kept per Secret together with a hash of the data it came from, so an update
+// that leaves the data alone (a label, a new version) parses nothing.
+type inputs struct {
+	versionAnnotation string
+	metrics           *Metrics
+
+	mu       sync.Mutex
+	outcomes map[types.UID]pemOutcome
+}
+
+// pemOutcome is SecretPemSHA's result for one Secret's data.
+type pemOutcome struct {
+	// resourceVersion the outcome was computed at: the informer may hand an object it
+	// already transformed (its data gone) to the transform again.
+	resourceVersion string
+	dataHash        [sha256.Size]byte // of the keys Tengine reads; a hash, so no key material is kept
+	pemSHA          string
+	err             error // a *checksum.LeftOut
+}
+
+func newInputs(versionAnnotation string, m *Metrics) *inputs {
+	return &inputs{versionAnnotation: versionAnnotation, metrics: m, outcomes: map[types.UID]pemOutcome{}}
+}
+
+// cache is the controller's own cache: Secrets and Ingresses in the covered namespaces,
+// and the checksum objects it published there (the publish namespace is one of them).
+func (in *inputs) cache(mgr ctrl.Manager, namespaces []string) (cache.Cache, error) {
 	ours := labels.SelectorFromSet(labels.Set{ManagedByLabel: managedByValue})
 	c, err := cache.New(mgr.GetConfig(), cache.Options{
 		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-		DefaultNamespaces: byNamespace,
+		DefaultNamespaces: byNamespace(namespaces),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}:             {Label: selector, Transform: stripSecret(versionAnnotation)},
-			&networkingv1.Ingress{}:      {Label: selector, Transform: stripIngress(versionAnnotation)},
+			&corev1.Secret{}:             {Transform: in.stripSecret},
+			&networkingv1.Ingress{}:      {Transform: in.stripIngress},
 			&tenginev1.SecretCheckSum{}:  {Label: ours},
 			&tenginev1.IngressCheckSum{}: {Label: ours},
 		},
@@ -45,34 +72,102 @@ func newInputCache(mgr ctrl.Manager, namespaces []string, selector labels.Select
 	return c, mgr.Add(c)
 }
 
-// stripSecret keeps tls.crt and the version annotation; everything else is dropped
-// before the object reaches the cache: tls.key above all, and other annotations too
-// (kubectl's last-applied-configuration holds the whole Secret, key included).
-func stripSecret(versionAnnotation string) toolscache.TransformFunc {
-	return func(obj any) (any, error) {
-		s, ok := obj.(*corev1.Secret)
-		if !ok {
-			return obj, nil
-		}
-		kept := map[string][]byte{}
-		if crt, ok := s.Data[corev1.TLSCertKey]; ok {
-			kept[corev1.TLSCertKey] = crt
-		}
-		s.Data, s.StringData, s.ManagedFields = kept, nil, nil
-		s.Annotations = onlyAnnotation(s.Annotations, versionAnnotation)
-		return s, nil
+func byNamespace(namespaces []string) map[string]cache.Config {
+	if len(namespaces) == 0 {
+		return nil
 	}
+	out := map[string]cache.Config{}
+	for _, ns := range namespaces {
+		out[ns] = cache.Config{}
+	}
+	return out
+}
+
+// stripSecret records the Secret's PemSHA outcome and drops all its data, its other
+// annotations (kubectl's last-applied-configuration holds the whole Secret, key
+// included) and its managed fields. A Secret without the version annotation is not
+// parsed: Tengine-Ingress does not count it, whatever it holds.
+func (in *inputs) stripSecret(obj any) (any, error) {
+	s, ok := obj.(*corev1.Secret)
+	if !ok {
+		return obj, nil
+	}
+	if _, versioned := s.Annotations[in.versionAnnotation]; versioned {
+		in.evaluate(s)
+	} else {
+		in.forget(s.UID)
+	}
+	s.Data, s.StringData, s.ManagedFields = nil, nil, nil
+	s.Annotations = onlyAnnotation(s.Annotations, in.versionAnnotation)
+	return s, nil
+}
+
+// evaluate computes the Secret's PemSHA unless its data is what it was last time.
+func (in *inputs) evaluate(s *corev1.Secret) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	prev, ok := in.outcomes[s.UID]
+	if ok && prev.resourceVersion == s.ResourceVersion {
+		return
+	}
+	hash := dataHash(s.Data)
+	if ok && prev.dataHash == hash {
+		prev.resourceVersion = s.ResourceVersion
+		in.outcomes[s.UID] = prev
+		return
+	}
+	in.metrics.parsed.Inc()
+	sha, err := checksum.SecretPemSHA(s.Data)
+	in.outcomes[s.UID] = pemOutcome{resourceVersion: s.ResourceVersion, dataHash: hash, pemSHA: sha, err: err}
+}
+
+func (in *inputs) forget(uid types.UID) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	delete(in.outcomes, uid)
+}
+
+// secretID is the Secret's ID, from its cached (stripped) copy and its recorded outcome.
+func (in *inputs) secretID(s *corev1.Secret) (string, error) {
+	in.mu.Lock()
+	outcome, ok := in.outcomes[s.UID]
+	in.mu.Unlock()
+	if !ok {
+		// Unversioned: the version check says so, before any data would be read.
+		return checksum.SecretIDWithPemSHA(s.Name, s.Annotations, in.versionAnnotation, "")
+	}
+	id, err := checksum.SecretIDWithPemSHA(s.Name, s.Annotations, in.versionAnnotation, outcome.pemSHA)
+	if err == nil && outcome.err != nil {
+		return "", outcome.err // name and version are fine, the data is not
+	}
+	return id, err
+}
+
+// dataHash covers exactly the keys Tengine-Ingress reads, each length-prefixed.
+func dataHash(data map[string][]byte) [sha256.Size]byte {
+	h := sha256.New()
+	for _, key := range []string{checksum.KeyTLSCrt, checksum.KeyTLSKey, checksum.KeyCACrt, checksum.KeyCACRL} {
+		value, present := data[key]
+		var prefix [9]byte
+		if present {
+			prefix[0] = 1
+		}
+		binary.BigEndian.PutUint64(prefix[1:], uint64(len(value)))
+		h.Write(prefix[:])
+		h.Write(value)
+	}
+	var out [sha256.Size]byte
+	copy(out[:], h.Sum(nil))
+	return out
 }
 
 // stripIngress keeps an Ingress's name and version annotation: all the formula reads.
-func stripIngress(versionAnnotation string) toolscache.TransformFunc {
-	return func(obj any) (any, error) {
-		if ing, ok := obj.(*networkingv1.Ingress); ok {
-			ing.Spec, ing.Status, ing.ManagedFields = networkingv1.IngressSpec{}, networkingv1.IngressStatus{}, nil
-			ing.Annotations = onlyAnnotation(ing.Annotations, versionAnnotation)
-		}
-		return obj, nil
+func (in *inputs) stripIngress(obj any) (any, error) {
+	if ing, ok := obj.(*networkingv1.Ingress); ok {
+		ing.Spec, ing.Status, ing.ManagedFields = networkingv1.IngressSpec{}, networkingv1.IngressStatus{}, nil
+		ing.Annotations = onlyAnnotation(ing.Annotations, in.versionAnnotation)
 	}
+	return obj, nil
 }
 
 func onlyAnnotation(annotations map[string]string, key string) map[string]string {
@@ -82,6 +177,9 @@ func onlyAnnotation(annotations map[string]string, key string) map[string]string
 	}
 	return map[string]string{key: v}
 }
+
+// The transform functions' signature, checked at compile time.
+var _ toolscache.TransformFunc = (&inputs{}).stripSecret
 
 func kindSource[T client.Object](c cache.Cache, obj T, fn func(old, cur T, q handlers.Queue)) source.Source {
 	return source.Kind(c, obj, handlers.OldNew(fn))

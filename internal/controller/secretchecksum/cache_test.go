@@ -1,43 +1,98 @@
 package secretchecksum
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/trustplane/trustplane/internal/checksum"
 )
 
 // A Secret applied with kubectl carries its whole content, tls.key included, in the
-// last-applied-configuration annotation: the cache must keep neither.
-func TestStripKeepsOnlyWhatTheFormulaReads(t *testing.T) {
+// last-applied-configuration annotation: the cache must keep neither, yet still know
+// whether the pair loads.
+func TestStripKeepsNoDataButTheOutcome(t *testing.T) {
 	version := checksum.DefaultVersionAnnotation
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "site", Annotations: map[string]string{
-			version: "3",
-			"kubectl.kubernetes.io/last-applied-configuration": `{"data":{"tls.key":"LS0tLS1CRUdJTi..."}}`,
-		}, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
-		Data:       map[string][]byte{corev1.TLSCertKey: []byte("cert"), corev1.TLSPrivateKeyKey: []byte("key"), "ca.crt": []byte("ca")},
-		StringData: map[string]string{corev1.TLSPrivateKeyKey: "key"},
+	parsed := prometheus.NewCounter(prometheus.CounterOpts{Name: "parsed"})
+	in := newInputs(version, &Metrics{parsed: parsed})
+	good, other := newCert(t), newCert(t)
+	resourceVersion := 0
+	secret := func(uid, name string, crt, key []byte, ver string) *corev1.Secret {
+		resourceVersion++
+		return &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{UID: types.UID("u-" + uid), ResourceVersion: fmt.Sprint(resourceVersion), Name: name, Annotations: map[string]string{
+				version: ver,
+				"kubectl.kubernetes.io/last-applied-configuration": `{"data":{"tls.key":"LS0tLS1CRUdJTi..."}}`,
+			}, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
+			Data:       map[string][]byte{corev1.TLSCertKey: crt, corev1.TLSPrivateKeyKey: key},
+			StringData: map[string]string{corev1.TLSPrivateKeyKey: "key"},
+		}
 	}
-	out, err := stripSecret(version)(secret)
-	if err != nil {
-		t.Fatal(err)
+	strip := func(s *corev1.Secret) *corev1.Secret {
+		out, err := in.stripSecret(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.(*corev1.Secret)
 	}
-	got := out.(*corev1.Secret)
-	if len(got.Data) != 1 || string(got.Data[corev1.TLSCertKey]) != "cert" || got.StringData != nil || got.ManagedFields != nil {
+
+	got := strip(secret("1", "site-1", good.PEM(), good.KeyPEM(), "3"))
+	if got.Data != nil || got.StringData != nil || got.ManagedFields != nil {
 		t.Errorf("data kept: %v %v %v", got.Data, got.StringData, got.ManagedFields)
 	}
 	if len(got.Annotations) != 1 || got.Annotations[version] != "3" {
 		t.Errorf("annotations kept: %v", got.Annotations)
 	}
+	want, _ := checksum.SecretID("site-1", map[string]string{version: "3"}, version, map[string][]byte{
+		corev1.TLSCertKey: good.PEM(), corev1.TLSPrivateKeyKey: good.KeyPEM()})
+	if id, err := in.secretID(got); err != nil || id != want {
+		t.Errorf("ID from the stripped copy: %q, %v; want %q", id, err, want)
+	}
+
+	// The key of another certificate: left out, though the cache never held the key.
+	mismatched := strip(secret("2", "site-2", good.PEM(), other.KeyPEM(), "1"))
+	if _, err := in.secretID(mismatched); err == nil {
+		t.Error("a Secret whose key does not match its certificate was counted")
+	} else if l, _ := checksum.IsLeftOut(err); l == nil || l.Reason != checksum.ReasonKeyMismatch {
+		t.Errorf("mismatched pair: %v", err)
+	}
+
+	// Same data again (a new version, a label): not parsed again. The informer may also
+	// hand the stripped copy back to the transform: that is no change either.
+	before := counterValue(t, parsed)
+	again := strip(secret("1", "site-1", good.PEM(), good.KeyPEM(), "4"))
+	strip(again)
+	if n := counterValue(t, parsed) - before; n != 0 {
+		t.Errorf("unchanged data parsed %v times", n)
+	}
+	if id, err := in.secretID(again); err != nil || !strings.HasPrefix(id, "1-4-") {
+		t.Errorf("after a second pass: %q, %v", id, err)
+	}
+	// New data: parsed once.
+	strip(secret("1", "site-1", other.PEM(), other.KeyPEM(), "5"))
+	if n := counterValue(t, parsed) - before; n != 1 {
+		t.Errorf("changed data parsed %v times, want 1", n)
+	}
+	before = counterValue(t, parsed)
+	// Unversioned: never parsed, and not counted.
+	unversioned := secret("3", "tls-9", good.PEM(), good.KeyPEM(), "")
+	delete(unversioned.Annotations, version)
+	if _, err := in.secretID(strip(unversioned)); err == nil || counterValue(t, parsed)-before != 0 {
+		t.Errorf("unversioned Secret: %v, parsed %v", err, counterValue(t, parsed)-before)
+	}
 
 	ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{"other": "x"}},
 		Spec: networkingv1.IngressSpec{IngressClassName: new("tengine")}}
-	out, _ = stripIngress(version)(ing)
+	out, _ := in.stripIngress(ing)
 	if got := out.(*networkingv1.Ingress); got.Annotations != nil || got.Spec.IngressClassName != nil {
 		t.Errorf("ingress kept: %v %+v", got.Annotations, got.Spec)
 	}
 }
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 { return counter(t, c) }

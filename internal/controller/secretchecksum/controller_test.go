@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	tenginev1 "github.com/trustplane/trustplane/api/tengine/v1"
 	tenginev1alpha1 "github.com/trustplane/trustplane/api/tengine/v1alpha1"
@@ -33,6 +34,9 @@ var (
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
+	if os.Getenv("TEST_LOG") != "" {
+		ctrl.SetLogger(zap.New())
+	}
 	os.Exit(testenv.Main(m, &env))
 }
 
@@ -44,13 +48,23 @@ const quietPeriod = 1500 * time.Millisecond
 // follows the last change by the quiet period, so a wrong one would show within it.
 const settle = quietPeriod + 500*time.Millisecond
 
-// startManager runs the control plane for the test's namespace.
-func startManager(t *testing.T, namespaces ...string) {
+// startManager runs the control plane over the test's namespaces, with the cluster scope
+// published in the first (tests share one API server: none may cover every namespace
+// with the cluster scope).
+func startManager(t *testing.T, namespaces ...string) (stop func()) {
+	t.Helper()
+	return startManagerWith(t, func(o *Options) { o.Namespaces = namespaces })
+}
+
+func startManagerWith(t *testing.T, configure func(*Options)) (stop func()) {
 	t.Helper()
 	opts := DefaultOptions()
-	opts.Namespaces = namespaces
 	opts.QuietPeriod = quietPeriod
-	env.RunManager(t, func(mgr ctrl.Manager) error { _, err := Setup(mgr, opts); return err })
+	configure(&opts)
+	if len(opts.Namespaces) > 0 {
+		opts.PublishNamespace = opts.Namespaces[0]
+	}
+	return env.RunManager(t, func(mgr ctrl.Manager) error { _, err := Setup(mgr, opts); return err })
 }
 
 func namespace(t *testing.T) string { return env.Namespace(t, "checksum") }
@@ -85,7 +99,7 @@ func putSecret(t *testing.T, ns, name, version string, c testcerts.Chain) string
 			t.Fatal(err)
 		}
 	}
-	id, err := checksum.SecretID(name, s.Annotations, checksum.DefaultVersionAnnotation, c.PEM())
+	id, err := checksum.SecretID(name, s.Annotations, checksum.DefaultVersionAnnotation, s.Data)
 	if err != nil {
 		return ""
 	}
@@ -147,12 +161,16 @@ func TestPublishesReplacesAndReportsLeftOut(t *testing.T) {
 	if !sort.StringsAreSorted(first.Spec.IDs) || len(first.Spec.IDs) != 2 || first.Spec.Timestamp.IsZero() {
 		t.Errorf("published spec: %+v", first.Spec)
 	}
-	if !strings.HasPrefix(first.Name, "secret-") || first.Annotations[ScopeAnnotation] == "" {
-		t.Errorf("object %s, scope %q", first.Name, first.Annotations[ScopeAnnotation])
+	wantScope := checksum.NewScope([]string{ns}, checksum.DefaultVersionAnnotation).String()
+	if !strings.HasPrefix(first.Name, "secret-") || first.Annotations[ScopeAnnotation] != wantScope || first.Labels[ScopeKindLabel] != "cluster" {
+		t.Errorf("object %s, scope %q (want %q), labels %v", first.Name, first.Annotations[ScopeAnnotation], wantScope, first.Labels)
 	}
-	// Left-out secrets: a Warning event each, with the reason and never the contents.
-	for name, reason := range map[string]string{"no-version-5": "annotation", "noid": "no numeric ID"} {
-		waitForEvent(t, ns, name, reason)
+	// Left-out versioned secrets: a Warning event each, with the reason and never the
+	// contents. An unversioned one is no data plane's business: not reported.
+	waitForEvent(t, ns, "noid", "no numeric ID")
+	time.Sleep(settle)
+	if got := eventsAbout(t, ns, "no-version-5"); len(got) != 0 {
+		t.Errorf("an unversioned Secret was reported: %v", got[0].Note)
 	}
 	for _, e := range listEvents(t, ns) {
 		if strings.Contains(e.Note, "BEGIN") {
@@ -188,7 +206,8 @@ func TestNoChangeNoWriteBurstOnePublicationIncrementalParse(t *testing.T) {
 	startManager(t, ns)
 	first := waitPublished(t, ns, ids...)
 
-	// Unrelated changes (labels, other annotations, tls.key) write nothing.
+	// Unrelated changes (labels, other annotations) write nothing and parse nothing.
+	parsedBefore := counter(t, defaultMetrics.parsed)
 	s := &corev1.Secret{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "site-3"}, s); err != nil {
 		t.Fatal(err)
@@ -201,9 +220,12 @@ func TestNoChangeNoWriteBurstOnePublicationIncrementalParse(t *testing.T) {
 	if items := published(t, ns); len(items) != 1 || items[0].UID != first.UID || items[0].ResourceVersion != first.ResourceVersion {
 		t.Fatalf("an unrelated change wrote: %+v", items)
 	}
+	if n := counter(t, defaultMetrics.parsed) - parsedBefore; n != 0 {
+		t.Errorf("a label change parsed %v certificates", n)
+	}
 
 	// One secret changes: exactly one certificate is parsed.
-	parsedBefore := counter(t, defaultMetrics.parsed)
+	parsedBefore = counter(t, defaultMetrics.parsed)
 	ids[4] = putSecret(t, ns, "site-4", "2", newCert(t))
 	waitPublished(t, ns, ids...)
 	if n := counter(t, defaultMetrics.parsed) - parsedBefore; n != 1 {
@@ -213,7 +235,7 @@ func TestNoChangeNoWriteBurstOnePublicationIncrementalParse(t *testing.T) {
 	// A burst of changes: one publication. Everything is prepared first and the updates
 	// are sent at once, so that the burst is well inside one quiet period however loaded
 	// the machine is.
-	pubs := defaultMetrics.publications.WithLabelValues(trackSecrets, ns)
+	pubs := defaultMetrics.publications.WithLabelValues(trackSecrets, "cluster", ns)
 	before := counter(t, pubs)
 	updated := make([]*corev1.Secret, len(certs))
 	for i := range certs {
@@ -224,7 +246,7 @@ func TestNoChangeNoWriteBurstOnePublicationIncrementalParse(t *testing.T) {
 		}
 		updated[i].Data = map[string][]byte{corev1.TLSCertKey: certs[i].PEM(), corev1.TLSPrivateKeyKey: certs[i].KeyPEM()}
 		updated[i].Annotations = map[string]string{checksum.DefaultVersionAnnotation: "3"}
-		id, err := checksum.SecretID(updated[i].Name, updated[i].Annotations, checksum.DefaultVersionAnnotation, certs[i].PEM())
+		id, err := checksum.SecretID(updated[i].Name, updated[i].Annotations, checksum.DefaultVersionAnnotation, updated[i].Data)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -318,13 +340,13 @@ func waitForEvent(t *testing.T, ns, name, text string) {
 	}
 }
 
-// TestAllNamespacesModeSkipsNamespacesWithNothingToCover: with no namespace list, only
-// namespaces holding versioned objects get a checksum.
+// TestAllNamespacesModeSkipsNamespacesWithNothingToCover: per namespace over every
+// namespace, only namespaces holding versioned objects get a checksum.
 func TestAllNamespacesModeSkipsNamespacesWithNothingToCover(t *testing.T) {
 	covered, plain := namespace(t), namespace(t)
 	id := putSecret(t, covered, "site-1", "1", newCert(t))
 	putSecret(t, plain, "unversioned-1", "", newCert(t))
-	startManager(t) // every namespace
+	startManagerWith(t, func(o *Options) { o.Scopes = []string{"namespace"} }) // every namespace
 	waitPublished(t, covered, id)
 	time.Sleep(settle)
 	if items := published(t, plain); len(items) != 0 {

@@ -8,26 +8,31 @@ import (
 // Metrics are the control plane's Prometheus metrics.
 type Metrics struct {
 	ids          *prometheus.GaugeVec
+	idsOmitted   *prometheus.GaugeVec
 	leftOut      *prometheus.GaugeVec
 	publications *prometheus.CounterVec
 	parsed       prometheus.Counter
 }
 
 var defaultMetrics = func() *Metrics {
+	published := []string{"track", "scope", "namespace"}
 	m := &Metrics{
 		ids: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "trustplane_checksum_ids", Help: "IDs in the namespace's current checksum, by track (secrets, ingresses).",
-		}, []string{"track", "namespace"}),
+			Name: "trustplane_checksum_ids", Help: "IDs in a published checksum, by track (secrets, ingresses), scope (cluster, namespace) and the namespace it is published in.",
+		}, published),
+		idsOmitted: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "trustplane_checksum_ids_omitted", Help: "1 while the newest published checksum holds no IDs because they did not fit in one object.",
+		}, published),
 		leftOut: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "trustplane_checksum_left_out", Help: "Objects left out of the checksum, by track and reason.",
+			Name: "trustplane_checksum_left_out", Help: "Versioned objects left out of the checksum, by track, namespace and reason.",
 		}, []string{"track", "namespace", "reason"}),
 		publications: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "trustplane_checksum_publications_total", Help: "Checksum objects published.",
-		}, []string{"track", "namespace"}),
+		}, published),
 		parsed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "trustplane_checksum_certificates_parsed_total", Help: "Certificates parsed to compute IDs (one per changed Secret, never a full re-parse).",
+			Name: "trustplane_checksum_certificates_parsed_total", Help: "Secrets whose certificate and key were parsed (once per change of their data, never a full re-parse).",
 		}),
 	}
-	metrics.Registry.MustRegister(m.ids, m.leftOut, m.publications, m.parsed)
+	metrics.Registry.MustRegister(m.ids, m.idsOmitted, m.leftOut, m.publications, m.parsed)
 	return m
 }()
