@@ -16,7 +16,7 @@ import (
 
 // controllers is every controller `trustplane manager` knows, in start order.
 func controllers() []manager.Controller {
-	gardenOpts := garden.DefaultOptions() // shared by the cluster and kubeconfig controllers
+	gardenOpts := garden.DefaultOptions() // shared by the cluster, kubeconfig and subscription controllers
 	return []manager.Controller{
 		jwks.Controller(),
 		clusterroleaggregation.Controller(),
@@ -26,6 +26,6 @@ func controllers() []manager.Controller {
 		tlsexpiry.Controller(),
 		kubeconfig.Controller(gardenOpts),
 		cluster.Controller(gardenOpts),
-		subscription.Controller(),
+		subscription.Controller(gardenOpts),
 	}
 }

@@ -47,6 +47,19 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Shoot.Namespace, "garden-namespace", o.Shoot.Namespace, "Gardener project namespace of the Shoots.")
 	fs.StringToStringVar(&o.Shoot.CloudProfiles, "shoot-cloud-profiles", o.Shoot.CloudProfiles, "CloudProfile per provider.")
 	fs.StringVar(&o.Shoot.KubernetesVersion, "shoot-kubernetes-version", o.Shoot.KubernetesVersion, "Kubernetes version of new Shoots; empty: Gardener's default.")
+	fs.StringVar(&o.Shoot.Networking.Type, "shoot-networking-type", o.Shoot.Networking.Type, "Network plugin of the Shoots (spec.networking.type).")
+	fs.StringVar(&o.Shoot.Networking.Nodes, "shoot-nodes-cidr", o.Shoot.Networking.Nodes, "Node CIDR of the Shoots (a /16 to /24; the VPC, VNet and zone subnets are cut from it); a Cluster may override it.")
+	fs.StringVar(&o.Shoot.Networking.Pods, "shoot-pods-cidr", o.Shoot.Networking.Pods, "Pod CIDR of the Shoots; a Cluster may override it.")
+	fs.StringVar(&o.Shoot.Networking.Services, "shoot-services-cidr", o.Shoot.Networking.Services, "Service CIDR of the Shoots; a Cluster may override it.")
+	fs.StringVar(&o.Shoot.MachineImage.Name, "shoot-machine-image", o.Shoot.MachineImage.Name, "Machine image of the worker pools; empty: Gardener's default.")
+	fs.StringVar(&o.Shoot.MachineImage.Version, "shoot-machine-image-version", o.Shoot.MachineImage.Version, "Machine image version; empty: the newest the CloudProfile offers.")
+	fs.StringToStringVar(&o.Shoot.VolumeTypes, "shoot-volume-types", o.Shoot.VolumeTypes, "Worker root volume type per provider (required for aws, azure, gcp; none for openstack boots from the flavour's disk).")
+	fs.StringVar(&o.Shoot.VolumeSize, "shoot-volume-size", o.Shoot.VolumeSize, "Worker root volume size (<n>Gi).")
+	fs.StringVar(&o.Shoot.OpenStack.FloatingPoolName, "shoot-openstack-floating-pool-name", o.Shoot.OpenStack.FloatingPoolName, "Floating pool (external network) of OpenStack Shoots.")
+	fs.StringVar(&o.Shoot.OpenStack.LoadBalancerProvider, "shoot-openstack-load-balancer-provider", o.Shoot.OpenStack.LoadBalancerProvider, "Load balancer provider of OpenStack Shoots.")
+	fs.StringVar(&o.Shoot.Maintenance.Begin, "shoot-maintenance-begin", o.Shoot.Maintenance.Begin, "Begin of the Shoots' maintenance window (HHMMSS+ZZZZ); empty with --shoot-maintenance-end: Gardener picks one.")
+	fs.StringVar(&o.Shoot.Maintenance.End, "shoot-maintenance-end", o.Shoot.Maintenance.End, "End of the Shoots' maintenance window (HHMMSS+ZZZZ), 30 minutes to 6 hours after the begin.")
+	fs.StringVar(&o.Shoot.HAFailureTolerance, "shoot-ha-failure-tolerance", o.Shoot.HAFailureTolerance, "Control plane failure tolerance (zone or node) of Shoots with purpose production; empty: not highly available.")
 	fs.DurationVar(&o.AdminKubeconfigExpiration, "garden-admin-kubeconfig-expiration", o.AdminKubeconfigExpiration, "Lifetime of the admin kubeconfigs requested for Shoots (kept in memory only).")
 }
 
@@ -58,6 +71,10 @@ func (o *Options) Connect(mgr ctrl.Manager) (*Garden, error) {
 	}
 	if g, ok := o.connected[mgr]; ok {
 		return g, nil
+	}
+	// A bad Shoot setting fails the start, not every Cluster later.
+	if err := o.Shoot.Validate(); err != nil {
+		return nil, fmt.Errorf("garden flags: %w", err)
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
 	if err != nil {
@@ -94,6 +111,9 @@ type Garden struct {
 	Cache cache.Cache
 	// Client writes Shoots; it reads them uncached (unstructured objects bypass the cache).
 	Client client.Client
+	// APIReader reads the garden uncached, whatever the object's type (a fresh view of
+	// the credential pool after a lost claim).
+	APIReader client.Reader
 
 	rest       rest.Interface
 	expiration time.Duration
@@ -117,7 +137,7 @@ func New(mgr ctrl.Manager, cfg *rest.Config, params shoot.Params, adminExpiratio
 	if err != nil {
 		return nil, err
 	}
-	return &Garden{Params: params, Cache: cl.GetCache(), Client: cl.GetClient(), rest: kube.CoreV1().RESTClient(), expiration: adminExpiration}, nil
+	return &Garden{Params: params, Cache: cl.GetCache(), Client: cl.GetClient(), APIReader: cl.GetAPIReader(), rest: kube.CoreV1().RESTClient(), expiration: adminExpiration}, nil
 }
 
 // NewShoot is an empty Shoot object to read into.

@@ -32,16 +32,34 @@ const (
 	WorkerPool = "cpu-worker-0"
 )
 
-// Params are the operator-wide settings of every Shoot.
+// Params are the operator-wide settings of every Shoot: what Gardener operators differ on
+// (flags of the manager, see internal/garden). A Cluster may override the CIDRs
+// (spec.infrastructure.networking).
 type Params struct {
 	// Namespace is the Gardener project namespace the Shoots live in.
 	Namespace string
 	// CloudProfiles maps a provider (aws, azure, gcp, openstack) to its CloudProfile name.
 	CloudProfiles map[string]string
-	// KubernetesVersion pins the Shoots' version; empty lets Gardener choose.
+	// KubernetesVersion pins the Shoots' version; empty lets Gardener choose (its admission
+	// defaults it to the newest supported version of the CloudProfile).
 	KubernetesVersion string
-	// Networking is the Shoots' network layout.
+	// Networking is the Shoots' default network layout.
 	Networking Networking
+	// MachineImage of the worker pool; an empty Version lets Gardener choose (its
+	// admission defaults it to the newest version of that image in the CloudProfile).
+	MachineImage MachineImage
+	// VolumeTypes maps a provider to the worker root volume type. AWS, Azure and GCP
+	// require a volume; for OpenStack an empty type means no volume (the flavour's disk).
+	VolumeTypes map[string]string
+	// VolumeSize of the worker root volume, as Gardener wants it: "<n>Gi".
+	VolumeSize string
+	// OpenStack are the settings only OpenStack Shoots need.
+	OpenStack OpenStack
+	// Maintenance is the Shoots' maintenance time window.
+	Maintenance Maintenance
+	// HAFailureTolerance is the control plane's failure tolerance ("zone" or "node") for
+	// purpose production; empty: no highly available control plane.
+	HAFailureTolerance string
 }
 
 // Networking is spec.networking of a Shoot.
@@ -52,12 +70,40 @@ type Networking struct {
 	Services string
 }
 
-// DefaultParams are the defaults kyma-environment-broker uses for its Shoots.
+// MachineImage is a worker pool's operating system image.
+type MachineImage struct {
+	Name    string
+	Version string
+}
+
+// OpenStack are the provider settings that name objects of the OpenStack installation.
+type OpenStack struct {
+	// FloatingPoolName is the external network the shoot's router and load balancers use.
+	FloatingPoolName string
+	// LoadBalancerProvider is the Octavia provider of the shoot's load balancers.
+	LoadBalancerProvider string
+}
+
+// Maintenance is spec.maintenance.timeWindow, in Gardener's "HHMMSS+ZZZZ" form; both
+// empty lets Gardener pick a window.
+type Maintenance struct {
+	Begin string
+	End   string
+}
+
+// DefaultParams are the defaults kyma-environment-broker and infrastructure-manager use
+// for their Shoots.
 func DefaultParams() Params {
 	return Params{
-		Namespace:     "garden-kyma",
-		CloudProfiles: map[string]string{"aws": "aws", "azure": "az", "gcp": "gcp", "openstack": "converged-cloud-cp"},
-		Networking:    Networking{Type: "calico", Nodes: "10.250.0.0/16", Pods: "100.64.0.0/12", Services: "100.104.0.0/13"},
+		Namespace:          "garden-kyma",
+		CloudProfiles:      map[string]string{"aws": "aws", "azure": "az", "gcp": "gcp", "openstack": "converged-cloud-cp"},
+		Networking:         Networking{Type: "calico", Nodes: "10.250.0.0/16", Pods: "100.64.0.0/12", Services: "100.104.0.0/13"},
+		MachineImage:       MachineImage{Name: "gardenlinux"},
+		VolumeTypes:        map[string]string{"aws": "gp3", "azure": "StandardSSD_LRS", "gcp": "pd-balanced"},
+		VolumeSize:         "80Gi",
+		OpenStack:          OpenStack{FloatingPoolName: "FloatingIP-external-kyma-01", LoadBalancerProvider: "f5"},
+		Maintenance:        Maintenance{Begin: "220000+0000", End: "010000+0000"},
+		HAFailureTolerance: "zone",
 	}
 }
 
@@ -100,80 +146,83 @@ func Zones(provider, region string, n int) ([]string, error) {
 	return out, nil
 }
 
-// Validate lists what a Cluster provisioned through Gardener is missing.
-func Validate(spec operatorv1alpha1.ClusterSpec) error {
-	var problems []string
-	infra := spec.Infrastructure
-	if infra.Provider == "" {
-		problems = append(problems, "spec.infrastructure.provider is required")
-	} else if providerTypes[infra.Provider] == "" {
-		problems = append(problems, fmt.Sprintf("spec.infrastructure.provider %q is not one of aws, azure, gcp, openstack", infra.Provider))
-	}
-	if spec.Core.Region == "" {
-		problems = append(problems, "spec.core.region is required")
-	}
-	if infra.MachineType == "" {
-		problems = append(problems, "spec.infrastructure.machineType is required")
-	}
-	if infra.AutoScalerMax == 0 {
-		problems = append(problems, "spec.infrastructure.autoScalerMax is required")
-	}
-	if _, err := extensions(spec); err != nil {
-		problems = append(problems, err.Error())
-	}
-	if len(problems) > 0 {
-		return errors.New(strings.Join(problems, "; "))
-	}
-	return nil
-}
-
 // Desired is the Shoot for cluster, using the credential credentialsBinding (the
-// subscription's assignment), as a server-side apply patch.
+// subscription's assignment), as a server-side apply patch: complete as Gardener and the
+// provider extension of its type demand it (a *InvalidError lists every problem of a
+// Cluster that Gardener would reject).
 func Desired(cluster *operatorv1alpha1.Cluster, p Params, credentialsBinding string) (*unstructured.Unstructured, error) {
-	if err := Validate(cluster.Spec); err != nil {
+	if err := Validate(cluster.Spec, p); err != nil {
 		return nil, err
 	}
 	spec := cluster.Spec
 	infra := spec.Infrastructure
-	profile := p.CloudProfiles[infra.Provider]
-	if profile == "" {
-		return nil, fmt.Errorf("no cloud profile configured for provider %q", infra.Provider)
-	}
-	zones, err := Zones(infra.Provider, spec.Core.Region, int(max(infra.NumberOfZones, 1)))
+	zones, _ := Zones(infra.Provider, spec.Core.Region, numberOfZones(infra))
+	nw := networkingOf(infra, p)
+	name := Name(cluster.Namespace, cluster.Name)
+	infraConfig, controlPlaneConfig, err := providerConfigs(infra.Provider, nw.Nodes, zones, p)
 	if err != nil {
-		return nil, err
+		return nil, &InvalidError{Problems: []string{err.Error()}}
+	}
+
+	machine := map[string]any{"type": infra.MachineType}
+	if image := imageOf(p); image != nil {
+		machine["image"] = image
 	}
 	worker := map[string]any{
-		"name":           WorkerPool,
-		"machine":        map[string]any{"type": infra.MachineType},
-		"minimum":        int64(infra.AutoScalerMin),
-		"maximum":        int64(infra.AutoScalerMax),
+		"name":    WorkerPool,
+		"machine": machine,
+		"minimum": int64(infra.AutoScalerMin),
+		"maximum": int64(infra.AutoScalerMax),
+		// One new machine per zone at a time and none taken away before its replacement
+		// runs, as kyma-environment-broker rolls its worker pools.
 		"maxSurge":       int64(len(zones)),
 		"maxUnavailable": int64(0),
 		"zones":          toAny(zones),
 	}
+	if volume := volumeOf(infra.Provider, p); volume != nil {
+		worker["volume"] = volume
+	}
+	provider := map[string]any{
+		"type":                 providerTypes[infra.Provider],
+		"infrastructureConfig": infraConfig,
+		"workers":              []any{worker},
+		// Nodes are reached through the API server only, as infrastructure-manager sets it.
+		"workersSettings": map[string]any{"sshAccess": map[string]any{"enabled": false}},
+	}
+	if controlPlaneConfig != nil {
+		provider["controlPlaneConfig"] = controlPlaneConfig
+	}
 	shootSpec := map[string]any{
-		"cloudProfile":           map[string]any{"kind": "CloudProfile", "name": profile},
+		"cloudProfile":           map[string]any{"kind": "CloudProfile", "name": p.CloudProfiles[infra.Provider]},
 		"region":                 spec.Core.Region,
 		"credentialsBindingName": credentialsBinding,
 		"purpose":                purpose(spec.Core.Purpose),
-		"provider":               map[string]any{"type": providerTypes[infra.Provider], "workers": []any{worker}},
-		"networking": map[string]any{"type": p.Networking.Type, "nodes": p.Networking.Nodes,
-			"pods": p.Networking.Pods, "services": p.Networking.Services},
+		"provider":               provider,
+		"networking": map[string]any{"type": nw.Type, "nodes": nw.Nodes,
+			"pods": nw.Pods, "services": nw.Services},
+		"maintenance": maintenanceOf(p),
+	}
+	if purpose(spec.Core.Purpose) == "production" && p.HAFailureTolerance != "" {
+		// Gardener spreads a production control plane over zones (or nodes) of its seed
+		// only when asked to.
+		shootSpec["controlPlane"] = map[string]any{"highAvailability": map[string]any{
+			"failureTolerance": map[string]any{"type": p.HAFailureTolerance}}}
 	}
 	kubernetes := map[string]any{}
 	if p.KubernetesVersion != "" {
 		kubernetes["version"] = p.KubernetesVersion
 	}
-	if oidc := spec.OIDCConfig; oidc != nil {
-		kubernetes["kubeAPIServer"] = map[string]any{"oidcConfig": oidcConfig(oidc)}
+	if spec.OIDCConfig != nil {
+		// kubeAPIServer.oidcConfig is forbidden for Kubernetes >= 1.32: OIDC goes through
+		// structured authentication, a ConfigMap beside the Shoot (AuthenticationConfigMap).
+		kubernetes["kubeAPIServer"] = map[string]any{
+			"structuredAuthentication": map[string]any{"configMapName": AuthenticationConfigMapName(name)}}
 	}
 	if len(kubernetes) > 0 {
 		shootSpec["kubernetes"] = kubernetes
 	}
-	if ext, _ := extensions(spec); len(ext) > 0 {
-		shootSpec["extensions"] = ext
-	}
+	ext, _ := extensions(spec)
+	shootSpec["extensions"] = withOIDCExtension(ext)
 	labels := map[string]any{ClusterNamespaceLabel: cluster.Namespace, ClusterNameLabel: cluster.Name}
 	for _, key := range []string{"plan", "globalaccountid", "subaccountid", "instanceid"} {
 		if v, ok := cluster.Labels[key]; ok {
@@ -181,11 +230,26 @@ func Desired(cluster *operatorv1alpha1.Cluster, p Params, credentialsBinding str
 		}
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{
-		"metadata": map[string]any{"name": Name(cluster.Namespace, cluster.Name), "namespace": p.Namespace, "labels": labels},
+		"metadata": map[string]any{"name": name, "namespace": p.Namespace, "labels": labels},
 		"spec":     shootSpec,
 	}}
 	u.SetGroupVersionKind(GVK)
 	return u, nil
+}
+
+// OIDCExtension is the Gardener extension that lets a shoot trust further OIDC issuers
+// (OpenIDConnect resources); infrastructure-manager enables it on every shoot.
+const OIDCExtension = "shoot-oidc-service"
+
+// withOIDCExtension adds the OIDC extension, enabled, unless the Cluster's own extensions
+// say something about it already.
+func withOIDCExtension(ext []any) []any {
+	for _, e := range ext {
+		if m, _ := e.(map[string]any); m["type"] == OIDCExtension {
+			return ext
+		}
+	}
+	return append(ext, map[string]any{"type": OIDCExtension, "disabled": false})
 }
 
 // purpose defaults to development, as Gardener does.
@@ -196,17 +260,53 @@ func purpose(p string) string {
 	return p
 }
 
-func oidcConfig(o *operatorv1alpha1.OIDCConfig) map[string]any {
-	out := map[string]any{"clientID": o.ClientID, "issuerURL": o.IssuerURL}
-	for key, v := range map[string]string{"groupsClaim": o.GroupsClaim, "usernameClaim": o.UsernameClaim, "usernamePrefix": o.UsernamePrefix} {
-		if v != "" {
-			out[key] = v
+func numberOfZones(infra operatorv1alpha1.ClusterInfrastructure) int {
+	return int(max(infra.NumberOfZones, 1))
+}
+
+// networkingOf is the operator's network layout with the Cluster's overrides.
+func networkingOf(infra operatorv1alpha1.ClusterInfrastructure, p Params) Networking {
+	nw := p.Networking
+	if o := infra.Networking; o != nil {
+		for _, f := range []struct {
+			to   *string
+			from string
+		}{{&nw.Nodes, o.Nodes}, {&nw.Pods, o.Pods}, {&nw.Services, o.Services}} {
+			if f.from != "" {
+				*f.to = f.from
+			}
 		}
 	}
-	if len(o.SigningAlgs) > 0 {
-		out["signingAlgs"] = toAny(o.SigningAlgs)
+	return nw
+}
+
+func imageOf(p Params) map[string]any {
+	if p.MachineImage.Name == "" {
+		return nil
 	}
-	return out
+	image := map[string]any{"name": p.MachineImage.Name}
+	if p.MachineImage.Version != "" {
+		image["version"] = p.MachineImage.Version
+	}
+	return image
+}
+
+// volumeOf is the worker root volume: AWS, Azure and GCP require one (type and size);
+// OpenStack forbids a type without a size and boots from the flavour's disk without one.
+func volumeOf(provider string, p Params) map[string]any {
+	t := p.VolumeTypes[provider]
+	if t == "" {
+		return nil
+	}
+	return map[string]any{"type": t, "size": p.VolumeSize}
+}
+
+func maintenanceOf(p Params) map[string]any {
+	m := map[string]any{"autoUpdate": map[string]any{"kubernetesVersion": true, "machineImageVersion": true}}
+	if p.Maintenance.Begin != "" {
+		m["timeWindow"] = map[string]any{"begin": p.Maintenance.Begin, "end": p.Maintenance.End}
+	}
+	return m
 }
 
 var toggle = regexp.MustCompile(`^([a-z][a-zA-Z0-9]*)Disabled$`)

@@ -71,6 +71,9 @@ func TestDesiredAzureShoot(t *testing.T) {
 	if _, found, _ := unstructured.NestedFieldNoCopy(got.Object, "spec", "kubernetes"); found {
 		t.Error("spec.kubernetes set without OIDC or a pinned version")
 	}
+	if _, found, _ := unstructured.NestedFieldNoCopy(got.Object, "spec", "controlPlane"); found {
+		t.Error("a development shoot asks for a highly available control plane")
+	}
 	workers, _, _ := unstructured.NestedSlice(got.Object, "spec", "provider", "workers")
 	if w := workers[0].(map[string]any); fmt.Sprint(w["zones"]) != "[1 2]" || w["maxSurge"] != int64(2) {
 		t.Errorf("worker %v", w)
@@ -111,13 +114,13 @@ func TestExtensions(t *testing.T) {
 }
 
 func TestValidateListsEveryProblem(t *testing.T) {
-	err := Validate(operatorv1alpha1.ClusterSpec{Infrastructure: operatorv1alpha1.ClusterInfrastructure{Provider: "alicloud"}})
+	err := Validate(operatorv1alpha1.ClusterSpec{Infrastructure: operatorv1alpha1.ClusterInfrastructure{Provider: "alicloud"}}, DefaultParams())
 	for _, want := range []string{"provider \"alicloud\"", "region is required", "machineType is required", "autoScalerMax is required"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate: %v; want it to mention %s", err, want)
 		}
 	}
-	if err := Validate(cluster("gcp", "europe-west3", 1).Spec); err != nil {
+	if err := Validate(cluster("gcp", "europe-west3", 1).Spec, DefaultParams()); err != nil {
 		t.Errorf("a complete spec: %v", err)
 	}
 }

@@ -1,6 +1,24 @@
-// Package subscription chooses hyperscaler credentials from a pool, with the labels
-// kyma-environment-broker uses: hyperscalerType, shared, tenantName, dirty, euAccess.
-// No client here: the controller lists the pool and claims what this package picks.
+// Package subscription chooses hyperscaler credentials from a pool labelled as
+// kyma-environment-broker's hyperscaler account pool labels it (hyperscalerType, shared,
+// tenantName, dirty, internal, euAccess), and decides what releasing one means. No client
+// here: the controller lists the pool and the Shoots, and claims or marks what this
+// package picks.
+//
+// The rules, as KEB applies them to the garden's CredentialsBindings:
+//   - hyperscalerType is the pool: the provider ("gcp"), or a regional pool
+//     "<provider>_<region>" (KEB's HR attribute, e.g. "openstack_eu-de-1"). A region that
+//     has a pool of its own is served from it only; there is no fallback.
+//   - euAccess: an EU-access request takes only euAccess=true credentials, any other
+//     request only credentials without the label (KEB's "!euAccess").
+//   - shared: the least used shared=true credential, counting the Shoots (and assigned
+//     requests) that use each one; ties by name.
+//   - dedicated: the credential labelled tenantName=<account> (and not shared, not dirty),
+//     else a free one (no tenantName label, not shared, not dirty, not internal), which
+//     the caller claims by labelling it.
+//   - internal=true credentials serve only the internal account they are labelled for.
+//   - release: a dedicated credential becomes dirty once no Shoot and no other request
+//     uses it; shared, internal and already dirty ones are left alone. An operator hands a
+//     cleaned one back by removing dirty (and tenantName, to free it for any account).
 package subscription
 
 import (
@@ -21,6 +39,8 @@ type Credential struct {
 // Request is what a SubscriptionRequest asks for.
 type Request struct {
 	Provider string
+	// Region is the hyperscaler region; it selects a regional pool where there is one.
+	Region string
 	// Tenant is the global account of a dedicated request; empty for the shared pool.
 	Tenant   string
 	EUAccess bool
@@ -45,29 +65,81 @@ func ParseSelector(s string) (tenant string, err error) {
 	return tenant, nil
 }
 
-// Choose picks a credential. For the shared pool: the least used (usage counts requests
-// per credential), ties by name. For a tenant: the credential already labelled for it,
-// else the first free one, which the caller must claim (claim = true) with optimistic
-// concurrency and, on a conflict, choose again.
+// RegionalType is the hyperscalerType of the regional pool of provider in region.
+func RegionalType(provider, region string) string { return provider + "_" + region }
+
+// HyperscalerType is the pool that serves req: the regional pool of its region when the
+// pool has any credential labelled for it, else the provider's.
+func HyperscalerType(req Request, pool []Credential) string {
+	if req.Region != "" {
+		regional := RegionalType(req.Provider, req.Region)
+		for _, c := range pool {
+			if c.Labels[cp.LabelHyperscalerType] == regional {
+				return regional
+			}
+		}
+	}
+	return req.Provider
+}
+
+func isTrue(labels map[string]string, key string) bool { return labels[key] == "true" }
+
+// fitsPool: the right hyperscalerType and EU access, not dirty.
+func fitsPool(l map[string]string, hyperscalerType string, euAccess bool) bool {
+	if l[cp.LabelHyperscalerType] != hyperscalerType || isTrue(l, cp.LabelDirty) {
+		return false
+	}
+	if euAccess {
+		return isTrue(l, cp.LabelEUAccess)
+	}
+	_, labelled := l[cp.LabelEUAccess]
+	return !labelled
+}
+
+// Fits says whether the credential (assigned earlier) still serves req: the pool's
+// hyperscalerType (the provider's or the region's), not dirty, and for a dedicated
+// request still labelled for its account; for a shared one still shared.
+func Fits(req Request, c Credential) bool {
+	l := c.Labels
+	typ := l[cp.LabelHyperscalerType]
+	if typ != req.Provider && (req.Region == "" || typ != RegionalType(req.Provider, req.Region)) {
+		return false
+	}
+	if !fitsPool(l, typ, req.EUAccess) {
+		return false
+	}
+	if req.Tenant == "" {
+		return isTrue(l, cp.LabelShared) && !isTrue(l, cp.LabelInternal)
+	}
+	return !isTrue(l, cp.LabelShared) && l[cp.LabelTenantName] == req.Tenant
+}
+
+// Choose picks a credential. usage counts the users of each credential (the Shoots that
+// reference it and the requests assigned to it, each user once). For the shared pool:
+// the least used, ties by name. For a tenant: the credential already labelled for it,
+// else the first free one by name, which the caller must claim (claim = true) with
+// optimistic concurrency and, on a conflict, choose again.
 func Choose(req Request, pool []Credential, usage map[string]int) (name string, claim bool, err error) {
 	sorted := append([]Credential(nil), pool...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	typ := HyperscalerType(req, sorted)
 	var free, best string
 	bestUse := -1
 	for _, c := range sorted {
 		l := c.Labels
-		if l[cp.LabelHyperscalerType] != req.Provider || l[cp.LabelDirty] == "true" || (l[cp.LabelEUAccess] == "true") != req.EUAccess {
+		if !fitsPool(l, typ, req.EUAccess) {
 			continue
 		}
-		shared := l[cp.LabelShared] == "true"
+		shared, internal := isTrue(l, cp.LabelShared), isTrue(l, cp.LabelInternal)
+		tenant, claimed := l[cp.LabelTenantName]
 		switch {
-		case req.Tenant == "" && shared:
+		case req.Tenant == "" && shared && !internal:
 			if u := usage[c.Name]; bestUse < 0 || u < bestUse {
 				best, bestUse = c.Name, u
 			}
-		case req.Tenant != "" && !shared && l[cp.LabelTenantName] == req.Tenant:
+		case req.Tenant != "" && !shared && claimed && tenant == req.Tenant:
 			return c.Name, false, nil
-		case req.Tenant != "" && !shared && l[cp.LabelTenantName] == "" && free == "":
+		case req.Tenant != "" && !shared && !claimed && !internal && free == "":
 			free = c.Name
 		}
 	}
@@ -81,7 +153,7 @@ func Choose(req Request, pool []Credential, usage map[string]int) (name string, 
 	if req.Tenant != "" {
 		kind = "dedicated"
 	}
-	return "", false, fmt.Errorf("%w: no %s %s credential%s that is not dirty", ErrPoolExhausted, kind, req.Provider, euSuffix(req.EUAccess))
+	return "", false, fmt.Errorf("%w: no %s credential of pool %s%s that is not dirty", ErrPoolExhausted, kind, typ, euSuffix(req.EUAccess))
 }
 
 func euSuffix(eu bool) string {
@@ -89,4 +161,33 @@ func euSuffix(eu bool) string {
 		return " with EU access"
 	}
 	return ""
+}
+
+// Release is what releasing a credential does.
+type Release int
+
+const (
+	// Keep: leave the credential as it is (shared, internal, already dirty, or still
+	// used by another Shoot or request).
+	Keep Release = iota
+	// MarkDirty: label it dirty=true; the account is to be cleaned before anyone gets it.
+	MarkDirty
+	// WaitForShoot: the releasing request's own Shoot still exists; decide once it is gone.
+	WaitForShoot
+)
+
+// Released decides what releasing credential c means. otherUsers counts the Shoots and
+// requests that use it besides the releasing request and its own Shoot; ownShoot says
+// whether that Shoot still exists.
+func Released(c Credential, otherUsers int, ownShoot bool) Release {
+	l := c.Labels
+	switch {
+	case isTrue(l, cp.LabelShared), isTrue(l, cp.LabelInternal), isTrue(l, cp.LabelDirty):
+		return Keep
+	case ownShoot:
+		return WaitForShoot
+	case otherUsers > 0:
+		return Keep
+	}
+	return MarkDirty
 }

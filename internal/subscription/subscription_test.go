@@ -24,6 +24,17 @@ func TestChoose(t *testing.T) {
 		cred("aws-dirty", "hyperscalerType", "aws", "dirty", "true"),
 		cred("aws-eu", "hyperscalerType", "aws", "euAccess", "true"),
 		cred("gcp-free", "hyperscalerType", "gcp"),
+		cred("gcp-eu-false", "hyperscalerType", "gcp", "euAccess", "false"),
+		cred("gcp-a-dirty", "hyperscalerType", "gcp", "tenantName", "t-dirty", "dirty", "true"),
+		cred("aws-a-eu-empty", "hyperscalerType", "aws", "euAccess", "true", "tenantName", ""),
+		cred("az-internal", "hyperscalerType", "azure", "internal", "true", "tenantName", "internal-ga"),
+		cred("az-internal-free", "hyperscalerType", "azure", "internal", "true"),
+		cred("az-internal-shared", "hyperscalerType", "azure", "internal", "true", "shared", "true"),
+		cred("az-zfree", "hyperscalerType", "azure"),
+		cred("os-de-1", "hyperscalerType", "openstack_eu-de-1", "shared", "true"),
+		cred("os-de-2", "hyperscalerType", "openstack_eu-de-1", "shared", "true"),
+		cred("os-free", "hyperscalerType", "openstack"),
+		cred("os-shared", "hyperscalerType", "openstack", "shared", "true"),
 	}
 	for _, tc := range []struct {
 		name      string
@@ -40,6 +51,20 @@ func TestChoose(t *testing.T) {
 		{"eu access pool", Request{Provider: "aws", Tenant: "t3", EUAccess: true}, nil, "aws-eu", true, false},
 		{"other provider", Request{Provider: "gcp", Tenant: "t1"}, nil, "gcp-free", true, false},
 		{"nothing for azure", Request{Provider: "azure"}, nil, "", false, true},
+		// internal: only for the account it is labelled for, never claimed, never shared.
+		{"internal for its account", Request{Provider: "azure", Tenant: "internal-ga"}, nil, "az-internal", false, false},
+		{"internal never claimed", Request{Provider: "azure", Tenant: "t9"}, nil, "az-zfree", true, false},
+		{"internal never shared", Request{Provider: "azure"}, nil, "", false, true},
+		// regional pools: a region with a pool of its own is served from it only.
+		{"regional shared", Request{Provider: "openstack", Region: "eu-de-1"}, map[string]int{"os-de-1": 4, "os-de-2": 1}, "os-de-2", false, false},
+		{"regional dedicated exhausted, no fallback", Request{Provider: "openstack", Region: "eu-de-1", Tenant: "t1"}, nil, "", false, true},
+		{"region without a pool uses the provider's", Request{Provider: "openstack", Region: "ap-jp-1", Tenant: "t1"}, nil, "os-free", true, false},
+		// euAccess as KEB selects: "!euAccess" for the others, so euAccess=false is no match.
+		{"euAccess=false is not the ordinary pool", Request{Provider: "gcp", Tenant: "t5"}, nil, "gcp-free", true, false},
+		// a dirty credential of the tenant is not reused: the tenant claims a fresh one.
+		{"dirty own credential", Request{Provider: "gcp", Tenant: "t-dirty"}, nil, "gcp-free", true, false},
+		// an empty tenantName label is a label: not free (KEB's "!tenantName").
+		{"empty tenantName is claimed", Request{Provider: "aws", Tenant: "t7", EUAccess: true}, nil, "aws-eu", true, false},
 	} {
 		got, claim, err := Choose(tc.req, pool, tc.usage)
 		if tc.wantErr {
@@ -63,6 +88,49 @@ func TestParseSelector(t *testing.T) {
 	for _, bad := range []string{"globalaccount:", "a b", "x=y"} {
 		if _, err := ParseSelector(bad); err == nil {
 			t.Errorf("ParseSelector(%q) accepted", bad)
+		}
+	}
+}
+
+func TestFits(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		req  Request
+		c    Credential
+		want bool
+	}{
+		{"shared", Request{Provider: "aws"}, cred("a", "hyperscalerType", "aws", "shared", "true"), true},
+		{"shared became dirty", Request{Provider: "aws"}, cred("a", "hyperscalerType", "aws", "shared", "true", "dirty", "true"), false},
+		{"dedicated, labelled for the account", Request{Provider: "aws", Tenant: "t1"}, cred("a", "hyperscalerType", "aws", "tenantName", "t1"), true},
+		{"dedicated, handed back", Request{Provider: "aws", Tenant: "t1"}, cred("a", "hyperscalerType", "aws"), false},
+		{"assigned from the provider's pool before a regional pool appeared", Request{Provider: "aws", Region: "eu-1"}, cred("a", "hyperscalerType", "aws", "shared", "true"), true},
+		{"regional", Request{Provider: "aws", Region: "eu-1"}, cred("a", "hyperscalerType", "aws_eu-1", "shared", "true"), true},
+		{"another region", Request{Provider: "aws", Region: "eu-1"}, cred("a", "hyperscalerType", "aws_eu-2", "shared", "true"), false},
+		{"EU access lost", Request{Provider: "aws", EUAccess: true}, cred("a", "hyperscalerType", "aws", "shared", "true"), false},
+	} {
+		if got := Fits(tc.req, tc.c); got != tc.want {
+			t.Errorf("%s: Fits = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestReleased(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		c          Credential
+		otherUsers int
+		ownShoot   bool
+		want       Release
+	}{
+		{"last user gone", cred("a", "tenantName", "t1"), 0, false, MarkDirty},
+		{"another Shoot uses it", cred("a", "tenantName", "t1"), 1, false, Keep},
+		{"own Shoot still there", cred("a", "tenantName", "t1"), 0, true, WaitForShoot},
+		{"shared", cred("a", "shared", "true"), 0, false, Keep},
+		{"internal", cred("a", "internal", "true", "tenantName", "t1"), 0, false, Keep},
+		{"already dirty", cred("a", "dirty", "true", "tenantName", "t1"), 0, true, Keep},
+	} {
+		if got := Released(tc.c, tc.otherUsers, tc.ownShoot); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

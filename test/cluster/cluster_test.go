@@ -268,13 +268,13 @@ func TestGardenerClusterLifecycle(t *testing.T) {
 		"spec.purpose":                "production",
 		"spec.provider.type":          "aws",
 		"spec.networking.type":        "calico",
-		"spec.kubernetes.kubeAPIServer.oidcConfig.clientID":       "kyma",
-		"spec.kubernetes.kubeAPIServer.oidcConfig.issuerURL":      "https://issuer.example",
-		"spec.kubernetes.kubeAPIServer.oidcConfig.usernameClaim":  "email",
-		"spec.kubernetes.kubeAPIServer.oidcConfig.usernamePrefix": "-",
-		"spec.kubernetes.kubeAPIServer.oidcConfig.groupsClaim":    "groups",
-		"metadata.labels.plan":                                    "trial",
-		"metadata.labels.globalaccountid":                         "abcd-0001",
+		// OIDC through structured authentication: oidcConfig is forbidden for Kubernetes >= 1.32.
+		"spec.kubernetes.kubeAPIServer.structuredAuthentication.configMapName": shoot.AuthenticationConfigMapName(shootName),
+		"spec.controlPlane.highAvailability.failureTolerance.type":             "zone", // purpose production
+		"spec.provider.infrastructureConfig.kind":                              "InfrastructureConfig",
+		"spec.provider.infrastructureConfig.networks.vpc.cidr":                 "10.250.0.0/16",
+		"metadata.labels.plan":                                                 "trial",
+		"metadata.labels.globalaccountid":                                      "abcd-0001",
 	}
 	for path, v := range want {
 		if got, _, _ := unstructured.NestedFieldNoCopy(s.Object, strings.Split(path, ".")...); got != v {
@@ -283,6 +283,15 @@ func TestGardenerClusterLifecycle(t *testing.T) {
 	}
 	if _, found, _ := unstructured.NestedString(s.Object, "spec", "secretBindingName"); found {
 		t.Error("shoot sets secretBindingName, which Gardener forbids for new Kubernetes versions")
+	}
+	if _, found, _ := unstructured.NestedMap(s.Object, "spec", "kubernetes", "kubeAPIServer", "oidcConfig"); found {
+		t.Error("shoot sets oidcConfig, which Gardener forbids for Kubernetes >= 1.32")
+	}
+	authentication := &corev1.ConfigMap{}
+	if err := mgmt.Client.Get(ctx, types.NamespacedName{Namespace: projectNamespace, Name: shoot.AuthenticationConfigMapName(shootName)}, authentication); err != nil {
+		t.Errorf("the structured authentication ConfigMap: %v", err)
+	} else if config := authentication.Data[shoot.AuthenticationConfigKey]; !strings.Contains(config, "url: https://issuer.example") || !strings.Contains(config, "- kyma") {
+		t.Errorf("AuthenticationConfiguration %q", config)
 	}
 	workers, _, _ := unstructured.NestedSlice(s.Object, "spec", "provider", "workers")
 	if len(workers) != 1 {
@@ -294,7 +303,7 @@ func TestGardenerClusterLifecycle(t *testing.T) {
 		t.Errorf("worker pool %v", w)
 	}
 	ext, _, _ := unstructured.NestedSlice(s.Object, "spec", "extensions")
-	if fmt.Sprint(ext) != "[map[disabled:true type:shoot-networking-filter]]" {
+	if fmt.Sprint(ext) != "[map[disabled:true type:shoot-networking-filter] map[disabled:false type:shoot-oidc-service]]" {
 		t.Errorf("extensions %v", ext)
 	}
 	if n := gardenFront.adminRequestsFor(shootName); n != 0 {
@@ -409,6 +418,9 @@ func TestGardenerClusterLifecycle(t *testing.T) {
 	}
 	if err := mgmt.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &cp.SubscriptionRequest{}); !apierrors.IsNotFound(err) {
 		t.Errorf("SubscriptionRequest after the Cluster went: %v", err)
+	}
+	if err := mgmt.Client.Get(ctx, client.ObjectKeyFromObject(authentication), &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the structured authentication ConfigMap after the Cluster went: %v", err)
 	}
 	pool := &corev1.Secret{}
 	if err := mgmt.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "aws-shared-1"}, pool); err != nil || pool.Labels[cp.LabelDirty] == "true" {
@@ -674,7 +686,12 @@ func TestBadClustersStall(t *testing.T) {
 	squatter := garden.NewShoot()
 	squatter.SetNamespace(projectNamespace)
 	squatter.SetName(shoot.Name(ns, "squatted"))
-	squatter.Object["spec"] = map[string]any{"region": "elsewhere"}
+	// A valid Shoot (the test garden refuses others), made for someone else.
+	theirs, err := shoot.Desired(gcpCluster("someone-else", "elsewhere"), testParams(), "their-binding")
+	if err != nil {
+		t.Fatal(err)
+	}
+	squatter.Object["spec"] = theirs.Object["spec"]
 	if err := mgmt.Client.Create(ctx, squatter); err != nil {
 		t.Fatal(err)
 	}

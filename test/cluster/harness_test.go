@@ -1,9 +1,11 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -14,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/yaml"
 
 	"github.com/trustplane/trustplane/internal/garden"
 	"github.com/trustplane/trustplane/internal/shoot"
@@ -41,6 +46,16 @@ type front struct {
 	adminKubeconfig []byte
 	down            atomic.Bool
 	adminRequests   sync.Map // shoot name → *atomic.Int32
+	// shootWrites counts writes of a Shoot's spec and metadata (not of its status) per
+	// shoot name; failShootWrites, when not 0, is the status code they are answered with.
+	shootWrites     sync.Map // shoot name → *atomic.Int32
+	failShootWrites atomic.Int32
+}
+
+// shootWritesFor is how many writes of the shoot (status excluded) reached the front.
+func (f *front) shootWritesFor(shootName string) int32 {
+	n, _ := f.shootWrites.LoadOrStore(shootName, &atomic.Int32{})
+	return n.(*atomic.Int32).Load()
 }
 
 // adminRequestsFor is how many admin kubeconfigs were handed out for the shoot.
@@ -77,6 +92,20 @@ func newFront(gardenEnv *testenv.Env, adminKubeconfig []byte) (*front, error) {
 			f.answerAdminKubeconfig(w, r, m[1], m[2])
 			return
 		}
+		if m := shootPath.FindStringSubmatch(r.URL.Path); m != nil && (r.Method == http.MethodPatch || r.Method == http.MethodPut) {
+			n, _ := f.shootWrites.LoadOrStore(m[2], &atomic.Int32{})
+			n.(*atomic.Int32).Add(1)
+			if code := f.failShootWrites.Load(); code != 0 {
+				writeStatus(w, int(code), http.StatusText(int(code)), "injected by the test front")
+				return
+			}
+		}
+		if ns, ok := shootWrite(r); ok {
+			if name, exists := f.structuredAuthentication(r, ns); !exists {
+				writeStatus(w, http.StatusForbidden, "Forbidden", fmt.Sprintf("failed to resolve structured authentication config map reference: configmaps %q not found", name))
+				return
+			}
+		}
 		if m := shootPath.FindStringSubmatch(r.URL.Path); m != nil && r.Method == http.MethodDelete && !f.deletionConfirmed(r.Context(), m[1], m[2]) {
 			writeStatus(w, http.StatusForbidden, "Forbidden", fmt.Sprintf("shoot %s/%s: deletion must be confirmed with the %s annotation", m[1], m[2], shoot.ConfirmDeletionAnnotation))
 			return
@@ -84,6 +113,51 @@ func newFront(gardenEnv *testenv.Env, adminKubeconfig []byte) (*front, error) {
 		proxy.ServeHTTP(w, r)
 	}))
 	return f, nil
+}
+
+var shootsPath = regexp.MustCompile(`^/apis/core\.gardener\.cloud/v1beta1/namespaces/([^/]+)/shoots$`)
+
+// shootWrite: r creates or changes a Shoot's spec (not its status), in namespace ns.
+func shootWrite(r *http.Request) (ns string, ok bool) {
+	if m := shootPath.FindStringSubmatch(r.URL.Path); m != nil && (r.Method == http.MethodPatch || r.Method == http.MethodPut) {
+		return m[1], true
+	}
+	if m := shootsPath.FindStringSubmatch(r.URL.Path); m != nil && r.Method == http.MethodPost {
+		return m[1], true
+	}
+	return "", false
+}
+
+// structuredAuthentication plays Gardener's resourcereferencemanager admission plugin
+// (gardener plugin/pkg/global/resourcereferencemanager/admission.go): a Shoot may name a
+// structured-authentication ConfigMap only when it exists in the Shoot's namespace. It
+// reads the request body and puts it back for the proxy.
+func (f *front) structuredAuthentication(r *http.Request, ns string) (name string, exists bool) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return "", true // let the API server answer
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var s struct {
+		Spec struct {
+			Kubernetes struct {
+				KubeAPIServer struct {
+					StructuredAuthentication struct {
+						ConfigMapName string `json:"configMapName"`
+					} `json:"structuredAuthentication"`
+				} `json:"kubeAPIServer"`
+			} `json:"kubernetes"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(body, &s); err != nil {
+		return "", true
+	}
+	name = s.Spec.Kubernetes.KubeAPIServer.StructuredAuthentication.ConfigMapName
+	if name == "" {
+		return "", true
+	}
+	err = f.garden.Get(r.Context(), types.NamespacedName{Namespace: ns, Name: name}, &corev1.ConfigMap{})
+	return name, !apierrors.IsNotFound(err)
 }
 
 // config reaches the garden through the front.

@@ -55,6 +55,13 @@ const ns = "default"
 func setup(t *testing.T) (stop func()) {
 	t.Helper()
 	stop = runController(t)
+	createTarget(t)
+	return stop
+}
+
+// createTarget brings along the target cluster as Cluster default/target.
+func createTarget(t *testing.T) {
+	t.Helper()
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "target-admin"}, Data: map[string][]byte{"kubeconfig": target.Environment().KubeConfig}}
 	cluster := &operatorv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "target"},
 		Spec: operatorv1alpha1.ClusterSpec{KubeconfigSecretRef: &operatorv1alpha1.SecretKeyReference{Name: "target-admin"}}}
@@ -66,7 +73,6 @@ func setup(t *testing.T) (stop func()) {
 	if err := target.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}}); client.IgnoreAlreadyExists(err) != nil {
 		t.Fatal(err)
 	}
-	return stop
 }
 
 func runController(t *testing.T) (stop func()) {
@@ -455,22 +461,28 @@ func waitConditions(t *testing.T, namespace, name string, want ...string) *opera
 	t.Helper()
 	slices.Sort(want)
 	var kr *operatorv1alpha1.KubeconfigRequest
-	testenv.Eventually(t, fmt.Sprintf("%s/%s conditions %v", namespace, name, want), 30*time.Second, func() bool {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
 		kr = &operatorv1alpha1.KubeconfigRequest{}
 		if err := mgmt.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, kr); err != nil {
 			t.Fatal(err)
 		}
 		var got []string
+		current := true
 		for _, c := range kr.Status.Conditions {
-			if c.ObservedGeneration != kr.Generation {
-				return false
-			}
+			current = current && c.ObservedGeneration == kr.Generation
 			got = append(got, fmt.Sprintf("%s=%s/%s", c.Type, c.Status, c.Reason))
 		}
 		slices.Sort(got)
-		return slices.Equal(got, want)
-	})
-	return kr
+		if current && slices.Equal(got, want) {
+			return kr
+		}
+		if time.Now().After(deadline) {
+			// The conditions say why, with their messages.
+			t.Fatalf("%s/%s conditions %v, want %v for generation %d: %+v", namespace, name, got, want, kr.Generation, kr.Status.Conditions)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func warningEvents(t *testing.T, namespace, name, reason string) []eventsv1.Event {

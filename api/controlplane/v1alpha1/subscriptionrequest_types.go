@@ -2,13 +2,23 @@ package v1alpha1
 
 import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-// Labels on pool credentials (Secrets), as kyma-environment-broker uses them.
+// Labels on pool credentials (the garden's CredentialsBindings, or Secrets in the
+// Secret-pool mode), as kyma-environment-broker's hyperscaler account pool uses them.
 const (
+	// LabelHyperscalerType is the pool: the provider ("aws"), or a regional pool
+	// "<provider>_<region>" ("openstack_eu-de-1").
 	LabelHyperscalerType = "hyperscalerType"
-	LabelTenantName      = "tenantName"
-	LabelShared          = "shared"
-	LabelDirty           = "dirty"
-	LabelEUAccess        = "euAccess"
+	// LabelTenantName is the global account a dedicated credential is claimed for.
+	LabelTenantName = "tenantName"
+	// LabelShared "true": the credential serves many global accounts.
+	LabelShared = "shared"
+	// LabelDirty "true": released, waiting for the hyperscaler account to be cleaned.
+	LabelDirty = "dirty"
+	// LabelInternal "true": reserved for the internal global account it is labelled for;
+	// never claimed as a free credential, never marked dirty.
+	LabelInternal = "internal"
+	// LabelEUAccess "true": the credential belongs to the EU-access pool.
+	LabelEUAccess = "euAccess"
 )
 
 // SubscriptionRequestSpec asks for a hyperscaler credential.
@@ -26,6 +36,13 @@ type SubscriptionRequestSpec struct {
 	// euAccess asks for a credential of the EU-access pool.
 	// +optional
 	EUAccess bool `json:"euAccess,omitempty"`
+	// region is the hyperscaler region the credential is for (the Cluster's
+	// spec.core.region). Where the pool has credentials labelled
+	// hyperscalerType=<provider>_<region> (a regional pool), only those serve the request.
+	// It is compared with labels, never written into one, so any string will do.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Region string `json:"region,omitempty"`
 }
 
 // SubscriptionRequestStatus is the assigned credential.
@@ -38,7 +55,8 @@ type SubscriptionRequestStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
-	// gardenerSecretName is the assigned credential, for the Shoot.
+	// gardenerSecretName is the assigned credential: the name of its CredentialsBinding
+	// in the garden project, which the Shoot names in spec.credentialsBindingName.
 	// +optional
 	GardenerSecretName string `json:"gardenerSecretName,omitempty"`
 	// observedGeneration is the last generation fully reconciled (Ready) or found stalled;

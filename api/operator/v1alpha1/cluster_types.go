@@ -68,6 +68,27 @@ type ClusterInfrastructure struct {
 	// +kubebuilder:validation:Pattern=`^(shared|globalaccount:[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$`
 	// +optional
 	SubscriptionSelector string `json:"subscriptionSelector,omitempty"`
+	// networking overrides the operator's CIDRs (--shoot-nodes-cidr, --shoot-pods-cidr,
+	// --shoot-services-cidr) for this cluster's shoot. The zone subnets are cut from the
+	// nodes CIDR (a /16 to /24). Gardener cannot change them once the shoot exists.
+	// +optional
+	Networking *ClusterNetworking `json:"networking,omitempty"`
+}
+
+// ClusterNetworking are the CIDRs of a cluster's shoot; empty fields keep the operator's.
+type ClusterNetworking struct {
+	// nodes is the CIDR of the nodes (and of the VPC or VNet made for them).
+	// +kubebuilder:validation:MaxLength=43
+	// +optional
+	Nodes string `json:"nodes,omitempty"`
+	// pods is the CIDR of the pods; it must not overlap nodes or services.
+	// +kubebuilder:validation:MaxLength=43
+	// +optional
+	Pods string `json:"pods,omitempty"`
+	// services is the CIDR of the services; it must not overlap nodes or pods.
+	// +kubebuilder:validation:MaxLength=43
+	// +optional
+	Services string `json:"services,omitempty"`
 }
 
 // ClusterSpec is the desired cluster.
@@ -93,6 +114,18 @@ type ClusterSpec struct {
 	// whose "kubeconfig" key is a cluster-admin kubeconfig. Gardener is not used.
 	// +optional
 	KubeconfigSecretRef *SecretKeyReference `json:"kubeconfigSecretRef,omitempty"`
+	// kubeconfigRequestNamespaces are the namespaces, besides this Cluster's own, whose
+	// KubeconfigRequests may name this Cluster (spec.clusterNamespace), in the spirit of
+	// Gateway API's ReferenceGrant: the owner of the Cluster grants, a tenant cannot.
+	// Empty: only KubeconfigRequests in this namespace. Removing a namespace withdraws
+	// what its requests were granted in the cluster.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +optional
+	KubeconfigRequestNamespaces []string `json:"kubeconfigRequestNamespaces,omitempty"`
 }
 
 // SecretKeyReference names a key of a Secret in the same namespace.

@@ -32,13 +32,19 @@ const (
 	ReasonKubeconfigMissing = "KubeconfigMissing"
 	// ReasonKubeconfigInvalid (Stalled): the brought-along kubeconfig does not parse.
 	ReasonKubeconfigInvalid = "KubeconfigInvalid"
-	// ReasonInvalidSpec (Stalled): the spec is not one Gardener could provision.
+	// ReasonInvalidSpec (Stalled): the spec is not one Gardener could provision, found
+	// before the Shoot is written or in the garden's 422/400 answer to writing it.
 	ReasonInvalidSpec = "InvalidSpec"
 	// ReasonGardenNotConfigured (Stalled): a Gardener Cluster, and the operator runs
 	// without --garden-kubeconfig.
 	ReasonGardenNotConfigured = "GardenNotConfigured"
-	// ReasonGardenUnreachable (Reconciling): a call to the garden failed; retried.
+	// ReasonGardenUnreachable (Reconciling): a call to the garden failed in a way retrying
+	// may fix (no answer, a timeout, 429, 5xx); retried with backoff.
 	ReasonGardenUnreachable = "GardenUnreachable"
+	// ReasonGardenForbidden (Stalled): the garden refuses a write with 403 (RBAC in the
+	// project, an admission plugin, webhook or policy); retried with backoff, since the
+	// garden's rules change outside the Cluster.
+	ReasonGardenForbidden = "GardenForbidden"
 	// ReasonShootNameTaken (Stalled): a Shoot of the Cluster's name belongs to something else.
 	ReasonShootNameTaken = "ShootNameTaken"
 	// ReasonClusterUnreachable (Reconciling): a call to the cluster itself failed; retried.
@@ -57,8 +63,17 @@ const (
 	// ReasonRevoked (Ready=False, reconciled): the revoke annotation is "true"; every
 	// credential of the request is invalid.
 	ReasonRevoked = "Revoked"
-	// ReasonDenied (Stalled): the rules exceed the operator's ceiling.
+	// ReasonDenied (Stalled): the rules exceed the operator's ceiling, or the Cluster is
+	// in another namespace and does not grant the request's namespace
+	// (spec.kubeconfigRequestNamespaces). Whatever the request held is withdrawn.
 	ReasonDenied = "Denied"
+	// ReasonRevokePending (Reconciling): revoke is "true" and the kubeconfig is gone from
+	// the status and the Secret; deleting the ServiceAccount, roles and token bindings in
+	// the target cluster waits until it can be reached (the token is valid there until then).
+	ReasonRevokePending = "RevokePending"
+	// ReasonWithdrawalPending (Reconciling): spec.cluster changed; what the request holds in
+	// the previous cluster must be deleted there before the new cluster is served.
+	ReasonWithdrawalPending = "WithdrawalPending"
 	// ReasonSecretNameTaken (Stalled): a Secret of the published name exists that the
 	// request does not control; its deletion brings the request back.
 	ReasonSecretNameTaken = "SecretNameTaken"

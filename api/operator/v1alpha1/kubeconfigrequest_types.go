@@ -1,7 +1,10 @@
 package v1alpha1
 
 import (
+	"slices"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Annotations that act on a KubeconfigRequest; values are the strings "true"/"false".
@@ -75,15 +78,27 @@ type RoleSpec struct {
 // KubeconfigRequestSpec asks for an expiring kubeconfig with exactly these rights.
 // +kubebuilder:validation:XValidation:rule="has(self.clusterRole) || has(self.role)",message="a KubeconfigRequest needs clusterRole or role rules"
 type KubeconfigRequestSpec struct {
-	// cluster is the name of the Cluster (in this namespace) the kubeconfig is for.
+	// cluster is the name of the Cluster the kubeconfig is for, in clusterNamespace.
+	// Changing it (or clusterNamespace) withdraws everything granted in the previous
+	// cluster (ServiceAccount, roles, bindings, tokens) before the new one is served.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	Cluster string `json:"cluster"`
-	// clusterRole grants cluster-wide rules.
+	// clusterNamespace is the namespace of the Cluster; empty: this request's namespace.
+	// A Cluster in another namespace serves the request only if its
+	// spec.kubeconfigRequestNamespaces lists this request's namespace; otherwise the
+	// request is Ready=False, reason Denied.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +optional
+	ClusterNamespace string `json:"clusterNamespace,omitempty"`
+	// clusterRole grants cluster-wide rules. Removing it deletes the ClusterRole and
+	// ClusterRoleBinding from the target cluster.
 	// +optional
 	ClusterRole *ClusterRoleSpec `json:"clusterRole,omitempty"`
-	// role grants rules in one namespace.
+	// role grants rules in one namespace. Removing it, or changing its namespace, deletes
+	// the Role and RoleBinding the request created in any other namespace.
 	// +optional
 	Role *RoleSpec `json:"role,omitempty"`
 	// expiration is the requested lifetime in seconds; the target API server may shorten it.
@@ -96,9 +111,10 @@ type KubeconfigRequestSpec struct {
 // KubeconfigRequestStatus is the issued credential.
 type KubeconfigRequestStatus struct {
 	// conditions: Ready (reason Issued; False with Revoked on request); Reconciling=True
-	// while waiting for the Cluster (ClusterNotReady) or retrying (TargetUnreachable, ...);
-	// Stalled=True when only a change can help (Denied, SecretNameTaken, a write refused
-	// for good). observedGeneration follows only generations that became Ready or Stalled.
+	// while waiting for the Cluster (ClusterNotReady) or retrying (TargetUnreachable,
+	// RevokePending, WithdrawalPending, ...); Stalled=True when only a change can help
+	// (Denied: over the ceiling or not granted by the Cluster; SecretNameTaken; a write
+	// refused for good). observedGeneration follows only generations that became Ready or Stalled.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -120,6 +136,52 @@ type KubeconfigRequestStatus struct {
 	// issuedAt is when the current credential was issued.
 	// +optional
 	IssuedAt *metav1.Time `json:"issuedAt,omitempty"`
+	// grantedIn is the Cluster in which this request's ServiceAccount, roles, bindings and
+	// tokens live: what is withdrawn from there when spec.cluster changes, the Cluster stops
+	// granting the request's namespace, on revoke and on deletion. Empty: nothing granted.
+	// +optional
+	GrantedIn *ClusterReference `json:"grantedIn,omitempty"`
+}
+
+// ClusterReference names a Cluster.
+type ClusterReference struct {
+	// namespace of the Cluster.
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+	// name of the Cluster.
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// Key is the Cluster's namespace and name.
+func (c ClusterReference) Key() types.NamespacedName {
+	return types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
+}
+
+// ClusterKey is the namespace and name of the Cluster the request names.
+func (r *KubeconfigRequest) ClusterKey() types.NamespacedName {
+	ns := r.Spec.ClusterNamespace
+	if ns == "" {
+		ns = r.Namespace
+	}
+	return types.NamespacedName{Namespace: ns, Name: r.Spec.Cluster}
+}
+
+// ClusterKeys are the Clusters the request concerns: the one it names and, when it
+// differs, the one its grants still live in (until they are withdrawn).
+func (r *KubeconfigRequest) ClusterKeys() []types.NamespacedName {
+	keys := []types.NamespacedName{r.ClusterKey()}
+	if g := r.Status.GrantedIn; g != nil && g.Key() != keys[0] {
+		keys = append(keys, g.Key())
+	}
+	return keys
+}
+
+// GrantsKubeconfigRequestsFrom says whether KubeconfigRequests in namespace may name the
+// Cluster: those in its own namespace always, others only when listed in
+// spec.kubeconfigRequestNamespaces.
+func (c *Cluster) GrantsKubeconfigRequestsFrom(namespace string) bool {
+	return namespace == c.Namespace || slices.Contains(c.Spec.KubeconfigRequestNamespaces, namespace)
 }
 
 // KubeconfigRequest is an expiring, RBAC-scoped kubeconfig for a Cluster.
@@ -127,6 +189,7 @@ type KubeconfigRequestStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.cluster`
+// +kubebuilder:printcolumn:name="Cluster Namespace",type=string,JSONPath=`.spec.clusterNamespace`,priority=1
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expirationTimestamp`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -152,3 +215,14 @@ type KubeconfigRequestList struct {
 }
 
 func init() { register(&KubeconfigRequest{}, &KubeconfigRequestList{}) }
+
+// Holds says whether the request has, or may get, grants in c: it names c and c grants
+// its namespace, or its grants still live in c. A Cluster's deletion waits for these;
+// a request c does not grant holds nothing there and cannot hold c's deletion up.
+func (r *KubeconfigRequest) Holds(c *Cluster) bool {
+	key := types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
+	if g := r.Status.GrantedIn; g != nil && g.Key() == key {
+		return true
+	}
+	return r.ClusterKey() == key && c.GrantsKubeconfigRequestsFrom(r.Namespace)
+}

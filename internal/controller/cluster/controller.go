@@ -58,7 +58,9 @@ const (
 
 	// ClustersByKubeconfigRef indexes Clusters by spec.kubeconfigSecretRef.name (IndexClustersByKubeconfigRef).
 	ClustersByKubeconfigRef = ".spec.kubeconfigSecretRef.name"
-	// RequestsByCluster indexes KubeconfigRequests by spec.cluster (IndexRequestsByCluster).
+	// RequestsByCluster indexes KubeconfigRequests by "namespace/name" of the Cluster they
+	// name and of the Cluster their grants still live in (IndexRequestsByCluster), across
+	// namespaces: a request may name a Cluster in another namespace.
 	RequestsByCluster = ".spec.cluster"
 )
 
@@ -105,10 +107,17 @@ func Setup(mgr ctrl.Manager, g *garden.Garden) (*Reconciler, error) {
 		Owns(&cp.SubscriptionRequest{}).
 		// Secrets as metadata only: the operator never caches credentials.
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.clustersUsingSecret), builder.OnlyMetadata).
-		// A deleting Cluster waits for its KubeconfigRequests to go.
+		// A deleting Cluster waits for its KubeconfigRequests to go, or to withdraw from it
+		// (an update that changes the Clusters a request concerns).
 		Watches(&operatorv1alpha1.KubeconfigRequest{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.(*operatorv1alpha1.KubeconfigRequest).Spec.Cluster}}}
-		}), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }}))
+			var out []reconcile.Request
+			for _, key := range o.(*operatorv1alpha1.KubeconfigRequest).ClusterKeys() {
+				out = append(out, reconcile.Request{NamespacedName: key})
+			}
+			return out
+		}), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+			return !slices.Equal(e.ObjectOld.(*operatorv1alpha1.KubeconfigRequest).ClusterKeys(), e.ObjectNew.(*operatorv1alpha1.KubeconfigRequest).ClusterKeys())
+		}}))
 	if g != nil {
 		b = b.WatchesRawSource(source.Kind(g.Cache, garden.NewShoot(), handler.TypedEnqueueRequestsFromMapFunc(clusterOfShoot))).
 			// A garden that does not answer when the manager starts holds up this controller
@@ -145,7 +154,11 @@ func IndexRequestsByCluster(mgr ctrl.Manager) error {
 		return nil
 	}
 	return mgr.GetFieldIndexer().IndexField(context.Background(), &operatorv1alpha1.KubeconfigRequest{}, RequestsByCluster, func(o client.Object) []string {
-		return []string{o.(*operatorv1alpha1.KubeconfigRequest).Spec.Cluster}
+		var keys []string
+		for _, key := range o.(*operatorv1alpha1.KubeconfigRequest).ClusterKeys() {
+			keys = append(keys, key.String())
+		}
+		return keys
 	})
 }
 
@@ -272,7 +285,7 @@ func (r *Reconciler) provision(ctx context.Context, c *operatorv1alpha1.Cluster)
 	if r.Garden == nil {
 		return nil, stall(c, operatorv1alpha1.ReasonGardenNotConfigured, "the Cluster has no kubeconfigSecretRef and the operator runs without --garden-kubeconfig")
 	}
-	if err := shoot.Validate(c.Spec); err != nil {
+	if err := shoot.Validate(c.Spec, r.Garden.Params); err != nil {
 		return nil, stall(c, operatorv1alpha1.ReasonInvalidSpec, err.Error())
 	}
 	sr, err := r.applySubscription(ctx, c)
@@ -289,8 +302,19 @@ func (r *Reconciler) provision(ctx context.Context, c *operatorv1alpha1.Cluster)
 	if err := r.checkShootOwner(ctx, c, desired.GetName()); err != nil {
 		return nil, err
 	}
-	if err := r.Garden.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		return nil, gardenUnreachable(c, status.WriteFailed("apply", desired, err))
+	if err := r.checkShootUpdate(ctx, c, desired); err != nil {
+		return nil, err
+	}
+	// The OIDC ConfigMap first: Gardener refuses a Shoot naming one that does not exist.
+	auth, err := r.applyAuthentication(ctx, c, desired)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.applyShoot(ctx, c, desired); err != nil {
+		return nil, err
+	}
+	if err := r.finishAuthentication(ctx, c, desired, auth); err != nil {
+		return nil, err
 	}
 	c.Status.ShootName = desired.GetName()
 	if err := followShoot(c, desired); err != nil {
@@ -309,7 +333,7 @@ func (r *Reconciler) provision(ctx context.Context, c *operatorv1alpha1.Cluster)
 	}
 	admin, _, err := r.Garden.AdminConfig(ctx, desired.GetName())
 	if err != nil {
-		return nil, gardenUnreachable(c, fmt.Errorf("admin kubeconfig: %w", err))
+		return nil, gardenCallFailed(c, fmt.Errorf("admin kubeconfig: %w", err))
 	}
 	return admin, nil
 }
@@ -344,9 +368,9 @@ func followShoot(c *operatorv1alpha1.Cluster, s *unstructured.Unstructured) erro
 	}
 }
 
-// gardenUnreachable reports a failed call to the garden: retried with backoff, with a
-// Warning event when new; ClusterProvisioned says so too until the Shoot was provisioned.
-// A write the garden refuses for good (RBAC in the project, a policy) is reported as such.
+// gardenUnreachable reports a call to the garden that got no answer, or a 429 or 5xx
+// (gardenWriteFailed sorts the answers): retried with backoff, with a Warning event when
+// new; ClusterProvisioned says so too until the Shoot was provisioned.
 func gardenUnreachable(c *operatorv1alpha1.Cluster, err error) error {
 	err = status.Transient(operatorv1alpha1.ReasonGardenUnreachable, fmt.Errorf("garden: %w", err))
 	if !meta.IsStatusConditionTrue(c.Status.Conditions, operatorv1alpha1.ConditionProvisioned) {
@@ -381,7 +405,8 @@ func (r *Reconciler) applySubscription(ctx context.Context, c *operatorv1alpha1.
 		TypeMeta: metav1.TypeMeta{APIVersion: cp.GroupVersion.String(), Kind: "SubscriptionRequest"},
 		ObjectMeta: metav1.ObjectMeta{Name: c.Name, Namespace: c.Namespace,
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(c, operatorv1alpha1.GroupVersion.WithKind("Cluster"))}},
-		Spec: cp.SubscriptionRequestSpec{Provider: c.Spec.Infrastructure.Provider, SubscriptionSelector: selector},
+		// The region selects a regional pool (hyperscalerType <provider>_<region>) where there is one.
+		Spec: cp.SubscriptionRequestSpec{Provider: c.Spec.Infrastructure.Provider, SubscriptionSelector: selector, Region: c.Spec.Core.Region},
 	}
 	if err := apply.Apply(ctx, r.Client, sr, FieldOwner); err != nil {
 		return nil, status.WriteFailed("apply", sr, err)
@@ -440,6 +465,8 @@ func (r *Reconciler) deprovision(ctx context.Context, c *operatorv1alpha1.Cluste
 		}
 	} else if err := r.deleteShoot(ctx, c); err != nil {
 		return err
+	} else if err := r.deleteAuthentication(ctx, c); err != nil { // the Shoot is gone
+		return err
 	}
 	if err := r.releaseSubscription(ctx, c); err != nil {
 		return err
@@ -453,15 +480,25 @@ func (r *Reconciler) deprovision(ctx context.Context, c *operatorv1alpha1.Cluste
 // PVC protection); the KubeconfigRequest watch brings the Cluster back.
 func (r *Reconciler) waitForRequests(ctx context.Context, c *operatorv1alpha1.Cluster) error {
 	requests := &operatorv1alpha1.KubeconfigRequestList{}
-	if err := r.Client.List(ctx, requests, client.InNamespace(c.Namespace), client.MatchingFields{RequestsByCluster: c.Name}); err != nil {
+	key := types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
+	if err := r.Client.List(ctx, requests, client.MatchingFields{RequestsByCluster: key.String()}); err != nil {
 		return fmt.Errorf("listing the KubeconfigRequests of the Cluster: %w", err)
 	}
-	if len(requests.Items) == 0 {
-		return nil
-	}
 	names := make([]string, 0, len(requests.Items))
-	for _, kr := range requests.Items {
-		names = append(names, kr.Name)
+	for i, kr := range requests.Items {
+		// A request from a namespace the Cluster does not grant holds nothing in it, and
+		// must not be able to hold its deletion up.
+		if !requests.Items[i].Holds(c) {
+			continue
+		}
+		if kr.Namespace == c.Namespace {
+			names = append(names, kr.Name)
+		} else {
+			names = append(names, kr.Namespace+"/"+kr.Name)
+		}
+	}
+	if len(names) == 0 {
+		return nil
 	}
 	slices.Sort(names)
 	return status.Waiting(operatorv1alpha1.ReasonInUse, "deletion waits for %d KubeconfigRequests of this cluster to be deleted: %s", len(names), strings.Join(names, ", "))
@@ -530,10 +567,10 @@ func (r *Reconciler) deleteShoot(ctx context.Context, c *operatorv1alpha1.Cluste
 		// Gardener refuses to delete a Shoot that does not carry the confirmation.
 		confirm := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+shoot.ConfirmDeletionAnnotation+`":"true"}}}`))
 		if err := r.Garden.Client.Patch(ctx, live, confirm); err != nil {
-			return gardenUnreachable(c, status.WriteFailed("patch", live, err))
+			return gardenWriteFailed(c, "confirm the deletion of", live, err)
 		}
 		if err := client.IgnoreNotFound(r.Garden.Client.Delete(ctx, live)); err != nil {
-			return gardenUnreachable(c, status.WriteFailed("delete", live, err))
+			return gardenWriteFailed(c, "delete", live, err)
 		}
 		r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, operatorv1alpha1.ReasonDeprovisioning, "Delete", "deleting shoot %s", name)
 	}

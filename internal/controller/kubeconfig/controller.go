@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
@@ -41,6 +42,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/trustplane/trustplane/api/conditions"
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
 	"github.com/trustplane/trustplane/internal/access"
 	"github.com/trustplane/trustplane/internal/apply"
@@ -59,8 +61,18 @@ const (
 	Finalizer = "kubeconfig.trustplane.io/cleanup"
 	// TargetNamespace holds the ServiceAccounts and token bindings in target clusters.
 	TargetNamespace = "trustplane-kubeconfigs"
-	// RequestLabel marks every target object with the request it serves.
+	// RequestLabel marks every target object with the request it serves: a name unique per
+	// namespace/name of the request (targetName). What the controller deletes in a target
+	// cluster it finds by this label, in every namespace.
 	RequestLabel = "kubeconfig.trustplane.io/request"
+	// RequestNamespaceLabel, RequestNameLabel and RequestUIDLabel say which request a
+	// target object serves, for people and tools looking at the target. The name is
+	// there when it fits a label value (63 characters); RequestAnnotation always has
+	// namespace/name.
+	RequestNamespaceLabel = "kubeconfig.trustplane.io/request-namespace"
+	RequestNameLabel      = "kubeconfig.trustplane.io/request-name"
+	RequestUIDLabel       = "kubeconfig.trustplane.io/request-uid"
+	RequestAnnotation     = "kubeconfig.trustplane.io/request"
 	// expiresAnnotation on a token binding records when its token expires.
 	expiresAnnotation = "kubeconfig.trustplane.io/expires"
 	// publishedNameSuffix makes the name of the Secret a kubeconfig is published in.
@@ -112,8 +124,8 @@ type Reconciler struct {
 	// Garden is nil when no garden is configured: only brought-along clusters work then.
 	Garden *garden.Garden
 	opts   Options
-	// Targets gives the clients of a request's target cluster (tests may replace it).
-	Targets func(ctx context.Context, req *operatorv1alpha1.KubeconfigRequest) (*Target, error)
+	// Targets gives the clients of a Cluster's target cluster (tests may replace it).
+	Targets func(ctx context.Context, cluster types.NamespacedName) (*Target, error)
 
 	// targets caches a connection per Cluster: a new one costs a TLS handshake and API
 	// discovery.
@@ -211,14 +223,65 @@ func (r *Reconciler) reconcileOrFinalize(ctx context.Context, kr *operatorv1alph
 func (r *Reconciler) reconcile(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest) (reconcile.Result, error) {
 	now := r.opts.Clock.Now()
 	if problems := r.opts.Ceiling.Check(allRules(kr)); len(problems) > 0 {
-		return reconcile.Result{}, status.Stalled(operatorv1alpha1.ReasonDenied, "denied: %s", strings.Join(problems, "; "))
+		return reconcile.Result{}, r.deny(ctx, kr, fmt.Sprintf("denied: %s", strings.Join(problems, "; ")))
 	}
-	target, err := r.Targets(ctx, kr)
+	if kr.Annotations[operatorv1alpha1.RevokeAnnotation] == "true" {
+		return reconcile.Result{}, r.revoke(ctx, kr)
+	}
+	key := kr.ClusterKey()
+	cluster := &operatorv1alpha1.Cluster{}
+	if err := r.Client.Get(ctx, key, cluster); apierrors.IsNotFound(err) {
+		cluster = nil
+	} else if err != nil {
+		return reconcile.Result{}, fmt.Errorf("reading Cluster %s: %w", key, err)
+	}
+	// A Cluster in another namespace serves only the namespaces it grants; the Cluster
+	// watch brings the request back when its grant changes.
+	if cluster != nil && !cluster.GrantsKubeconfigRequestsFrom(kr.Namespace) {
+		return reconcile.Result{}, r.deny(ctx, kr, fmt.Sprintf("denied: Cluster %s does not grant KubeconfigRequests from namespace %s: its spec.kubeconfigRequestNamespaces must list %q", key, kr.Namespace, kr.Namespace))
+	}
+	held := grantedIn(kr)
+	// What the previous cluster was granted goes before anything is granted in the new one.
+	if held != nil && *held != key {
+		// The cache may not have the status of the reconcile that already withdrew from
+		// there and was granted here: withdrawing again would, where both Clusters reach
+		// the same API server, delete the live ServiceAccount and with it the published
+		// token. Only a request read as it is stored is acted on; the cache catches up
+		// within moments (a status change is no event this controller is sent, hence the
+		// requeue).
+		if current, err := r.isCurrent(ctx, kr); err != nil || !current {
+			return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, err
+		}
+		if err := r.withdraw(ctx, kr, *held); err != nil {
+			status.Set(kr, conditions.Ready, metav1.ConditionFalse, operatorv1alpha1.ReasonWithdrawalPending, "")
+			return reconcile.Result{}, status.Transient(operatorv1alpha1.ReasonWithdrawalPending, fmt.Errorf(
+				"spec.cluster changed: the kubeconfig for Cluster %s is withdrawn; deleting its ServiceAccount, roles, bindings and tokens there is pending: %w", held, err))
+		}
+		held = nil
+	}
+	if cluster == nil {
+		return reconcile.Result{}, status.Waiting(operatorv1alpha1.ReasonClusterNotReady, "cluster %s: %v", key, errClusterGone)
+	}
+	target, err := r.Targets(ctx, key)
 	if err != nil {
 		return reconcile.Result{}, status.Transient(operatorv1alpha1.ReasonClusterNotReady, err)
 	}
-	if kr.Annotations[operatorv1alpha1.RevokeAnnotation] == "true" {
-		return reconcile.Result{}, r.revoke(ctx, kr, target)
+	// Recorded before anything is written there: whatever happens next, what the request
+	// holds in that cluster can be found and withdrawn.
+	kr.Status.GrantedIn = &operatorv1alpha1.ClusterReference{Namespace: key.Namespace, Name: key.Name}
+	// A spec edit (a generation not yet reconciled) may have removed or moved rules: what
+	// the old spec granted goes, found by label in every namespace, before the new spec is
+	// applied (which may fail, e.g. for a namespace the target does not have yet). What the
+	// new spec still asks for is kept. A request that never held anything has nothing to
+	// look for.
+	if held != nil && kr.Generation != kr.Status.ObservedGeneration {
+		keepRoleIn := ""
+		if kr.Spec.Role != nil {
+			keepRoleIn = kr.Spec.Role.Namespace
+		}
+		if err := deleteRBAC(ctx, target.Client, targetName(kr), keepRoleIn, kr.Spec.ClusterRole != nil); err != nil {
+			return reconcile.Result{}, targetUnreachable(target, err)
+		}
 	}
 	if err := r.applyRBAC(ctx, kr, target); err != nil {
 		return reconcile.Result{}, targetUnreachable(target, err)
@@ -233,6 +296,47 @@ func (r *Reconciler) reconcile(ctx context.Context, kr *operatorv1alpha1.Kubecon
 	}
 	status.MarkReady(kr, operatorv1alpha1.ReasonIssued, fmt.Sprintf("kubeconfig for cluster %s valid until %s", target.Name, kr.Status.ExpirationTimestamp.UTC().Format(time.RFC3339)))
 	return reconcile.Result{RequeueAfter: max(rotateAt.Sub(now), time.Second)}, nil
+}
+
+// isCurrent says whether kr, as read from the cache, is the stored version.
+func (r *Reconciler) isCurrent(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest) (bool, error) {
+	stored := &metav1.PartialObjectMetadata{}
+	stored.SetGroupVersionKind(operatorv1alpha1.GroupVersion.WithKind("KubeconfigRequest"))
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(kr), stored); err != nil {
+		return false, fmt.Errorf("reading KubeconfigRequest %s/%s: %w", kr.Namespace, kr.Name, err)
+	}
+	return stored.ResourceVersion == kr.ResourceVersion, nil
+}
+
+// grantedIn is the Cluster the request's grants live in, if any. A request issued by an
+// earlier version, which did not record it, holds them in the Cluster it names.
+func grantedIn(kr *operatorv1alpha1.KubeconfigRequest) *types.NamespacedName {
+	switch {
+	case kr.Status.GrantedIn != nil:
+		key := kr.Status.GrantedIn.Key()
+		return &key
+	case kr.Status.IssuedAt != nil:
+		key := kr.ClusterKey()
+		return &key
+	}
+	return nil
+}
+
+// deny withdraws whatever the request holds (a request denied now must not keep what an
+// earlier spec or grant gave it) and reports the denial: Stalled, until the spec, the
+// ceiling or the Cluster's grant changes.
+func (r *Reconciler) deny(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest, message string) error {
+	if held := grantedIn(kr); held != nil || kr.Status.Kubeconfig != "" {
+		if held == nil {
+			if err := r.unpublish(ctx, kr); err != nil {
+				return fmt.Errorf("%s; withdrawing the kubeconfig: %w", message, err)
+			}
+		} else if err := r.withdraw(ctx, kr, *held); err != nil {
+			return status.Transient(operatorv1alpha1.ReasonDenied, fmt.Errorf("%s; the kubeconfig is withdrawn, and deleting what it was granted in Cluster %s is pending: %w", message, held, err))
+		}
+		r.Recorder.Eventf(kr, nil, corev1.EventTypeNormal, operatorv1alpha1.ReasonDenied, "Withdraw", "withdrew the kubeconfig: %s", message)
+	}
+	return status.Stalled(operatorv1alpha1.ReasonDenied, "%s", message)
 }
 
 // rotate issues a (first or new) credential, resets the rotate annotation when it asked
@@ -287,25 +391,25 @@ func (r *Reconciler) rotateAt(kr *operatorv1alpha1.KubeconfigRequest) time.Time 
 // applyRBAC applies the ServiceAccount, Role/RoleBinding and ClusterRole/Binding.
 func (r *Reconciler) applyRBAC(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest, t *Target) error {
 	name := targetName(kr)
-	labels := map[string]string{RequestLabel: name, "app.kubernetes.io/managed-by": "trustplane"}
+	labels, annotations := requestLabels(kr), requestAnnotations(kr)
 	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: TargetNamespace}}
 	if err := t.ensureNamespace(ctx); err != nil {
 		return err
 	}
 	objs := []client.Object{
-		&corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: TargetNamespace, Labels: labels}},
+		&corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: TargetNamespace, Labels: labels, Annotations: annotations}},
 	}
 	if kr.Spec.ClusterRole != nil {
 		objs = append(objs,
-			&rbacv1.ClusterRole{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"}, ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Rules: toRBAC(kr.Spec.ClusterRole.Rules)},
-			&rbacv1.ClusterRoleBinding{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"}, ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+			&rbacv1.ClusterRole{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"}, ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: annotations}, Rules: toRBAC(kr.Spec.ClusterRole.Rules)},
+			&rbacv1.ClusterRoleBinding{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"}, ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: annotations},
 				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}, Subjects: subject})
 	}
 	if kr.Spec.Role != nil {
 		ns := kr.Spec.Role.Namespace
 		objs = append(objs,
-			&rbacv1.Role{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"}, ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}, Rules: toRBAC(kr.Spec.Role.Rules)},
-			&rbacv1.RoleBinding{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"}, ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+			&rbacv1.Role{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"}, ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels, Annotations: annotations}, Rules: toRBAC(kr.Spec.Role.Rules)},
+			&rbacv1.RoleBinding{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"}, ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels, Annotations: annotations},
 				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}, Subjects: subject})
 	}
 	// The objects do not depend on each other (a binding may name a role that is not there
@@ -314,16 +418,22 @@ func (r *Reconciler) applyRBAC(ctx context.Context, kr *operatorv1alpha1.Kubecon
 	for _, obj := range objs {
 		g.Go(func() error { return createOrApply(ctx, t.Client, obj, kr.Status.IssuedAt == nil) })
 	}
-	if err := g.Wait(); err != nil {
-		return err
+	return g.Wait()
+}
+
+// requestLabels identify the request on every object made for it in a target cluster.
+func requestLabels(kr *operatorv1alpha1.KubeconfigRequest) map[string]string {
+	labels := map[string]string{RequestLabel: targetName(kr), RequestNamespaceLabel: kr.Namespace, RequestUIDLabel: string(kr.UID),
+		"app.kubernetes.io/managed-by": "trustplane"}
+	if len(kr.Name) <= validation.LabelValueMaxLength {
+		labels[RequestNameLabel] = kr.Name
 	}
-	// Rules removed from the spec take their objects with them.
-	if kr.Spec.ClusterRole == nil {
-		if err := deleteAll(ctx, t.Client, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}}, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
-			return err
-		}
-	}
-	return nil
+	return labels
+}
+
+// requestAnnotations name the request in full (its name may not fit a label value).
+func requestAnnotations(kr *operatorv1alpha1.KubeconfigRequest) map[string]string {
+	return map[string]string{RequestAnnotation: kr.Namespace + "/" + kr.Name}
 }
 
 // issue binds a new token to a fresh binding Secret in the target, so that deleting the
@@ -332,9 +442,10 @@ func (r *Reconciler) issue(ctx context.Context, kr *operatorv1alpha1.KubeconfigR
 	name := targetName(kr)
 	// The server may shorten the lifetime, never lengthen it: the requested expiry is a
 	// safe time to delete the binding.
+	annotations := requestAnnotations(kr)
+	annotations[expiresAnnotation] = now.Add(time.Duration(kr.Spec.Expiration) * time.Second).UTC().Format(time.RFC3339)
 	binding := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{GenerateName: name + "-", Namespace: TargetNamespace,
-		Labels:      map[string]string{RequestLabel: name, "app.kubernetes.io/managed-by": "trustplane"},
-		Annotations: map[string]string{expiresAnnotation: now.Add(time.Duration(kr.Spec.Expiration) * time.Second).UTC().Format(time.RFC3339)}}}
+		Labels: requestLabels(kr), Annotations: annotations}}
 	if err := t.Client.Create(ctx, binding); err != nil {
 		return targetUnreachable(t, status.WriteFailed("create token binding", binding, err))
 	}
@@ -374,10 +485,22 @@ func (r *Reconciler) pruneBindings(ctx context.Context, kr *operatorv1alpha1.Kub
 	if err := t.Client.List(ctx, list, client.InNamespace(TargetNamespace), client.MatchingLabels{RequestLabel: targetName(kr)}); err != nil {
 		return fmt.Errorf("listing token bindings: %w", err)
 	}
-	sort.Slice(list.Items, func(i, j int) bool { return list.Items[j].CreationTimestamp.Before(&list.Items[i].CreationTimestamp) })
-	for i, s := range list.Items {
-		expires, err := time.Parse(time.RFC3339, s.Annotations[expiresAnnotation])
-		if i >= 2 || (err == nil && now.After(expires)) {
+	// Newest first by when their tokens expire: creation timestamps have a resolution of a
+	// second, too coarse to order rotations that follow each other quickly.
+	// A binding without a readable expiry sorts last and is pruned by count only.
+	expiry := func(s *corev1.Secret) time.Time {
+		expires, _ := time.Parse(time.RFC3339, s.Annotations[expiresAnnotation])
+		return expires
+	}
+	sort.SliceStable(list.Items, func(i, j int) bool {
+		ei, ej := expiry(&list.Items[i]), expiry(&list.Items[j])
+		if !ei.Equal(ej) {
+			return ei.After(ej)
+		}
+		return list.Items[j].CreationTimestamp.Before(&list.Items[i].CreationTimestamp)
+	})
+	for i := range list.Items {
+		if expires := expiry(&list.Items[i]); i >= 2 || (!expires.IsZero() && now.After(expires)) {
 			if err := client.IgnoreNotFound(t.Client.Delete(ctx, &list.Items[i])); err != nil {
 				return status.WriteFailed("delete", &list.Items[i], err)
 			}
@@ -386,12 +509,37 @@ func (r *Reconciler) pruneBindings(ctx context.Context, kr *operatorv1alpha1.Kub
 	return nil
 }
 
-// revoke deletes every token binding (the target API server rejects those tokens at
-// once) and clears the published kubeconfig. Nothing is issued while revoke is "true".
-func (r *Reconciler) revoke(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest, t *Target) error {
-	if err := t.Client.DeleteAllOf(ctx, &corev1.Secret{}, client.InNamespace(TargetNamespace), client.MatchingLabels{RequestLabel: targetName(kr)}); err != nil {
-		return targetUnreachable(t, fmt.Errorf("revoking: deleting the token bindings in %s: %w", TargetNamespace, err))
+// revoke withdraws the kubeconfig: at once from the status and the published Secret, even
+// when the target cannot be reached; then the token bindings (the target API server
+// rejects their tokens from then on), the ServiceAccount and the roles in the target.
+// Nothing is issued while revoke is "true".
+func (r *Reconciler) revoke(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest) error {
+	had := kr.Status.Kubeconfig != ""
+	var err error
+	if held := grantedIn(kr); held != nil {
+		err = r.withdraw(ctx, kr, *held)
+		if err != nil {
+			err = fmt.Errorf("revoked: the kubeconfig is gone from the status and the Secret; deleting its token bindings, ServiceAccount and roles in Cluster %s is pending (its token stays valid there until then): %w", held, err)
+		}
+	} else {
+		err = r.unpublish(ctx, kr)
 	}
+	if had && kr.Status.Kubeconfig == "" {
+		r.Recorder.Eventf(kr, nil, corev1.EventTypeNormal, operatorv1alpha1.ReasonRevoked, "Revoke", "revoked the kubeconfig for cluster %s", kr.Spec.Cluster)
+	}
+	if err != nil {
+		// Not Ready whatever generation was: the credential this generation was Ready
+		// with is revoked.
+		status.Set(kr, conditions.Ready, metav1.ConditionFalse, operatorv1alpha1.ReasonRevokePending, "")
+		return status.Transient(operatorv1alpha1.ReasonRevokePending, err)
+	}
+	status.MarkNotReady(kr, operatorv1alpha1.ReasonRevoked, "revoked; set "+operatorv1alpha1.RevokeAnnotation+` to "false" to issue a new kubeconfig`)
+	return nil
+}
+
+// unpublish clears the kubeconfig from the status and deletes the published Secret: the
+// management cluster's part of a withdrawal, which never waits for a target cluster.
+func (r *Reconciler) unpublish(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest) error {
 	taken, err := r.secretNameTaken(ctx, kr)
 	if err != nil {
 		return err
@@ -402,11 +550,80 @@ func (r *Reconciler) revoke(ctx context.Context, kr *operatorv1alpha1.Kubeconfig
 			return status.WriteFailed("delete", published, err)
 		}
 	}
-	if kr.Status.Kubeconfig != "" {
-		r.Recorder.Eventf(kr, nil, corev1.EventTypeNormal, operatorv1alpha1.ReasonRevoked, "Revoke", "revoked the kubeconfig for cluster %s", t.Name)
-	}
 	kr.Status.Kubeconfig, kr.Status.SecretName, kr.Status.ExpirationTimestamp, kr.Status.IssuedAt = "", "", nil, nil
-	status.MarkNotReady(kr, operatorv1alpha1.ReasonRevoked, "revoked; set "+operatorv1alpha1.RevokeAnnotation+` to "false" to issue a new kubeconfig`)
+	return nil
+}
+
+// withdraw unpublishes the kubeconfig and deletes everything the request holds in the
+// Cluster at key, found by label: token bindings first (their tokens die with them), then
+// the ServiceAccount, then roles and bindings in every namespace. A Cluster that is gone,
+// or is going with no way in left, has nothing more to withdraw (an event says so).
+func (r *Reconciler) withdraw(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest, key types.NamespacedName) error {
+	if err := r.unpublish(ctx, kr); err != nil {
+		return err
+	}
+	t, err := r.Targets(ctx, key)
+	switch {
+	case errors.Is(err, errClusterGone):
+		// A Cluster waits for the requests holding grants in it before it goes, so this is
+		// a cluster that never was.
+		r.Recorder.Eventf(kr, nil, corev1.EventTypeNormal, "ClusterGone", "Withdraw", "%v: nothing to clean up", err)
+	case errors.Is(err, errNoWayIn):
+		// Holding on would hold the Cluster, and with it its namespace, for ever.
+		r.Recorder.Eventf(kr, nil, corev1.EventTypeWarning, "TargetNotCleanedUp", "Withdraw",
+			"%v: the ServiceAccount, roles and bindings labelled %s=%s stay in the target", err, RequestLabel, targetName(kr))
+	case err != nil:
+		return err
+	default:
+		// Left unclassified: the caller says what is pending (a persistent refusal by the
+		// target, RBAC there say, is still recognised as one).
+		if err := deleteEverything(ctx, t.Client, targetName(kr)); err != nil {
+			return fmt.Errorf("cluster %s: %w", t.Name, err)
+		}
+	}
+	kr.Status.GrantedIn = nil
+	return nil
+}
+
+// deleteEverything deletes what the request named name holds in a target cluster.
+func deleteEverything(ctx context.Context, c client.Client, name string) error {
+	selector := client.MatchingLabels{RequestLabel: name}
+	if err := c.DeleteAllOf(ctx, &corev1.Secret{}, client.InNamespace(TargetNamespace), selector); err != nil {
+		return fmt.Errorf("deleting the token bindings in %s: %w", TargetNamespace, err)
+	}
+	if err := c.DeleteAllOf(ctx, &corev1.ServiceAccount{}, client.InNamespace(TargetNamespace), selector); err != nil {
+		return fmt.Errorf("deleting the ServiceAccount in %s: %w", TargetNamespace, err)
+	}
+	return deleteRBAC(ctx, c, name, "", false)
+}
+
+// deleteRBAC deletes the request's Roles and RoleBindings in every namespace but
+// keepRoleIn, and its ClusterRoles and ClusterRoleBindings unless keepClusterRole, found by
+// label: whatever namespace an earlier spec named, its grants are found.
+func deleteRBAC(ctx context.Context, c client.Client, name, keepRoleIn string, keepClusterRole bool) error {
+	selector := client.MatchingLabels{RequestLabel: name}
+	lists := []client.ObjectList{&rbacv1.RoleBindingList{}, &rbacv1.RoleList{}}
+	if !keepClusterRole {
+		lists = append(lists, &rbacv1.ClusterRoleBindingList{}, &rbacv1.ClusterRoleList{})
+	}
+	for _, list := range lists {
+		if err := c.List(ctx, list, selector); err != nil {
+			return fmt.Errorf("listing %T by label %s=%s: %w", list, RequestLabel, name, err)
+		}
+		objs, err := meta.ExtractList(list)
+		if err != nil {
+			return err
+		}
+		for _, o := range objs {
+			obj := o.(client.Object)
+			if obj.GetNamespace() != "" && obj.GetNamespace() == keepRoleIn {
+				continue
+			}
+			if err := c.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+				return status.WriteFailed("delete", obj, err)
+			}
+		}
+	}
 	return nil
 }
 
@@ -425,40 +642,16 @@ func (r *Reconciler) secretNameTaken(ctx context.Context, kr *operatorv1alpha1.K
 	return !metav1.IsControlledBy(existing, kr), nil
 }
 
-// finalize removes what the request created in the target cluster.
+// finalize withdraws what the request holds in the Cluster its grants live in.
 func (r *Reconciler) finalize(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest) error {
 	if !controllerutil.ContainsFinalizer(kr, Finalizer) {
 		return nil
 	}
-	t, err := r.Targets(ctx, kr)
-	switch {
-	case errors.Is(err, errClusterGone):
-		// Without its Cluster there is no cluster to clean up (a Cluster waits for its
-		// requests before it goes, so this is a request for a cluster that never was).
-		r.Recorder.Eventf(kr, nil, corev1.EventTypeNormal, "ClusterGone", "Delete", "%v: nothing to clean up", err)
-		return r.dropFinalizer(ctx, kr)
-	case errors.Is(err, errNoWayIn):
-		// Holding on would hold the Cluster, and with it its namespace, for ever.
-		r.Recorder.Eventf(kr, nil, corev1.EventTypeWarning, "TargetNotCleanedUp", "Delete",
-			"%v: the ServiceAccount, roles and bindings named %s stay in the target", err, targetName(kr))
-		return r.dropFinalizer(ctx, kr)
-	case err != nil:
-		return err // keep the finalizer: the target must be cleaned up
-	}
-	name := targetName(kr)
-	objs := []client.Object{
-		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}}, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}},
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: TargetNamespace}},
-	}
-	if kr.Spec.Role != nil {
-		objs = append(objs, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: kr.Spec.Role.Namespace}},
-			&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: kr.Spec.Role.Namespace}})
-	}
-	if err := t.Client.DeleteAllOf(ctx, &corev1.Secret{}, client.InNamespace(TargetNamespace), client.MatchingLabels{RequestLabel: name}); err != nil {
-		return targetUnreachable(t, fmt.Errorf("deleting the token bindings in %s: %w", TargetNamespace, err))
-	}
-	if err := deleteAll(ctx, t.Client, objs...); err != nil {
-		return targetUnreachable(t, err)
+	if held := grantedIn(kr); held != nil {
+		if err := r.withdraw(ctx, kr, *held); err != nil {
+			// Keep the finalizer: the target must be cleaned up.
+			return status.Transient(operatorv1alpha1.ReasonTargetUnreachable, err)
+		}
 	}
 	return r.dropFinalizer(ctx, kr)
 }
@@ -480,12 +673,12 @@ var (
 // Secret, a Gardener one through a short-lived admin kubeconfig kept in memory only. A
 // Cluster that cannot be connected to yet is waited for: the Cluster watch (and the
 // kubeconfig Secret watch) bring the request back when that changes.
-func (r *Reconciler) target(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest) (*Target, error) {
+func (r *Reconciler) target(ctx context.Context, key types.NamespacedName) (*Target, error) {
 	cluster := &operatorv1alpha1.Cluster{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: kr.Namespace, Name: kr.Spec.Cluster}, cluster); apierrors.IsNotFound(err) {
-		return nil, status.Waiting(operatorv1alpha1.ReasonClusterNotReady, "cluster %q: %w", kr.Spec.Cluster, errClusterGone)
+	if err := r.Client.Get(ctx, key, cluster); apierrors.IsNotFound(err) {
+		return nil, status.Waiting(operatorv1alpha1.ReasonClusterNotReady, "cluster %s: %w", key, errClusterGone)
 	} else if err != nil {
-		return nil, fmt.Errorf("reading Cluster %q: %w", kr.Spec.Cluster, err)
+		return nil, fmt.Errorf("reading Cluster %s: %w", key, err)
 	}
 	if cluster.Spec.KubeconfigSecretRef != nil {
 		return r.broughtAlongTarget(ctx, cluster)
@@ -571,7 +764,9 @@ func (r *Reconciler) connect(cluster *operatorv1alpha1.Cluster, version string, 
 
 func (r *Reconciler) requestsForCluster(ctx context.Context, o client.Object) []reconcile.Request {
 	list := &operatorv1alpha1.KubeconfigRequestList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{clusterctrl.RequestsByCluster: o.GetName()}); err != nil {
+	key := types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}
+	if err := r.Client.List(ctx, list, client.MatchingFields{clusterctrl.RequestsByCluster: key.String()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing the KubeconfigRequests of a Cluster", "cluster", key)
 		return nil
 	}
 	out := make([]reconcile.Request, len(list.Items))
@@ -647,13 +842,4 @@ func createOrApply(ctx context.Context, c client.Client, obj client.Object, fres
 		}
 	}
 	return status.WriteFailed("apply", obj, apply.Apply(ctx, c, obj, FieldOwner))
-}
-
-func deleteAll(ctx context.Context, c client.Client, objs ...client.Object) error {
-	for _, obj := range objs {
-		if err := c.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
-			return status.WriteFailed("delete", obj, err)
-		}
-	}
-	return nil
 }

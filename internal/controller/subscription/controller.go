@@ -1,18 +1,29 @@
 // Package subscription is the Subscription operator: it assigns each SubscriptionRequest a
-// hyperscaler credential from a pool of labelled Secrets — the least used shared one, or
-// one dedicated to the request's global account, claimed with optimistic concurrency so
-// that no credential is ever claimed twice — and marks dedicated credentials dirty when
-// their last request goes.
+// hyperscaler credential from a pool labelled as kyma-environment-broker labels its
+// hyperscaler account pool — the least used shared one, or one dedicated to the request's
+// global account, claimed with optimistic concurrency so that no credential is ever
+// claimed twice — and marks dedicated credentials dirty once nothing uses them.
+//
+// The pool is the garden's CredentialsBindings (security.gardener.cloud/v1alpha1) in the
+// project namespace, the objects a Shoot's spec.credentialsBindingName names; usage is
+// counted from the project's Shoots. For tests and small setups without a garden, the pool
+// can be labelled Secrets in each request's own namespace of the management cluster
+// (--subscription-pool=secrets), named as the CredentialsBindings they stand for.
 package subscription
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -20,14 +31,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	cp "github.com/trustplane/trustplane/api/controlplane/v1alpha1"
+	"github.com/trustplane/trustplane/internal/garden"
 	"github.com/trustplane/trustplane/internal/manager"
+	"github.com/trustplane/trustplane/internal/shoot"
 	"github.com/trustplane/trustplane/internal/status"
 	"github.com/trustplane/trustplane/internal/subscription"
 )
@@ -38,67 +53,165 @@ const (
 	// Finalizer releases the credential before the request goes.
 	Finalizer = "subscription.trustplane.io/release"
 
-	secretIndex = ".status.gardenerSecretName"
+	// ReasonWaitingForShoot (Reconciling, deleting): the request's own Shoot still uses
+	// the credential; whether it becomes dirty is decided once the Shoot is gone.
+	ReasonWaitingForShoot = "WaitingForShoot"
+	// reasonReleased (event): a dedicated credential was marked dirty on release.
+	reasonReleased = "Released"
 )
 
-// Controller is the registry entry for `trustplane manager`.
-func Controller() manager.Controller {
+// Pool sources (--subscription-pool).
+const (
+	// PoolAuto is PoolGarden when --garden-kubeconfig is set, else PoolSecrets.
+	PoolAuto = "auto"
+	// PoolGarden: CredentialsBindings in the garden's project namespace.
+	PoolGarden = "garden"
+	// PoolSecrets: labelled Secrets in each request's namespace of the management cluster.
+	PoolSecrets = "secrets"
+)
+
+// CredentialsBindingGVK is Gardener's CredentialsBinding, the garden pool's entries.
+var CredentialsBindingGVK = schema.GroupVersionKind{Group: "security.gardener.cloud", Version: "v1alpha1", Kind: "CredentialsBinding"}
+
+var secretGVK = corev1.SchemeGroupVersion.WithKind("Secret")
+
+// Controller is the registry entry for `trustplane manager`; the garden options are the
+// cluster controller's (it registers their flags).
+func Controller(gardenOpts *garden.Options) manager.Controller {
+	source := PoolAuto
 	return manager.Controller{
-		Name: Name, Help: "SubscriptionRequest: hyperscaler credentials from a labelled pool (shared or dedicated)",
-		Setup: func(mgr ctrl.Manager) error { _, err := Setup(mgr); return err },
+		Name: Name, Help: "SubscriptionRequest: hyperscaler credentials from the garden's CredentialsBindings (or labelled Secrets), shared or dedicated",
+		AddFlags: func(fs *pflag.FlagSet) {
+			fs.StringVar(&source, "subscription-pool", source, "Where the credential pool is: 'garden' (CredentialsBindings in --garden-namespace), "+
+				"'secrets' (labelled Secrets in each SubscriptionRequest's namespace; for tests and small setups), or 'auto' (garden when --garden-kubeconfig is set).")
+		},
+		Setup: gardenOpts.Setup(func(mgr ctrl.Manager, g *garden.Garden) error {
+			var err error
+			switch {
+			case source == PoolGarden && g == nil:
+				return errors.New("--subscription-pool=garden needs --garden-kubeconfig")
+			case source == PoolGarden, source == PoolAuto && g != nil:
+				_, err = SetupWithGarden(mgr, g)
+			case source == PoolSecrets, source == PoolAuto:
+				_, err = Setup(mgr)
+			default:
+				return fmt.Errorf("--subscription-pool=%q: want garden, secrets or auto", source)
+			}
+			return err
+		}),
 	}
+}
+
+// pool is where the credentials are. Entries are read as metadata only: selection needs
+// labels, and credentials never enter the manager's memory.
+type pool struct {
+	gvk schema.GroupVersionKind
+	// namespace is the garden's project namespace; empty: each request's own namespace.
+	namespace string
+	// cache holds the entries' metadata and is watched for changes.
+	cache cache.Cache
+	// writer patches entries' labels; fresh reads them uncached after a lost claim.
+	writer client.Client
+	fresh  client.Reader
+	// shoots lists the project's Shoots, which count as users; nil for the Secret pool.
+	shoots client.Reader
+}
+
+func (p *pool) namespaceFor(sr *cp.SubscriptionRequest) string {
+	if p.namespace != "" {
+		return p.namespace
+	}
+	return sr.Namespace
+}
+
+func (p *pool) newEntry(ns, name string) *metav1.PartialObjectMetadata {
+	e := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	e.SetGroupVersionKind(p.gvk)
+	return e
+}
+
+func (p *pool) newList() *metav1.PartialObjectMetadataList {
+	l := &metav1.PartialObjectMetadataList{}
+	l.SetGroupVersionKind(p.gvk.GroupVersion().WithKind(p.gvk.Kind + "List"))
+	return l
 }
 
 // Reconciler assigns credentials.
 type Reconciler struct {
-	Client    client.Client
-	Pool      client.Reader // the private cache of pool Secrets, labels only
-	APIReader client.Reader // a fresh view after a lost claim
-	Recorder  events.EventRecorder
+	Client   client.Client // SubscriptionRequests in the management cluster
+	Recorder events.EventRecorder
+	// Pool is the cache of the pool's entries, as metadata only.
+	Pool client.Reader
+	pool *pool
 }
 
 // +kubebuilder:rbac:groups=control-plane.kyma-project.io,resources=subscriptionrequests,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=control-plane.kyma-project.io,resources=subscriptionrequests/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=control-plane.kyma-project.io,resources=subscriptionrequests/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;patch
 
-// Setup adds the controller to mgr.
+// Setup adds the controller to mgr with the Secret pool: labelled Secrets in each
+// request's namespace of the management cluster.
 func Setup(mgr ctrl.Manager) (*Reconciler, error) {
 	inPool, err := labels.NewRequirement(cp.LabelHyperscalerType, selection.Exists, nil)
 	if err != nil {
 		return nil, err
 	}
-	pool, err := cache.New(mgr.GetConfig(), cache.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-		ByObject: map[client.Object]cache.ByObject{&corev1.Secret{}: {Label: labels.NewSelector().Add(*inPool), Transform: labelsOnly}}})
+	p := &pool{gvk: secretGVK, writer: mgr.GetClient(), fresh: mgr.GetAPIReader()}
+	entry := p.newEntry("", "")
+	secrets, err := cache.New(mgr.GetConfig(), cache.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		// Only labelled Secrets, only their metadata; and nothing else: a typed read of a
+		// Secret through this cache fails rather than cache every Secret whole.
+		ByObject:                    map[client.Object]cache.ByObject{entry: {Label: labels.NewSelector().Add(*inPool)}},
+		ReaderFailOnMissingInformer: true})
 	if err != nil {
 		return nil, err
 	}
-	if err := mgr.Add(pool); err != nil {
+	if err := mgr.Add(secrets); err != nil {
 		return nil, err
 	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &cp.SubscriptionRequest{}, secretIndex, func(o client.Object) []string {
-		if n := o.(*cp.SubscriptionRequest).Status.GardenerSecretName; n != "" {
-			return []string{n}
-		}
-		return nil
-	}); err != nil {
+	if _, err := secrets.GetInformer(context.Background(), entry); err != nil {
 		return nil, err
 	}
-	r := &Reconciler{Client: mgr.GetClient(), Pool: pool, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("trustplane-" + Name)}
-	return r, ctrl.NewControllerManagedBy(mgr).Named(Name).
-		For(&cp.SubscriptionRequest{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		WatchesRawSource(source.Kind(pool, client.Object(&corev1.Secret{}), handler.EnqueueRequestsFromMapFunc(r.waitingRequests))).
-		Complete(r)
+	p.cache = secrets
+	return setup(mgr, p, nil)
 }
 
-// labelsOnly strips a pool Secret to its metadata before it is cached: selection reads
-// labels only, and the credentials (also copied whole into kubectl's last-applied
-// annotation) stay out of the manager's memory. Writes start from an uncached read.
-func labelsOnly(obj any) (any, error) {
-	if s, ok := obj.(*corev1.Secret); ok {
-		s.Data, s.StringData, s.Annotations, s.ManagedFields = nil, nil, nil, nil
+// SetupWithGarden adds the controller to mgr with the garden's pool: CredentialsBindings
+// in the project namespace, usage counted from the project's Shoots.
+func SetupWithGarden(mgr ctrl.Manager, g *garden.Garden) (*Reconciler, error) {
+	p := &pool{gvk: CredentialsBindingGVK, namespace: g.Params.Namespace, cache: g.Cache, writer: g.Client, fresh: g.APIReader, shoots: g.Cache}
+	return setup(mgr, p, g)
+}
+
+func setup(mgr ctrl.Manager, p *pool, g *garden.Garden) (*Reconciler, error) {
+	r := &Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("trustplane-" + Name), Pool: p.cache, pool: p}
+	b := ctrl.NewControllerManagedBy(mgr).Named(Name).
+		For(&cp.SubscriptionRequest{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(source.Kind(p.cache, client.Object(p.newEntry("", "")), handler.EnqueueRequestsFromMapFunc(r.waitingRequests)))
+	if g != nil {
+		// A release waits for the request's own Shoot to go: only deletions matter.
+		b = b.WatchesRawSource(source.Kind(g.Cache, garden.NewShoot(), handler.TypedEnqueueRequestsFromMapFunc(requestOfShoot), predicate.TypedFuncs[*unstructured.Unstructured]{
+			CreateFunc: func(event.TypedCreateEvent[*unstructured.Unstructured]) bool { return false },
+			UpdateFunc: func(event.TypedUpdateEvent[*unstructured.Unstructured]) bool { return false },
+		})).
+			// As for the Cluster controller: a garden that does not answer at start holds up
+			// this controller only, not the manager.
+			WithOptions(controller.Options{CacheSyncTimeout: waitForGardenForever})
 	}
-	return obj, nil
+	return r, b.Complete(r)
+}
+
+// waitForGardenForever is long enough to mean "until the garden answers".
+const waitForGardenForever = 100 * 365 * 24 * time.Hour
+
+// requestOfShoot maps a Shoot to the SubscriptionRequest of its Cluster (named as the Cluster).
+func requestOfShoot(_ context.Context, s *unstructured.Unstructured) []reconcile.Request {
+	l := s.GetLabels()
+	if l[shoot.ClusterNamespaceLabel] == "" || l[shoot.ClusterNameLabel] == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l[shoot.ClusterNamespaceLabel], Name: l[shoot.ClusterNameLabel]}}}
 }
 
 // Reconcile assigns (or keeps, or releases) one request's credential.
@@ -124,7 +237,7 @@ func (r *Reconciler) reconcile(ctx context.Context, sr *cp.SubscriptionRequest) 
 	if err != nil {
 		return status.Stalled(cp.ReasonInvalidSelector, "%v", err)
 	}
-	want := subscription.Request{Provider: sr.Spec.Provider, Tenant: tenant, EUAccess: sr.Spec.EUAccess}
+	want := subscription.Request{Provider: sr.Spec.Provider, Region: sr.Spec.Region, Tenant: tenant, EUAccess: sr.Spec.EUAccess}
 	if sr.Status.GardenerSecretName != "" && r.stillFits(ctx, sr, want) {
 		assigned(sr, sr.Status.GardenerSecretName)
 		return nil
@@ -135,9 +248,9 @@ func (r *Reconciler) reconcile(ctx context.Context, sr *cp.SubscriptionRequest) 
 // assign claims a credential for the request. A claim lost to a concurrent one (another
 // request, another replica) is retried at once with a fresh, uncached view of the pool.
 func (r *Reconciler) assign(ctx context.Context, sr *cp.SubscriptionRequest, want subscription.Request) error {
-	reader := r.Pool
-	for attempt := 0; attempt < 5; attempt++ {
-		name, err := r.choose(ctx, reader, sr.Namespace, want)
+	reader := client.Reader(r.pool.cache)
+	for range 5 {
+		name, claim, err := r.choose(ctx, reader, sr, want)
 		if errors.Is(err, subscription.ErrPoolExhausted) {
 			sr.Status.GardenerSecretName = ""
 			// The pool watch brings the request back when a credential appears.
@@ -146,111 +259,224 @@ func (r *Reconciler) assign(ctx context.Context, sr *cp.SubscriptionRequest, wan
 		if err != nil {
 			return err
 		}
-		if name.claim {
-			if err := r.claim(ctx, sr.Namespace, name.name, want.Tenant); err != nil {
+		if claim {
+			if err := r.claim(ctx, r.pool.namespaceFor(sr), name, want.Tenant); err != nil {
 				if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-					reader = r.APIReader // someone else was faster: look again, uncached
+					reader = r.pool.fresh // someone else was faster: look again, uncached
 					continue
 				}
 				return err
 			}
 		}
-		r.Recorder.Eventf(sr, nil, corev1.EventTypeNormal, cp.ReasonAssigned, "Assign", "assigned credential %s", name.name)
-		assigned(sr, name.name)
+		r.Recorder.Eventf(sr, nil, corev1.EventTypeNormal, cp.ReasonAssigned, "Assign", "assigned credential %s", name)
+		assigned(sr, name)
 		return nil
 	}
 	return fmt.Errorf("lost the race for a %s credential five times; retrying", sr.Spec.Provider)
 }
 
-func assigned(sr *cp.SubscriptionRequest, secret string) {
-	sr.Status.GardenerSecretName = secret
-	status.MarkReady(sr, cp.ReasonAssigned, "credential "+secret)
+func assigned(sr *cp.SubscriptionRequest, name string) {
+	sr.Status.GardenerSecretName = name
+	status.MarkReady(sr, cp.ReasonAssigned, "credential "+name)
 }
 
-type choice struct {
-	name  string
-	claim bool
-}
-
-func (r *Reconciler) choose(ctx context.Context, reader client.Reader, ns string, want subscription.Request) (choice, error) {
-	secrets := &corev1.SecretList{}
-	if err := reader.List(ctx, secrets, client.InNamespace(ns), client.HasLabels{cp.LabelHyperscalerType}); err != nil {
-		return choice{}, fmt.Errorf("listing the pool: %w", err)
+// list reads the pool's entries of the request's pool namespace.
+func (r *Reconciler) list(ctx context.Context, reader client.Reader, ns string) ([]subscription.Credential, error) {
+	entries := r.pool.newList()
+	if err := reader.List(ctx, entries, client.InNamespace(ns), client.HasLabels{cp.LabelHyperscalerType}); err != nil {
+		return nil, fmt.Errorf("listing the pool's %ss in %s: %w", r.pool.gvk.Kind, ns, err)
 	}
-	pool := make([]subscription.Credential, len(secrets.Items))
-	usage := map[string]int{}
-	for i, s := range secrets.Items {
-		pool[i] = subscription.Credential{Name: s.Name, Labels: s.Labels}
-		if want.Tenant == "" {
-			users := &cp.SubscriptionRequestList{}
-			if err := r.Client.List(ctx, users, client.InNamespace(ns), client.MatchingFields{secretIndex: s.Name}); err != nil {
-				return choice{}, fmt.Errorf("listing the users of credential %s: %w", s.Name, err)
-			}
-			usage[s.Name] = len(users.Items)
+	out := make([]subscription.Credential, len(entries.Items))
+	for i, e := range entries.Items {
+		out[i] = subscription.Credential{Name: e.Name, Labels: e.Labels}
+	}
+	return out, nil
+}
+
+func (r *Reconciler) choose(ctx context.Context, reader client.Reader, sr *cp.SubscriptionRequest, want subscription.Request) (string, bool, error) {
+	credentials, err := r.list(ctx, reader, r.pool.namespaceFor(sr))
+	if err != nil {
+		return "", false, err
+	}
+	var usage map[string]int
+	if want.Tenant == "" {
+		users, err := r.users(ctx, r.pool.namespaceFor(sr))
+		if err != nil {
+			return "", false, err
+		}
+		usage = make(map[string]int, len(users))
+		for name, u := range users {
+			usage[name] = len(u)
 		}
 	}
-	name, claim, err := subscription.Choose(want, pool, usage)
-	return choice{name, claim}, err
+	return subscription.Choose(want, credentials, usage)
 }
 
-// claim labels a free credential for tenant. The Update carries the resourceVersion read,
+// users are, per credential, who uses it: requests assigned to it ("<namespace>/<name>")
+// and, with the garden pool, the project's Shoots that reference it (a Shoot of a Cluster
+// counts as that Cluster's request, named as the Cluster; any other Shoot, KEB's say, as
+// itself). The garden pool serves requests of every namespace; the Secret pool those of
+// its own.
+func (r *Reconciler) users(ctx context.Context, poolNamespace string) (map[string]map[string]bool, error) {
+	out := map[string]map[string]bool{}
+	add := func(credential, user string) {
+		if out[credential] == nil {
+			out[credential] = map[string]bool{}
+		}
+		out[credential][user] = true
+	}
+	requests := &cp.SubscriptionRequestList{}
+	var scope []client.ListOption
+	if r.pool.namespace == "" {
+		scope = append(scope, client.InNamespace(poolNamespace))
+	}
+	if err := r.Client.List(ctx, requests, scope...); err != nil {
+		return nil, fmt.Errorf("listing SubscriptionRequests: %w", err)
+	}
+	for _, sr := range requests.Items {
+		if n := sr.Status.GardenerSecretName; n != "" {
+			add(n, sr.Namespace+"/"+sr.Name)
+		}
+	}
+	if r.pool.shoots == nil {
+		return out, nil
+	}
+	shoots := &unstructured.UnstructuredList{}
+	shoots.SetGroupVersionKind(shoot.GVK.GroupVersion().WithKind("ShootList"))
+	if err := r.pool.shoots.List(ctx, shoots, client.InNamespace(poolNamespace)); err != nil {
+		return nil, fmt.Errorf("listing the Shoots of %s: %w", poolNamespace, err)
+	}
+	for _, s := range shoots.Items {
+		n, _, _ := unstructured.NestedString(s.Object, "spec", "credentialsBindingName")
+		if n == "" {
+			continue
+		}
+		add(n, shootUser(&s))
+	}
+	return out, nil
+}
+
+// shootUser names the user a Shoot stands for: its Cluster's request, or itself.
+func shootUser(s *unstructured.Unstructured) string {
+	l := s.GetLabels()
+	if ns, name := l[shoot.ClusterNamespaceLabel], l[shoot.ClusterNameLabel]; ns != "" && name != "" {
+		return ns + "/" + name
+	}
+	return "shoot " + s.GetNamespace() + "/" + s.GetName()
+}
+
+// claim labels a free credential for tenant. The patch carries the resourceVersion read,
 // so of two concurrent claims exactly one succeeds; the other gets a conflict.
 func (r *Reconciler) claim(ctx context.Context, ns, name, tenant string) error {
-	secret := &corev1.Secret{}
-	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, secret); err != nil {
+	entry := r.pool.newEntry(ns, name)
+	if err := r.pool.fresh.Get(ctx, client.ObjectKeyFromObject(entry), entry); err != nil {
 		return err
 	}
-	if secret.Labels[cp.LabelTenantName] != "" && secret.Labels[cp.LabelTenantName] != tenant {
-		return apierrors.NewConflict(corev1.Resource("secrets"), name, errors.New("claimed by another tenant"))
+	if t, claimed := entry.Labels[cp.LabelTenantName]; claimed && t != tenant {
+		return apierrors.NewConflict(schema.GroupResource{Group: r.pool.gvk.Group, Resource: r.pool.gvk.Kind}, name, errors.New("claimed by another tenant"))
 	}
-	secret.Labels[cp.LabelTenantName] = tenant
-	return status.WriteFailed("update", secret, r.Client.Update(ctx, secret))
+	return r.patchLabel(ctx, entry, cp.LabelTenantName, tenant)
 }
 
-// stillFits: the assigned credential exists, is not dirty, and (dedicated) is the tenant's.
+// patchLabel sets one label of entry with a merge patch that carries entry's
+// resourceVersion: a concurrent change makes it fail with a conflict.
+func (r *Reconciler) patchLabel(ctx context.Context, entry *metav1.PartialObjectMetadata, key, value string) error {
+	before := entry.DeepCopy()
+	if entry.Labels == nil {
+		entry.Labels = map[string]string{}
+	}
+	entry.Labels[key] = value
+	err := r.pool.writer.Patch(ctx, entry, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	return status.WriteFailed("patch", entry, err)
+}
+
+// stillFits: the assigned credential exists and still serves the request.
 func (r *Reconciler) stillFits(ctx context.Context, sr *cp.SubscriptionRequest, want subscription.Request) bool {
-	secret := &corev1.Secret{}
-	if err := r.Pool.Get(ctx, types.NamespacedName{Namespace: sr.Namespace, Name: sr.Status.GardenerSecretName}, secret); err != nil {
+	entry := r.pool.newEntry(r.pool.namespaceFor(sr), sr.Status.GardenerSecretName)
+	if err := r.pool.cache.Get(ctx, client.ObjectKeyFromObject(entry), entry); err != nil {
 		return false
 	}
-	l := secret.Labels
-	return l[cp.LabelHyperscalerType] == want.Provider && l[cp.LabelDirty] != "true" && (want.Tenant == "" || l[cp.LabelTenantName] == want.Tenant)
+	return subscription.Fits(want, subscription.Credential{Name: entry.Name, Labels: entry.Labels})
 }
 
-// release marks a dedicated credential dirty once no request uses it any more.
+// release marks a dedicated credential dirty once nothing uses it any more: no other
+// request, no Shoot (KEB's rule), and waits while the request's own Shoot still exists.
 func (r *Reconciler) release(ctx context.Context, sr *cp.SubscriptionRequest) error {
 	if !controllerutil.ContainsFinalizer(sr, Finalizer) {
 		return nil
 	}
 	if name := sr.Status.GardenerSecretName; name != "" {
-		users := &cp.SubscriptionRequestList{}
-		if err := r.Client.List(ctx, users, client.InNamespace(sr.Namespace), client.MatchingFields{secretIndex: name}); err != nil {
-			return fmt.Errorf("listing the users of credential %s: %w", name, err)
-		}
-		inUse := false
-		for _, u := range users.Items {
-			inUse = inUse || u.UID != sr.UID
-		}
-		secret := &corev1.Secret{}
-		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: sr.Namespace, Name: name}, secret)
-		if err == nil && !inUse && secret.Labels[cp.LabelShared] != "true" {
-			secret.Labels[cp.LabelDirty] = "true"
-			if err := r.Client.Update(ctx, secret); err != nil {
-				return status.WriteFailed("update", secret, err)
-			}
-		} else if client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("reading credential %s: %w", name, err)
+		if err := r.releaseCredential(ctx, sr, name); err != nil {
+			return err
 		}
 	}
 	controllerutil.RemoveFinalizer(sr, Finalizer)
 	return client.IgnoreNotFound(status.WriteFailed("update", sr, r.Client.Update(ctx, sr)))
 }
 
-// waitingRequests brings back, when the pool changes, the requests of that namespace
-// that have no credential yet.
+func (r *Reconciler) releaseCredential(ctx context.Context, sr *cp.SubscriptionRequest, name string) error {
+	ns := r.pool.namespaceFor(sr)
+	entry := r.pool.newEntry(ns, name)
+	if err := r.pool.fresh.Get(ctx, client.ObjectKeyFromObject(entry), entry); apierrors.IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("reading credential %s: %w", name, err)
+	}
+	users, err := r.users(ctx, ns)
+	if err != nil {
+		return err
+	}
+	self := sr.Namespace + "/" + sr.Name
+	others := len(users[name])
+	if users[name][self] {
+		others--
+	}
+	ownShoot, err := r.ownShootUses(ctx, sr, name)
+	if err != nil {
+		return err
+	}
+	switch subscription.Released(subscription.Credential{Name: name, Labels: entry.Labels}, others, ownShoot) {
+	case subscription.WaitForShoot:
+		// The Shoot watch brings the request back when the Shoot is gone.
+		return status.Waiting(ReasonWaitingForShoot, "credential %s is released once the request's Shoot is gone", name)
+	case subscription.MarkDirty:
+		if err := r.patchLabel(ctx, entry, cp.LabelDirty, "true"); err != nil {
+			return err
+		}
+		r.Recorder.Eventf(sr, nil, corev1.EventTypeNormal, reasonReleased, "Release", "credential %s released and marked dirty", name)
+	case subscription.Keep:
+	}
+	return nil
+}
+
+// ownShootUses: a Shoot of the request's Cluster still references the credential.
+func (r *Reconciler) ownShootUses(ctx context.Context, sr *cp.SubscriptionRequest, name string) (bool, error) {
+	if r.pool.shoots == nil {
+		return false, nil
+	}
+	shoots := &unstructured.UnstructuredList{}
+	shoots.SetGroupVersionKind(shoot.GVK.GroupVersion().WithKind("ShootList"))
+	if err := r.pool.shoots.List(ctx, shoots, client.InNamespace(r.pool.namespace),
+		client.MatchingLabels{shoot.ClusterNamespaceLabel: sr.Namespace, shoot.ClusterNameLabel: sr.Name}); err != nil {
+		return false, fmt.Errorf("listing the Shoots of %s: %w", r.pool.namespace, err)
+	}
+	for _, s := range shoots.Items {
+		if n, _, _ := unstructured.NestedString(s.Object, "spec", "credentialsBindingName"); n == name {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// waitingRequests brings back, when the pool changes, the requests it serves that have
+// no credential yet or have this one.
 func (r *Reconciler) waitingRequests(ctx context.Context, o client.Object) []reconcile.Request {
 	list := &cp.SubscriptionRequestList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace())); err != nil {
+	var scope []client.ListOption
+	if r.pool.namespace == "" {
+		scope = append(scope, client.InNamespace(o.GetNamespace()))
+	}
+	if err := r.Client.List(ctx, list, scope...); err != nil {
 		return nil
 	}
 	var out []reconcile.Request

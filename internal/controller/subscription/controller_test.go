@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -24,7 +25,25 @@ var (
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env)) }
 
-func namespace(t *testing.T) string { return env.Namespace(t, "pool") }
+// namespace is a fresh namespace whose SubscriptionRequests go when the test ends: every
+// manager watches requests of all namespaces, and one left behind would be reconciled by
+// the next test's manager against that test's pool.
+func namespace(t *testing.T) string {
+	ns := env.Namespace(t, "pool")
+	t.Cleanup(func() {
+		list := &cp.SubscriptionRequestList{}
+		if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+			t.Error(err)
+			return
+		}
+		for i := range list.Items {
+			sr := &list.Items[i]
+			_ = env.Client.Patch(ctx, sr, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+			_ = client.IgnoreNotFound(env.Client.Delete(ctx, sr))
+		}
+	})
+	return ns
+}
 
 func credential(t *testing.T, ns, name string, labels map[string]string) {
 	t.Helper()
@@ -102,9 +121,14 @@ func TestSharedDedicatedReleaseAndEmptyPool(t *testing.T) {
 	if claimed := secret(t, ns, first); claimed.Labels["tenantName"] != "acct1" || string(claimed.Data["credentials"]) != "x" {
 		t.Errorf("claimed credential: labels %v, credentials kept %v", claimed.Labels, string(claimed.Data["credentials"]) == "x")
 	}
-	cached := &corev1.Secret{}
-	if err := r.Pool.Get(ctx, client.ObjectKey{Namespace: ns, Name: first}, cached); err != nil || cached.Data != nil {
-		t.Errorf("the pool cache holds credentials: %v, data %d keys", err, len(cached.Data))
+	// The pool cache holds labels only: no typed Secret (with its data) can be read from it.
+	cached := &metav1.PartialObjectMetadata{}
+	cached.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	if err := r.Pool.Get(ctx, client.ObjectKey{Namespace: ns, Name: first}, cached); err != nil || cached.Labels["tenantName"] != "acct1" {
+		t.Errorf("the pool cache: %v, labels %v", err, cached.Labels)
+	}
+	if err := r.Pool.Get(ctx, client.ObjectKey{Namespace: ns, Name: first}, &corev1.Secret{}); err == nil {
+		t.Error("the pool cache serves whole Secrets: credentials would be cached")
 	}
 	request(t, ns, "acct2", "aws", "globalaccount:acct2")
 	second := waitReason(t, ns, "acct2", cp.ReasonAssigned).Status.GardenerSecretName
@@ -143,14 +167,31 @@ func TestSharedDedicatedReleaseAndEmptyPool(t *testing.T) {
 }
 
 // TestNoCredentialIsClaimedTwice: 30 accounts at once, 30 free credentials, two manager
-// instances racing (no leader election): every account gets its own credential.
+// instances racing (no leader election): every account gets its own credential. With the
+// Secret pool, and with the garden's CredentialsBindings.
 func TestNoCredentialIsClaimedTwice(t *testing.T) {
-	ns := namespace(t)
-	for i := range 30 {
-		credential(t, ns, fmt.Sprintf("gcp-%02d", i), map[string]string{"hyperscalerType": "gcp"})
-	}
-	start(t)
-	start(t)
+	t.Run("secrets", func(t *testing.T) {
+		ns := namespace(t)
+		for i := range 30 {
+			credential(t, ns, fmt.Sprintf("gcp-%02d", i), map[string]string{"hyperscalerType": "gcp"})
+		}
+		start(t)
+		start(t)
+		claimRace(t, ns, func(name string) map[string]string { return secret(t, ns, name).Labels })
+	})
+	t.Run("garden", func(t *testing.T) {
+		project, ns := gardenProject(t), namespace(t)
+		for i := range 30 {
+			binding(t, project, fmt.Sprintf("gcp-%02d", i), map[string]string{"hyperscalerType": "gcp"})
+		}
+		startGarden(t, project)
+		startGarden(t, project)
+		claimRace(t, ns, func(name string) map[string]string { return getBinding(t, project, name).GetLabels() })
+	})
+}
+
+func claimRace(t *testing.T, ns string, labelsOf func(name string) map[string]string) {
+	t.Helper()
 	for i := range 30 {
 		request(t, ns, fmt.Sprintf("acct-%02d", i), "gcp", fmt.Sprintf("globalaccount:acct-%02d", i))
 	}
@@ -162,7 +203,7 @@ func TestNoCredentialIsClaimedTwice(t *testing.T) {
 			t.Fatalf("%s assigned to %s and %s", got, other, name)
 		}
 		owner[got] = name
-		if tenant := secret(t, ns, got).Labels["tenantName"]; tenant != name {
+		if tenant := labelsOf(got)["tenantName"]; tenant != name {
 			t.Errorf("%s labelled for %q, assigned to %s", got, tenant, name)
 		}
 	}

@@ -1,0 +1,32 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
+	"github.com/trustplane/trustplane/internal/garden"
+	"github.com/trustplane/trustplane/internal/shoot"
+)
+
+// checkShootUpdate stalls a Cluster whose change Gardener would refuse on the existing
+// Shoot (a new region, fewer zones, other CIDRs), naming every such change, before the
+// garden is asked. The Shoot is left as it is.
+func (r *Reconciler) checkShootUpdate(ctx context.Context, c *operatorv1alpha1.Cluster, desired *unstructured.Unstructured) error {
+	live := garden.NewShoot()
+	err := r.Garden.Cache.Get(ctx, types.NamespacedName{Namespace: desired.GetNamespace(), Name: desired.GetName()}, live)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return gardenUnreachable(c, fmt.Errorf("reading shoot %s: %w", desired.GetName(), err))
+	}
+	if err := shoot.CheckUpdate(live, desired); err != nil {
+		return stall(c, operatorv1alpha1.ReasonInvalidSpec, err.Error())
+	}
+	return nil
+}
