@@ -28,6 +28,7 @@ run: k8s-bins ## Run every controller against a local control plane (or $$KUBECO
 .PHONY: test
 test: k8s-bins tools test-deps lint ## Lint, then run every test against a real kube-apiserver + etcd.
 	go test $(GO_TEST_FLAGS) ./...
+	cd test/k8speers && go test $(GO_TEST_FLAGS) ./...
 
 ##@ Development
 
@@ -46,6 +47,7 @@ manifests: tools ## Generate deepcopy code, CRDs and RBAC from the Go markers.
 .PHONY: lint
 lint: lint-tool ## Lint every Go package (golangci-lint pinned in hack/lint, config in .golangci.yml; go vet included).
 	$(GOLANGCI_LINT) run ./...
+	cd test/k8speers && $(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml ./...
 
 .PHONY: fmt
 fmt: ## gofmt every Go file.

@@ -38,6 +38,9 @@ func NodeAgentArgs(kubeconfig, dir string) []string {
 	args := []string{"node-agent",
 		"--node-name", SampleNodeName,
 		"--dir", dir,
+		// No kubelet runs under make run: the agent is the only one to serve the
+		// podCertificate volumes of the sample Node's pods.
+		"--serve-all-pods",
 		"--metrics-bind-address", "0",
 		"--health-probe-bind-address", "0",
 	}

@@ -1,7 +1,16 @@
 // Package nodeagent is `trustplane node-agent`: kubelet's pod-certificate duty for one
 // node, as a DaemonSet. It follows the pods bound to its node that ask for pod
 // certificates, runs the podcert manager for each projection and writes each credential
-// bundle atomically under <root>/<namespace>/<pod>/<volume>-<source>/credentialbundle.pem.
+// bundle atomically under <root>/<namespace>/<pod>/<volume>-<source>/credentialbundle.pem
+// (and the projection's credentialBundlePath, keyPath and certificateChainPath beside it).
+//
+// Which pods it serves (kubelet 1.35+ runs the same manager itself for every podCertificate
+// projected volume, so serving those too would double every request and warning):
+//   - pods with the SignerAnnotation (a projection kubelet never sees), always;
+//   - the podCertificate projected volumes of pods annotated ServeAnnotation: "agent";
+//   - the podCertificate projected volumes of every pod with --serve-all-pods, for nodes
+//     whose kubelet does not serve them (older than 1.35, or the PodCertificateRequest
+//     feature gate off, or no kubelet at all).
 package nodeagent
 
 import (
@@ -11,7 +20,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,6 +55,11 @@ const (
 	SignerAnnotation  = "podcert.trustplane.io/signer-name"
 	KeyTypeAnnotation = "podcert.trustplane.io/key-type"
 	annotationVolume  = "podcert-annotation"
+	// ServeAnnotation: "agent" asks this agent (not kubelet) to serve the pod's
+	// podCertificate projected volumes.
+	ServeAnnotation = "podcert.trustplane.io/serve"
+	// ServeAgent is ServeAnnotation's value.
+	ServeAgent = "agent"
 	// BundleFile is the file name of a credential bundle.
 	BundleFile = "credentialbundle.pem"
 )
@@ -55,6 +71,13 @@ type Options struct {
 	RefreshInterval        time.Duration
 	MetricsBindAddress     string
 	HealthProbeBindAddress string
+	// ServeAllPods serves the podCertificate projected volumes of every pod on the node,
+	// not only of those annotated ServeAnnotation: "agent".
+	ServeAllPods bool
+	// BundleMode is the mode of the credential files; directories get the matching
+	// search (x) bits. BundleGID, when not -1, is the group of files and directories.
+	BundleMode os.FileMode
+	BundleGID  int
 	// Clock and Jitter are injected by tests.
 	Clock  clock.PassiveClock
 	Jitter func() time.Duration
@@ -63,7 +86,8 @@ type Options struct {
 // DefaultOptions are the flag defaults.
 func DefaultOptions() Options {
 	return Options{Dir: "/var/run/trustplane/podcerts", RefreshInterval: time.Minute,
-		MetricsBindAddress: ":8080", HealthProbeBindAddress: ":8081", Clock: clock.RealClock{}}
+		MetricsBindAddress: ":8080", HealthProbeBindAddress: ":8081", Clock: clock.RealClock{},
+		BundleMode: 0o600, BundleGID: -1}
 }
 
 // AddFlags registers the options as flags.
@@ -73,6 +97,11 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RefreshInterval, "refresh-interval", o.RefreshInterval, "How often every projection is re-checked (kubelet: 1m).")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of /metrics; '0' disables it.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address of /healthz and /readyz.")
+	fs.BoolVar(&o.ServeAllPods, "serve-all-pods", o.ServeAllPods, "Serve the podCertificate projected volumes of every pod on the node. Only for nodes whose kubelet does not "+
+		"serve them itself (kubelet older than 1.35, the PodCertificateRequest feature gate off, or no kubelet): a 1.35+ kubelet does, and both would request "+
+		"and warn twice. Without it, only pods annotated "+ServeAnnotation+"="+ServeAgent+" (volumes) or "+SignerAnnotation+" (no volume needed) are served.")
+	fs.Var((*fileMode)(&o.BundleMode), "bundle-mode", "Mode of the credential files, octal (e.g. 0640 lets the --bundle-gid group read them); directories get the matching x bits.")
+	fs.IntVar(&o.BundleGID, "bundle-gid", o.BundleGID, "Group of the credential files and their directories (-1: the agent's own); give pods this gid (runAsGroup or supplementalGroups) to read them as non-root.")
 }
 
 // Validate checks the options before anything connects. A pointer receiver: the command
@@ -84,6 +113,26 @@ func (o *Options) Validate() error {
 	if o.Dir == "" {
 		return errors.New("--dir is required")
 	}
+	if o.BundleMode&^os.ModePerm != 0 || o.BundleMode&0o600 != 0o600 {
+		return fmt.Errorf("--bundle-mode %#o: permission bits only, and the owner must read and write", uint32(o.BundleMode))
+	}
+	if o.BundleGID < -1 {
+		return fmt.Errorf("--bundle-gid %d: a group id, or -1", o.BundleGID)
+	}
+	return nil
+}
+
+// fileMode is an octal flag.
+type fileMode os.FileMode
+
+func (m *fileMode) String() string { return fmt.Sprintf("%#o", uint32(*m)) }
+func (m *fileMode) Type() string   { return "mode" }
+func (m *fileMode) Set(s string) error {
+	v, err := strconv.ParseUint(s, 8, 32)
+	if err != nil {
+		return fmt.Errorf("not an octal mode: %w", err)
+	}
+	*m = fileMode(v)
 	return nil
 }
 
@@ -154,10 +203,12 @@ func (a *Agent) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 		}
 		return reconcile.Result{}, err
 	}
-	if pod.DeletionTimestamp != nil {
+	if pod.Spec.NodeName != a.opts.NodeName { // never another node's pod, whatever the cache says
 		return reconcile.Result{}, a.forget(req.NamespacedName)
 	}
-	pod = withAnnotationProjection(pod)
+	// A terminating pod keeps and refreshes its credentials until it is gone, as with
+	// kubelet: a long graceful shutdown must not lose the pod's identity.
+	pod = a.served(pod)
 	projections := podcert.Projections(pod)
 	a.mu.Lock()
 	uid, known := a.uids[req.NamespacedName]
@@ -176,11 +227,11 @@ func (a *Agent) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 	a.uids[req.NamespacedName] = pod.UID
 	a.mu.Unlock()
 	var errs []error
-	for key := range projections {
+	for key, src := range projections {
 		if err := a.manager.Handle(ctx, pod, key); err != nil {
 			errs = append(errs, err)
 		}
-		if err := a.writeBundle(key); err != nil {
+		if err := a.writeBundle(key, src); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -190,17 +241,93 @@ func (a *Agent) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 	return reconcile.Result{RequeueAfter: a.opts.RefreshInterval}, nil
 }
 
-// writeBundle writes the PKCS#8 key then the chain, leaf first; nothing before issuance.
-func (a *Agent) writeBundle(key podcert.Key) error {
+// writeBundle writes, in the projection's directory, credentialbundle.pem and the
+// projection's credentialBundlePath (the PKCS#8 key then the chain, leaf first), keyPath
+// (the key) and certificateChainPath (the chain); nothing before issuance. Denied or
+// failed, the files of the last issued credential stay.
+func (a *Agent) writeBundle(key podcert.Key, src *corev1.PodCertificateProjection) error {
 	privateKey, chain, err := a.manager.Bundle(key)
 	if err != nil {
 		return nil // not issued yet, or denied/failed: the events and metrics say so
 	}
+	bundle := append(append([]byte(nil), privateKey...), chain...)
+	// Each file is replaced atomically, not the set: the key and chain files first,
+	// credentialbundle.pem last, so that its presence says the others are there.
+	type file struct {
+		name    string
+		content []byte
+	}
+	var files []file
+	for _, f := range []file{{src.KeyPath, privateKey}, {src.CertificateChainPath, chain}, {src.CredentialBundlePath, bundle}} {
+		if f.name == "" {
+			continue
+		}
+		if !filepath.IsLocal(f.name) {
+			return fmt.Errorf("pod %s/%s volume %s: path %q leaves the volume", key.Namespace, key.PodName, key.VolumeName, f.name)
+		}
+		files = append(files, file{filepath.Clean(f.name), f.content})
+	}
+	files = append(files, file{BundleFile, bundle})
 	dir := filepath.Join(a.opts.Dir, key.Namespace, key.PodName, key.VolumeName+"-"+strconv.Itoa(key.SourceIndex))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	for _, f := range files {
+		name, content := f.name, f.content
+		path := filepath.Join(dir, name)
+		if err := a.mkdirs(filepath.Dir(path)); err != nil {
+			return err
+		}
+		if err := atomicfile.WriteFile(path, content, a.opts.BundleMode); err != nil {
+			return err
+		}
+		if err := a.own(path, a.opts.BundleMode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mkdirs makes dir and its parents below the root with the bundle group and the search
+// bits matching the bundle mode (0640 files → 0750 directories).
+func (a *Agent) mkdirs(dir string) error {
+	rel, err := filepath.Rel(a.opts.Dir, dir)
+	if err != nil || !filepath.IsLocal(rel) {
+		return fmt.Errorf("directory %s is not below %s", dir, a.opts.Dir)
+	}
+	m := a.opts.BundleMode
+	mode := 0o700 | m&0o044 | (m&0o044)>>2 | m&0o011
+	// The root is the operator's (a hostPath, say): made when missing, never re-owned.
+	if err := os.MkdirAll(a.opts.Dir, mode); err != nil {
+		return fmt.Errorf("creating --dir: %w", err)
+	}
+	path := a.opts.Dir
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		path = filepath.Join(path, part)
+		if err := os.Mkdir(path, mode); err != nil && !errors.Is(err, os.ErrExist) {
+			return err
+		}
+		if err := a.own(path, mode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// own gives path the bundle group and mode, when they differ (no umask in the way).
+func (a *Agent) own(path string, mode os.FileMode) error {
+	info, err := os.Lstat(path)
+	if err != nil {
 		return err
 	}
-	return atomicfile.WriteFile(filepath.Join(dir, BundleFile), append(append([]byte(nil), privateKey...), chain...), 0o600)
+	if a.opts.BundleGID >= 0 {
+		if st, ok := info.Sys().(*syscall.Stat_t); !ok || int(st.Gid) != a.opts.BundleGID {
+			if err := os.Lchown(path, -1, a.opts.BundleGID); err != nil {
+				return err
+			}
+		}
+	}
+	if info.Mode().Perm() != mode {
+		return os.Chmod(path, mode)
+	}
+	return nil
 }
 
 func (a *Agent) forget(pod types.NamespacedName) error {
@@ -212,6 +339,24 @@ func (a *Agent) forget(pod types.NamespacedName) error {
 		a.manager.Forget(pod.Namespace, pod.Name, string(uid))
 	}
 	return os.RemoveAll(filepath.Join(a.opts.Dir, pod.Namespace, pod.Name))
+}
+
+// served is the pod as this agent serves it: with the annotation projection when opted
+// in by SignerAnnotation, and without its podCertificate volume sources when kubelet
+// serves them (not --serve-all-pods, no ServeAnnotation: "agent"). Source indices stay.
+func (a *Agent) served(pod *corev1.Pod) *corev1.Pod {
+	if !a.opts.ServeAllPods && pod.Annotations[ServeAnnotation] != ServeAgent && len(podcert.Projections(pod)) > 0 {
+		pod = pod.DeepCopy()
+		for _, vol := range pod.Spec.Volumes {
+			if vol.Projected == nil {
+				continue
+			}
+			for i := range vol.Projected.Sources {
+				vol.Projected.Sources[i].PodCertificate = nil
+			}
+		}
+	}
+	return withAnnotationProjection(pod)
 }
 
 // withAnnotationProjection gives an opted-in pod (SignerAnnotation) a projection even
@@ -294,7 +439,7 @@ func (s *states) Collect(ch chan<- prometheus.Metric) {
 	}
 	pods := make([]*corev1.Pod, 0, len(list.Items))
 	for i := range list.Items {
-		pods = append(pods, withAnnotationProjection(&list.Items[i]))
+		pods = append(pods, s.agent.served(&list.Items[i]))
 	}
 	for k, n := range s.agent.manager.Report(pods) {
 		ch <- prometheus.MustNewConstMetric(s.desc, prometheus.GaugeValue, float64(n), k.SignerName, k.State)

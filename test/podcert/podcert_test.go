@@ -5,10 +5,13 @@
 package podcert
 
 import (
+	"bytes"
 	"context"
 	"crypto/x509"
+	"encoding/pem"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -100,11 +103,13 @@ func TestPodCertificatesEndToEnd(t *testing.T) {
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}},
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"}},
-		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"}, Spec: corev1.PodSpec{
+		// Opted in: kubelet would serve its volume otherwise.
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web", Annotations: map[string]string{nodeagent.ServeAnnotation: nodeagent.ServeAgent}}, Spec: corev1.PodSpec{
 			NodeName: "node-a", ServiceAccountName: "web", Containers: []corev1.Container{{Name: "c", Image: "x"}},
 			Volumes: []corev1.Volume{{Name: "identity", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 				Sources: []corev1.VolumeProjection{{PodCertificate: &corev1.PodCertificateProjection{
-					SignerName: signer, KeyType: "ECDSAP256", MaxExpirationSeconds: ptr.To[int32](3600), CredentialBundlePath: "bundle.pem"}}}}}}},
+					SignerName: signer, KeyType: "ECDSAP256", MaxExpirationSeconds: ptr.To[int32](3600), CredentialBundlePath: "bundle.pem",
+					KeyPath: "tls/key.pem", CertificateChainPath: "tls/chain.pem"}}}}}}},
 		}},
 		// A pod on another node: never this agent's business.
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "elsewhere", Annotations: map[string]string{nodeagent.SignerAnnotation: signer}},
@@ -125,6 +130,7 @@ func TestPodCertificatesEndToEnd(t *testing.T) {
 	agentOpts.RefreshInterval = 100 * time.Millisecond
 	agentOpts.MetricsBindAddress, agentOpts.HealthProbeBindAddress = "0", "0"
 	agentOpts.Jitter = func() time.Duration { return 0 }
+	agentOpts.BundleMode, agentOpts.BundleGID = 0o640, os.Getgid()
 	testenv.Background(t, func(c context.Context) error { return nodeagent.Run(c, env.Config, agentOpts) })
 
 	path := filepath.Join(dir, "apps", "web", "identity-0", nodeagent.BundleFile)
@@ -139,6 +145,7 @@ func TestPodCertificatesEndToEnd(t *testing.T) {
 	})
 	var first *x509.Certificate
 	testenv.Eventually(t, "the first bundle", 30*time.Second, func() bool { var ok bool; first, ok = bundle(t, path, roots); return ok })
+	checkFiles(t, filepath.Join(dir, "apps", "web", "identity-0"), 0o640, os.Getgid())
 	if stateCount(t, podcert.StateFresh) != 1 {
 		t.Errorf("metric fresh = %v", stateCount(t, podcert.StateFresh))
 	}
@@ -220,4 +227,51 @@ func TestPodCertificatesEndToEnd(t *testing.T) {
 		_, err := os.Stat(optedDir)
 		return os.IsNotExist(err)
 	})
+}
+
+// checkFiles checks a projection's files: credentialbundle.pem and bundle.pem are the key
+// then the chain, tls/key.pem the key, tls/chain.pem the chain; all with mode and gid, and
+// their directories searchable by that group.
+func checkFiles(t *testing.T, projectionDir string, mode os.FileMode, gid int) {
+	t.Helper()
+	read := func(name string) []byte {
+		path := filepath.Join(projectionDir, name)
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkOwner(t, path, mode, gid)
+		return raw
+	}
+	bundle, key, chain := read(nodeagent.BundleFile), read("tls/key.pem"), read("tls/chain.pem")
+	if !bytes.Equal(read("bundle.pem"), bundle) {
+		t.Error("credentialBundlePath differs from " + nodeagent.BundleFile)
+	}
+	if !bytes.Equal(append(append([]byte(nil), key...), chain...), bundle) {
+		t.Error("the bundle is not keyPath's content then certificateChainPath's")
+	}
+	if b, _ := pem.Decode(key); b == nil || b.Type != "PRIVATE KEY" {
+		t.Error("keyPath holds no PRIVATE KEY")
+	}
+	if b, rest := pem.Decode(chain); b == nil || b.Type != "CERTIFICATE" || bytes.Contains(rest, []byte("PRIVATE KEY")) {
+		t.Error("certificateChainPath is not certificates only")
+	}
+	dirMode := os.ModeDir | 0o700 | mode&0o044 | (mode&0o044)>>2
+	for _, d := range []string{filepath.Dir(filepath.Dir(projectionDir)), filepath.Dir(projectionDir), projectionDir, filepath.Join(projectionDir, "tls")} {
+		checkOwner(t, d, dirMode, gid)
+	}
+}
+
+func checkOwner(t *testing.T, path string, mode os.FileMode, gid int) {
+	t.Helper()
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Mode() != mode {
+		t.Errorf("%s: mode %v, want %v", path, info.Mode(), mode)
+	}
+	if st := info.Sys().(*syscall.Stat_t); int(st.Gid) != gid {
+		t.Errorf("%s: gid %d, want %d", path, st.Gid, gid)
+	}
 }

@@ -5,22 +5,17 @@ package podcertsigner
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"sync"
 	"time"
 
 	"github.com/spf13/pflag"
 	certificatesv1 "k8s.io/api/certificates/v1"
+	certificatesv1beta1 "k8s.io/api/certificates/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -33,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/trustplane/trustplane/internal/manager"
+	"github.com/trustplane/trustplane/internal/podcert"
 )
 
 // Name is the controller's name in --controllers.
@@ -47,7 +43,11 @@ type Options struct {
 	KeyTypes     []string
 	TrustDomain  string
 	Workers      int
-	Clock        clock.PassiveClock
+	// CARotation generates a new CA this often (0: only supplied CAs rotate in).
+	CARotation time.Duration
+	// CAOverlap is how long a new CA is in the trust bundle before it signs.
+	CAOverlap time.Duration
+	Clock     clock.PassiveClock
 }
 
 // DefaultOptions are the flag defaults.
@@ -55,7 +55,7 @@ func DefaultOptions() Options {
 	return Options{
 		SignerName: "trustplane.io/pod-identity", CANamespace: manager.OwnNamespace(), CASecretName: "trustplane-pod-identity-ca",
 		MaxLifetime: 24 * time.Hour, KeyTypes: []string{"RSA3072", "RSA4096", "ECDSAP256", "ECDSAP384", "ECDSAP521", "ED25519"},
-		TrustDomain: "cluster.local", Workers: 16, Clock: clock.RealClock{},
+		TrustDomain: "cluster.local", Workers: 16, CAOverlap: time.Hour, Clock: clock.RealClock{},
 	}
 }
 
@@ -68,6 +68,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.KeyTypes, "podcert-key-types", o.KeyTypes, "Key types issued; others are denied UnsupportedKeyType.")
 	fs.StringVar(&o.TrustDomain, "podcert-trust-domain", o.TrustDomain, "Trust domain of the SPIFFE ID URI SAN (spiffe://<domain>/ns/<ns>/sa/<sa>).")
 	fs.IntVar(&o.Workers, "podcert-signer-workers", o.Workers, "Concurrent signings.")
+	fs.DurationVar(&o.CARotation, "podcert-ca-rotation", o.CARotation, "Generate a new CA this often (0: never; a CA written to the Secret's next.crt/next.key still rotates in).")
+	fs.DurationVar(&o.CAOverlap, "podcert-ca-overlap", o.CAOverlap, "How long a new CA is published in the ClusterTrustBundle before it signs.")
 }
 
 // Controller is the registry entry for `trustplane manager`.
@@ -88,21 +90,28 @@ type Reconciler struct {
 	opts      Options
 	policy    Policy
 
-	mu        sync.Mutex
-	ca        *CA
-	caVersion string
+	// mu guards the CA rotation: the last good one, and the Secret it was read from.
+	mu                         sync.Mutex
+	rot                        *podcert.Rotation
+	secret                     *corev1.Secret
+	caVersion                  string
+	badVersion, badNextVersion string
 }
 
 // +kubebuilder:rbac:groups=certificates.k8s.io,resources=podcertificaterequests,verbs=get;list;watch
 // +kubebuilder:rbac:groups=certificates.k8s.io,resources=podcertificaterequests/status,verbs=update;patch
 // +kubebuilder:rbac:groups=certificates.k8s.io,resources=signers,verbs=sign
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update
 
 // Setup adds the signer to mgr.
 func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if opts.MaxLifetime < time.Hour {
 		return nil, fmt.Errorf("--podcert-max-lifetime must be at least 1h, not %v", opts.MaxLifetime)
+	}
+	if err := (podcert.RotationPolicy{Every: opts.CARotation, Overlap: opts.CAOverlap, MaxLifetime: opts.MaxLifetime}).Validate(); err != nil {
+		return nil, err
 	}
 	policy := Policy{MaxLifetime: opts.MaxLifetime, KeyTypes: map[string]bool{}, TrustDomain: opts.TrustDomain}
 	for _, kt := range opts.KeyTypes {
@@ -113,6 +122,9 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		pcr, ok := o.(*certificatesv1.PodCertificateRequest)
 		return ok && pcr.Spec.SignerName == opts.SignerName && !concluded(pcr)
 	})
+	if err := r.setupCA(mgr); err != nil {
+		return nil, err
+	}
 	return r, ctrl.NewControllerManagedBy(mgr).Named(Name).
 		For(&certificatesv1.PodCertificateRequest{}, builder.WithPredicates(ours)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).
@@ -129,132 +141,149 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, nil
 	}
 	now := r.opts.Clock.Now()
-	if denial, err := r.checkPod(ctx, pcr); err != nil {
-		return reconcile.Result{}, err
-	} else if denial != nil {
-		return reconcile.Result{}, r.deny(ctx, pcr, denial, now)
-	}
-	ca, err := r.loadCA(ctx)
+	sreq, beta, err := r.request(ctx, pcr)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	issued, err := Sign(ca, pcr, r.policy, now)
-	var denial *Denial
+	bound, denial, err := r.checkPod(ctx, pcr)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if denial != nil {
+		return reconcile.Result{}, r.deny(ctx, pcr, beta, denial, now)
+	}
+	sreq.NotAfterBound = bound
+	var issued *Issued
+	_, err = r.reserve(ctx, func(ca *CA) (time.Time, error) {
+		var err error
+		if issued, err = Sign(ca, sreq, r.policy, now); err != nil {
+			return time.Time{}, err
+		}
+		return issued.NotAfter, nil
+	})
 	if errors.As(err, &denial) {
-		return reconcile.Result{}, r.deny(ctx, pcr, denial, now)
+		return reconcile.Result{}, r.deny(ctx, pcr, beta, denial, now)
 	}
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	pcr.Status.CertificateChain = issued.Chain
-	pcr.Status.NotBefore = &metav1.Time{Time: issued.NotBefore}
-	pcr.Status.BeginRefreshAt = &metav1.Time{Time: issued.BeginRefreshAt}
-	pcr.Status.NotAfter = &metav1.Time{Time: issued.NotAfter}
-	pcr.Status.Conditions = append(pcr.Status.Conditions, metav1.Condition{
+	cond := metav1.Condition{
 		Type: certificatesv1.PodCertificateRequestConditionTypeIssued, Status: metav1.ConditionTrue,
 		Reason: "Issued", Message: "issued by " + r.opts.SignerName, LastTransitionTime: metav1.NewTime(now), ObservedGeneration: pcr.Generation,
-	})
-	if err := r.Client.Status().Update(ctx, pcr); err != nil {
-		return reconcile.Result{}, fmt.Errorf("recording the issued certificate: %w", err)
+	}
+	if beta != nil {
+		beta.Status.CertificateChain = issued.Chain
+		beta.Status.NotBefore = &metav1.Time{Time: issued.NotBefore}
+		beta.Status.BeginRefreshAt = &metav1.Time{Time: issued.BeginRefreshAt}
+		beta.Status.NotAfter = &metav1.Time{Time: issued.NotAfter}
+		beta.Status.Conditions = append(beta.Status.Conditions, cond)
+		if err := r.Client.Status().Update(ctx, beta); err != nil {
+			return reconcile.Result{}, fmt.Errorf("recording the issued certificate: %w", err)
+		}
+	} else {
+		pcr.Status.CertificateChain = issued.Chain
+		pcr.Status.NotBefore = &metav1.Time{Time: issued.NotBefore}
+		pcr.Status.BeginRefreshAt = &metav1.Time{Time: issued.BeginRefreshAt}
+		pcr.Status.NotAfter = &metav1.Time{Time: issued.NotAfter}
+		pcr.Status.Conditions = append(pcr.Status.Conditions, cond)
+		if err := r.Client.Status().Update(ctx, pcr); err != nil {
+			return reconcile.Result{}, fmt.Errorf("recording the issued certificate: %w", err)
+		}
 	}
 	log.FromContext(ctx).V(1).Info("issued", "pod", pcr.Spec.PodName, "notAfter", issued.NotAfter)
 	return reconcile.Result{}, nil
 }
 
-// checkPod denies requests that do not come from the live pod they name, on its node.
-func (r *Reconciler) checkPod(ctx context.Context, pcr *certificatesv1.PodCertificateRequest) (*Denial, error) {
-	pod := &corev1.Pod{}
-	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: pcr.Namespace, Name: pcr.Spec.PodName}, pod)
+// request reads what the signer needs of pcr. A request created through v1beta1 by a
+// Kubernetes 1.35/1.36 kubelet carries pkixPublicKey and proofOfPossession, which
+// certificates.k8s.io/v1 cannot show (k8s.io/api certificates/v1 PodCertificateRequestSpec
+// has only stubPKCS10Request; pkg/apis/certificates/v1 conversion drops the two fields):
+// such a request has an empty stubPKCS10Request in v1, and is read again through v1beta1
+// when the API server serves it (beta is then that object, and its status is written there).
+func (r *Reconciler) request(ctx context.Context, pcr *certificatesv1.PodCertificateRequest) (Request, *certificatesv1beta1.PodCertificateRequest, error) {
+	req := RequestOf(pcr)
+	if len(pcr.Spec.StubPKCS10Request) != 0 {
+		return req, nil, nil
+	}
+	beta := &certificatesv1beta1.PodCertificateRequest{}
+	err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(pcr), beta)
+	switch {
+	case meta.IsNoMatchError(err) || apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err):
+		return req, nil, nil // v1beta1 not served: Sign denies the request for its missing proof
+	case err != nil:
+		return req, nil, fmt.Errorf("reading the request through v1beta1: %w", err)
+	}
+	//nolint:staticcheck // SA1019: the deprecated fields are what a v1beta1 client sent.
+	req.PKIXPublicKey, req.ProofOfPossession = beta.Spec.PKIXPublicKey, beta.Spec.ProofOfPossession
+	return req, beta, nil
+}
+
+// checkNode denies requests from a node that is gone, or from an earlier node of the
+// same name (its UID differs): a deleted node's credentials must not be renewed.
+func (r *Reconciler) checkNode(ctx context.Context, pcr *certificatesv1.PodCertificateRequest) (*Denial, error) {
+	node := &corev1.Node{}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Name: string(pcr.Spec.NodeName)}, node)
 	switch {
 	case apierrors.IsNotFound(err):
-		return &Denial{"PodNotFound", fmt.Sprintf("pod %s/%s does not exist", pcr.Namespace, pcr.Spec.PodName)}, nil
+		return &Denial{"NodeNotFound", fmt.Sprintf("node %s does not exist", pcr.Spec.NodeName)}, nil
 	case err != nil:
-		return nil, err
-	case pod.DeletionTimestamp != nil:
-		return &Denial{"PodTerminating", fmt.Sprintf("pod %s/%s is being deleted", pcr.Namespace, pcr.Spec.PodName)}, nil
-	case pod.UID != pcr.Spec.PodUID:
-		return &Denial{"PodMismatch", "the pod's UID differs from spec.podUID"}, nil
-	case string(pcr.Spec.NodeName) != pod.Spec.NodeName:
-		return &Denial{"PodMismatch", fmt.Sprintf("the pod is not bound to node %s", pcr.Spec.NodeName)}, nil
-	case pod.Spec.ServiceAccountName != pcr.Spec.ServiceAccountName:
-		return &Denial{"PodMismatch", "the pod runs as another service account"}, nil
+		return nil, fmt.Errorf("reading node %s: %w", pcr.Spec.NodeName, err)
+	case node.UID != pcr.Spec.NodeUID:
+		return &Denial{"NodeMismatch", fmt.Sprintf("node %s's UID differs from spec.nodeUID: the node was replaced", pcr.Spec.NodeName)}, nil
 	}
 	return nil, nil
 }
 
-func (r *Reconciler) deny(ctx context.Context, pcr *certificatesv1.PodCertificateRequest, d *Denial, now time.Time) error {
-	pcr.Status.Conditions = append(pcr.Status.Conditions, metav1.Condition{
+// checkPod denies requests that do not come from the pod they name, on its node. A pod
+// that is terminating but still exists is served (kubelet keeps refreshing until it is
+// gone): bound is then its deletionTimestamp plus its deletion grace period, the latest a
+// pod whose kubelet kills it on time can still run, with one more grace period of
+// headroom for a slow kill (the API server already set deletionTimestamp to the delete
+// time plus the grace period). Sign keeps the API's 1h minimum lifetime above it.
+func (r *Reconciler) checkPod(ctx context.Context, pcr *certificatesv1.PodCertificateRequest) (time.Time, *Denial, error) {
+	pod := &corev1.Pod{}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: pcr.Namespace, Name: pcr.Spec.PodName}, pod)
+	switch {
+	case apierrors.IsNotFound(err):
+		return time.Time{}, &Denial{"PodNotFound", fmt.Sprintf("pod %s/%s does not exist", pcr.Namespace, pcr.Spec.PodName)}, nil
+	case err != nil:
+		return time.Time{}, nil, err
+	case pod.UID != pcr.Spec.PodUID:
+		return time.Time{}, &Denial{"PodMismatch", "the pod's UID differs from spec.podUID"}, nil
+	case string(pcr.Spec.NodeName) != pod.Spec.NodeName:
+		return time.Time{}, &Denial{"PodMismatch", fmt.Sprintf("the pod is not bound to node %s", pcr.Spec.NodeName)}, nil
+	case pod.Spec.ServiceAccountName != pcr.Spec.ServiceAccountName:
+		return time.Time{}, &Denial{"PodMismatch", "the pod runs as another service account"}, nil
+	}
+	if denial, err := r.checkNode(ctx, pcr); denial != nil || err != nil {
+		return time.Time{}, denial, err
+	}
+	if pod.DeletionTimestamp == nil {
+		return time.Time{}, nil, nil
+	}
+	grace := time.Duration(0)
+	if pod.DeletionGracePeriodSeconds != nil {
+		grace = time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second
+	}
+	return pod.DeletionTimestamp.Add(grace), nil, nil
+}
+
+func (r *Reconciler) deny(ctx context.Context, pcr *certificatesv1.PodCertificateRequest, beta *certificatesv1beta1.PodCertificateRequest, d *Denial, now time.Time) error {
+	cond := metav1.Condition{
 		Type: certificatesv1.PodCertificateRequestConditionTypeDenied, Status: metav1.ConditionTrue,
 		Reason: d.Reason, Message: d.Message, LastTransitionTime: metav1.NewTime(now), ObservedGeneration: pcr.Generation,
-	})
-	if err := r.Client.Status().Update(ctx, pcr); err != nil {
+	}
+	var obj client.Object = pcr
+	if beta != nil {
+		beta.Status.Conditions, obj = append(beta.Status.Conditions, cond), beta
+	} else {
+		pcr.Status.Conditions = append(pcr.Status.Conditions, cond)
+	}
+	if err := r.Client.Status().Update(ctx, obj); err != nil {
 		return fmt.Errorf("recording the denial: %w", err)
 	}
 	r.Recorder.Eventf(pcr, nil, corev1.EventTypeWarning, "Denied", "Sign", "%s", d.Error())
 	return nil
-}
-
-// loadCA reads the CA Secret (parsing again only when it changed), creating it with a
-// new self-signed CA when it does not exist. An existing Secret is never overwritten.
-func (r *Reconciler) loadCA(ctx context.Context) (*CA, error) {
-	secret := &corev1.Secret{}
-	key := client.ObjectKey{Namespace: r.opts.CANamespace, Name: r.opts.CASecretName}
-	err := r.APIReader.Get(ctx, key, secret)
-	if apierrors.IsNotFound(err) {
-		if secret, err = r.bootstrapCA(ctx); err != nil {
-			return nil, err
-		}
-	} else if err != nil {
-		return nil, fmt.Errorf("reading CA Secret %s: %w", key, err)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.ca != nil && r.caVersion == secret.ResourceVersion {
-		return r.ca, nil
-	}
-	ca, err := ParseCA(secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey])
-	if err != nil {
-		return nil, fmt.Errorf("CA Secret %s: %w", key, err)
-	}
-	r.ca, r.caVersion = ca, secret.ResourceVersion
-	return ca, nil
-}
-
-func (r *Reconciler) bootstrapCA(ctx context.Context) (*corev1.Secret, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	now := r.opts.Clock.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(now.UnixNano()), Subject: pkix.Name{CommonName: r.opts.SignerName + " CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(10 * 365 * 24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		return nil, err
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return nil, err
-	}
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: r.opts.CANamespace, Name: r.opts.CASecretName, Labels: map[string]string{"app.kubernetes.io/managed-by": "trustplane"}},
-		Type:       corev1.SecretTypeTLS,
-		Data: map[string][]byte{
-			corev1.TLSCertKey:       pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-			corev1.TLSPrivateKeyKey: pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
-		},
-	}
-	if err := r.Client.Create(ctx, secret); err != nil {
-		if apierrors.IsAlreadyExists(err) { // another replica was first: use theirs
-			return secret, r.APIReader.Get(ctx, client.ObjectKeyFromObject(secret), secret)
-		}
-		return nil, fmt.Errorf("creating CA Secret: %w", err)
-	}
-	log.FromContext(ctx).Info("created a self-signed CA for pod certificates", "secret", r.opts.CANamespace+"/"+r.opts.CASecretName)
-	return secret, nil
 }
 
 func concluded(pcr *certificatesv1.PodCertificateRequest) bool {

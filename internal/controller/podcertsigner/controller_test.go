@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -146,6 +147,20 @@ func TestIssuesWithinTheAPIRulesAndDenies(t *testing.T) {
 	if c := gone.Status.Conditions[0]; c.Reason != "PodNotFound" {
 		t.Errorf("gone pod: %+v", c)
 	}
+	// A node replaced under the same name, then a node that is gone.
+	node2, pod2 := world(t, "signer-node")
+	if err := env.Client.Delete(ctx, node2); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitConcluded(t, request(t, node2, pod2, opts.SignerName, "ECDSAP256")); got.Status.Conditions[0].Reason != "NodeNotFound" {
+		t.Errorf("deleted node: %+v", got.Status.Conditions[0])
+	}
+	if err := env.Client.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node2.Name}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitConcluded(t, request(t, node2, pod2, opts.SignerName, "ECDSAP256")); got.Status.Conditions[0].Reason != "NodeMismatch" {
+		t.Errorf("replaced node: %+v", got.Status.Conditions[0])
+	}
 	time.Sleep(300 * time.Millisecond)
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(other), other); err != nil || len(other.Status.Conditions) != 0 {
 		t.Errorf("another signer's request was touched: %+v", other.Status)
@@ -153,17 +168,40 @@ func TestIssuesWithinTheAPIRulesAndDenies(t *testing.T) {
 }
 
 func TestExistingCAIsUsedAndNeverReplaced(t *testing.T) {
-	bad := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "broken-ca"}, Type: corev1.SecretTypeTLS,
-		Data: map[string][]byte{corev1.TLSCertKey: []byte("garbage"), corev1.TLSPrivateKeyKey: []byte("garbage")}}
-	if err := env.Client.Create(ctx, bad); err != nil {
+	good, err := podcert.NewCA("good", time.Now(), 24*time.Hour)
+	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Reconciler{Client: env.Client, APIReader: env.Client, opts: Options{CANamespace: "default", CASecretName: "broken-ca", SignerName: "x", Clock: DefaultOptions().Clock}}
-	if _, err := r.loadCA(ctx); err == nil || !strings.Contains(err.Error(), "tls.crt") {
-		t.Fatalf("broken CA: %v", err)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "replaced-ca"}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{corev1.TLSCertKey: good.CertPEM, corev1.TLSPrivateKeyKey: good.KeyPEM}}
+	if err := env.Client.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	rec := events.NewFakeRecorder(10)
+	r := &Reconciler{Client: env.Client, APIReader: env.Client, Recorder: rec, opts: Options{CANamespace: "default", CASecretName: "replaced-ca", SignerName: "x", MaxLifetime: time.Hour, Clock: DefaultOptions().Clock}}
+	rot, err := r.loadRotationLocked(ctx)
+	if err != nil || rot.Current.Fingerprint() != good.Fingerprint() {
+		t.Fatalf("existing CA not used: %v", err)
+	}
+	// The Secret is broken: an event with a reason, and the last good CA signs on.
+	secret.Data[corev1.TLSCertKey] = []byte("garbage")
+	if err := env.Client.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	rot, err = r.loadRotationLocked(ctx)
+	if err != nil || rot == nil || rot.Current.Fingerprint() != good.Fingerprint() {
+		t.Fatalf("a broken Secret replaced the CA: %v", err)
+	}
+	if e := <-rec.Events; !strings.Contains(e, "InvalidCA") || strings.Contains(e, "PRIVATE") {
+		t.Errorf("event %q", e)
 	}
 	got := &corev1.Secret{}
-	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(bad), got); err != nil || string(got.Data[corev1.TLSCertKey]) != "garbage" {
-		t.Error("the signer replaced a Secret it could not parse")
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(secret), got); err != nil || string(got.Data[corev1.TLSCertKey]) != "garbage" {
+		t.Error("the signer overwrote a Secret it could not parse")
+	}
+	// Never had a good CA: nothing to sign with, the Secret is still left alone.
+	fresh := &Reconciler{Client: env.Client, APIReader: env.Client, Recorder: rec, opts: r.opts}
+	if rot, err := fresh.loadRotationLocked(ctx); rot != nil || err != nil {
+		t.Errorf("broken Secret: %v %v", rot, err)
 	}
 }

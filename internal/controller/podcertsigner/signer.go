@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -17,6 +18,8 @@ import (
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+
+	"github.com/trustplane/trustplane/internal/podcert"
 )
 
 // CA is the signing certificate and key.
@@ -27,36 +30,11 @@ type CA struct {
 
 // ParseCA reads a CA from a kubernetes.io/tls Secret's tls.crt and tls.key.
 func ParseCA(crtPEM, keyPEM []byte) (*CA, error) {
-	cb, _ := pem.Decode(crtPEM)
-	if cb == nil {
-		return nil, errors.New("tls.crt holds no PEM certificate")
-	}
-	cert, err := x509.ParseCertificate(cb.Bytes)
+	e, err := podcert.ParseCAPair(crtPEM, keyPEM)
 	if err != nil {
-		return nil, fmt.Errorf("tls.crt: %w", err)
+		return nil, err
 	}
-	if !cert.IsCA {
-		return nil, errors.New("tls.crt is not a CA certificate")
-	}
-	kb, _ := pem.Decode(keyPEM)
-	if kb == nil {
-		return nil, errors.New("tls.key holds no PEM key")
-	}
-	key, err := x509.ParsePKCS8PrivateKey(kb.Bytes)
-	if err != nil {
-		if ec, ecErr := x509.ParseECPrivateKey(kb.Bytes); ecErr == nil {
-			key = ec
-		} else if rsaKey, rsaErr := x509.ParsePKCS1PrivateKey(kb.Bytes); rsaErr == nil {
-			key = rsaKey
-		} else {
-			return nil, fmt.Errorf("tls.key: %w", err)
-		}
-	}
-	signer, ok := key.(crypto.Signer)
-	if !ok {
-		return nil, errors.New("tls.key cannot sign")
-	}
-	return &CA{Cert: cert, Key: signer}, nil
+	return &CA{Cert: e.Cert, Key: e.Key}, nil
 }
 
 // Policy is what the signer issues.
@@ -80,25 +58,82 @@ type Issued struct {
 	NotBefore, BeginRefreshAt, NotAfter time.Time
 }
 
+// Request is what Sign reads of a PodCertificateRequest, whichever API version carried it.
+type Request struct {
+	Namespace, ServiceAccountName string
+	PodUID                        string
+	MaxExpirationSeconds          *int32
+	// StubPKCS10Request (v1), or PKIXPublicKey and ProofOfPossession (v1beta1 clients of
+	// Kubernetes 1.35/1.36: the v1 API cannot carry these two fields).
+	StubPKCS10Request, PKIXPublicKey, ProofOfPossession []byte
+	// NotAfterBound, when set, caps notAfter (a terminating pod), never below the 1h minimum.
+	NotAfterBound time.Time
+}
+
+// RequestOf reads a v1 PodCertificateRequest.
+func RequestOf(pcr *certificatesv1.PodCertificateRequest) Request {
+	return Request{Namespace: pcr.Namespace, ServiceAccountName: pcr.Spec.ServiceAccountName, PodUID: string(pcr.Spec.PodUID),
+		MaxExpirationSeconds: pcr.Spec.MaxExpirationSeconds, StubPKCS10Request: pcr.Spec.StubPKCS10Request}
+}
+
+// PublicKey returns the request's public key once its proof of possession verifies, with
+// the rules kube-apiserver applies (pkg/apis/certificates/validation): a stub PKCS#10
+// request signed by the key; or a PKIX public key with a signature over the pod UID —
+// Ed25519 over the bytes, ECDSA (ASN.1) over their SHA-256, RSA-PSS/SHA-256 over their
+// SHA-256 — and exactly one of the two forms.
+func (req Request) PublicKey() (any, *Denial) {
+	stub, pkix := len(req.StubPKCS10Request) != 0, len(req.PKIXPublicKey) != 0 || len(req.ProofOfPossession) != 0
+	switch {
+	case stub && !pkix:
+		csr, err := x509.ParseCertificateRequest(req.StubPKCS10Request)
+		if err != nil {
+			return nil, &Denial{"InvalidProofOfPossession", "stubPKCS10Request does not parse"}
+		}
+		if err := csr.CheckSignature(); err != nil {
+			return nil, &Denial{"InvalidProofOfPossession", "stubPKCS10Request is not signed by its key"}
+		}
+		return csr.PublicKey, nil
+	case !stub && len(req.PKIXPublicKey) != 0 && len(req.ProofOfPossession) != 0:
+		pub, err := x509.ParsePKIXPublicKey(req.PKIXPublicKey)
+		if err != nil {
+			return nil, &Denial{"InvalidProofOfPossession", "pkixPublicKey does not parse"}
+		}
+		digest := sha256.Sum256([]byte(req.PodUID))
+		ok := false
+		switch k := pub.(type) {
+		case ed25519.PublicKey:
+			ok = ed25519.Verify(k, []byte(req.PodUID), req.ProofOfPossession)
+		case *ecdsa.PublicKey:
+			ok = ecdsa.VerifyASN1(k, digest[:], req.ProofOfPossession)
+		case *rsa.PublicKey:
+			ok = rsa.VerifyPSS(k, crypto.SHA256, digest[:], req.ProofOfPossession, nil) == nil
+		default:
+			return nil, &Denial{certificatesv1.PodCertificateRequestConditionUnsupportedKeyType, fmt.Sprintf("public key type %T", pub)}
+		}
+		if !ok {
+			return nil, &Denial{"InvalidProofOfPossession", "proofOfPossession is not the key's signature over the pod UID"}
+		}
+		return pub, nil
+	}
+	return nil, &Denial{"InvalidProofOfPossession", "exactly one of stubPKCS10Request or (pkixPublicKey, proofOfPossession) must be set"}
+}
+
 // Sign issues the request at now, or returns a *Denial. It checks the proof of
 // possession and the key type, and fits the times into the rules the API enforces:
 // lifetime ≥ 1h and ≤ maxExpirationSeconds, notBefore near now, beginRefreshAt within
-// [notBefore+10m, notAfter−10m].
-func Sign(ca *CA, pcr *certificatesv1.PodCertificateRequest, policy Policy, now time.Time) (*Issued, error) {
-	csr, err := x509.ParseCertificateRequest(pcr.Spec.StubPKCS10Request)
-	if err != nil {
-		return nil, &Denial{"InvalidProofOfPossession", "stubPKCS10Request does not parse"}
+// [notBefore+10m, notAfter−10m]. notAfter never outlives the CA certificate.
+func Sign(ca *CA, req Request, policy Policy, now time.Time) (*Issued, error) {
+	pub, denial := req.PublicKey()
+	if denial != nil {
+		return nil, denial
 	}
-	if err := csr.CheckSignature(); err != nil {
-		return nil, &Denial{"InvalidProofOfPossession", "stubPKCS10Request is not signed by its key"}
-	}
-	keyType := KeyTypeOf(csr.PublicKey)
+	keyType := KeyTypeOf(pub)
 	if len(policy.KeyTypes) > 0 && !policy.KeyTypes[keyType] {
 		return nil, &Denial{certificatesv1.PodCertificateRequestConditionUnsupportedKeyType, fmt.Sprintf("key type %s is not issued by this signer", keyType)}
 	}
 	lifetime := policy.MaxLifetime
-	if pcr.Spec.MaxExpirationSeconds != nil {
-		if requested := time.Duration(*pcr.Spec.MaxExpirationSeconds) * time.Second; requested < lifetime {
+	if req.MaxExpirationSeconds != nil {
+		if requested := time.Duration(*req.MaxExpirationSeconds) * time.Second; requested < lifetime {
 			lifetime = requested
 		}
 	}
@@ -107,6 +142,19 @@ func Sign(ca *CA, pcr *certificatesv1.PodCertificateRequest, policy Policy, now 
 	}
 	notBefore := now.Add(-time.Minute).Truncate(time.Second)
 	notAfter := notBefore.Add(lifetime)
+	if !req.NotAfterBound.IsZero() && notAfter.After(req.NotAfterBound) {
+		notAfter = req.NotAfterBound.Truncate(time.Second)
+		if minimum := notBefore.Add(time.Hour); notAfter.Before(minimum) {
+			notAfter = minimum
+		}
+	}
+	if notAfter.After(ca.Cert.NotAfter) {
+		notAfter = ca.Cert.NotAfter.Truncate(time.Second)
+		if notAfter.Sub(notBefore) < time.Hour {
+			return nil, errors.New("the CA certificate expires within the hour: rotate it")
+		}
+	}
+	lifetime = notAfter.Sub(notBefore)
 	beginRefreshAt := notBefore.Add(lifetime * 2 / 3)
 	if latest := notAfter.Add(-10 * time.Minute); beginRefreshAt.After(latest) {
 		beginRefreshAt = latest
@@ -118,7 +166,7 @@ func Sign(ca *CA, pcr *certificatesv1.PodCertificateRequest, policy Policy, now 
 	if err != nil {
 		return nil, err
 	}
-	spiffe := &url.URL{Scheme: "spiffe", Host: policy.TrustDomain, Path: "/ns/" + pcr.Namespace + "/sa/" + pcr.Spec.ServiceAccountName}
+	spiffe := &url.URL{Scheme: "spiffe", Host: policy.TrustDomain, Path: "/ns/" + req.Namespace + "/sa/" + req.ServiceAccountName}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
 		Subject:      pkix.Name{},
@@ -128,7 +176,7 @@ func Sign(ca *CA, pcr *certificatesv1.PodCertificateRequest, policy Policy, now 
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth},
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, csr.PublicKey, ca.Key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, pub, ca.Key)
 	if err != nil {
 		return nil, fmt.Errorf("signing: %w", err)
 	}

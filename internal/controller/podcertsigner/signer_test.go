@@ -1,0 +1,123 @@
+package podcertsigner
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"testing"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+
+	"github.com/trustplane/trustplane/internal/podcert"
+)
+
+// proof signs the pod UID the way a Kubernetes 1.35/1.36 kubelet does for a v1beta1 request
+// (pkg/kubelet/podcertificate before the stub PKCS#10 request).
+func proof(t *testing.T, key crypto.Signer, podUID string) []byte {
+	t.Helper()
+	var sig []byte
+	var err error
+	digest := sha256.Sum256([]byte(podUID))
+	switch k := key.(type) {
+	case ed25519.PrivateKey:
+		sig = ed25519.Sign(k, []byte(podUID))
+	case *ecdsa.PrivateKey:
+		sig, err = ecdsa.SignASN1(rand.Reader, k, digest[:])
+	case *rsa.PrivateKey:
+		sig, err = rsa.SignPSS(rand.Reader, k, crypto.SHA256, digest[:], nil)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sig
+}
+
+func TestSignV1beta1ProofOfPossession(t *testing.T) {
+	now := time.Now()
+	ca, err := podcert.NewCA("ca", now, 48*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := Policy{MaxLifetime: 24 * time.Hour, TrustDomain: "cluster.local",
+		KeyTypes: map[string]bool{"ED25519": true, "ECDSAP256": true, "ECDSAP384": true, "RSA3072": true}}
+	const podUID = "0b0f8e2a-1111-4c3e-9e49-3b1c8a6d2f10"
+	for _, tc := range []struct {
+		keyType string
+		mutate  func(*Request)
+		denied  string
+	}{
+		{keyType: "ED25519"},
+		{keyType: "ECDSAP256"},
+		{keyType: "ECDSAP384"},
+		{keyType: "RSA3072"},
+		{keyType: "ECDSAP521", denied: certificatesv1.PodCertificateRequestConditionUnsupportedKeyType},
+		{keyType: "ED25519", mutate: func(r *Request) { r.PodUID = "another-pod" }, denied: "InvalidProofOfPossession"},
+		{keyType: "ECDSAP256", mutate: func(r *Request) { r.ProofOfPossession[len(r.ProofOfPossession)-1] ^= 1 }, denied: "InvalidProofOfPossession"},
+		{keyType: "RSA3072", mutate: func(r *Request) { r.ProofOfPossession = nil }, denied: "InvalidProofOfPossession"},
+		{keyType: "ED25519", mutate: func(r *Request) { _, r.StubPKCS10Request, _ = podcert.GenerateKeyAndProof("ED25519") }, denied: "InvalidProofOfPossession"},
+		{keyType: "ED25519", mutate: func(r *Request) { r.PKIXPublicKey = []byte("garbage") }, denied: "InvalidProofOfPossession"},
+	} {
+		key, _, err := podcert.GenerateKeyAndProof(tc.keyType)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pkix, err := x509.MarshalPKIXPublicKey(key.Public())
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := Request{Namespace: "ns", ServiceAccountName: "sa", PodUID: podUID, PKIXPublicKey: pkix, ProofOfPossession: proof(t, key, podUID)}
+		if tc.mutate != nil {
+			tc.mutate(&req)
+		}
+		issued, err := Sign(&CA{Cert: ca.Cert, Key: ca.Key}, req, policy, now)
+		if tc.denied != "" {
+			var d *Denial
+			if !errors.As(err, &d) || d.Reason != tc.denied {
+				t.Errorf("%s: want denial %s, got %v", tc.keyType, tc.denied, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.keyType, err)
+		}
+		block, _ := pem.Decode([]byte(issued.Chain))
+		leaf, _ := x509.ParseCertificate(block.Bytes)
+		if !leaf.PublicKey.(interface{ Equal(crypto.PublicKey) bool }).Equal(key.Public()) {
+			t.Errorf("%s: the leaf certifies another key", tc.keyType)
+		}
+		if err := leaf.CheckSignatureFrom(ca.Cert); err != nil {
+			t.Errorf("%s: %v", tc.keyType, err)
+		}
+	}
+}
+
+func TestSignBounds(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	ca, _ := podcert.NewCA("ca", now, 3*time.Hour)
+	_, stub, _ := podcert.GenerateKeyAndProof("ECDSAP256")
+	policy := Policy{MaxLifetime: 24 * time.Hour}
+	for name, tc := range map[string]struct {
+		bound time.Time
+		want  time.Time
+	}{
+		"no bound: the CA's end":        {want: ca.Cert.NotAfter},
+		"terminating pod: its bound":    {bound: now.Add(100 * time.Minute), want: now.Add(100 * time.Minute)},
+		"short bound: the 1h API floor": {bound: now.Add(time.Minute), want: now.Add(59 * time.Minute)},
+	} {
+		issued, err := Sign(&CA{Cert: ca.Cert, Key: ca.Key}, Request{Namespace: "n", ServiceAccountName: "s", PodUID: "u", StubPKCS10Request: stub, NotAfterBound: tc.bound}, policy, now)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !issued.NotAfter.Equal(tc.want) || issued.NotAfter.Sub(issued.NotBefore) < time.Hour ||
+			issued.BeginRefreshAt.Before(issued.NotBefore.Add(10*time.Minute)) || issued.BeginRefreshAt.After(issued.NotAfter.Add(-10*time.Minute)) {
+			t.Errorf("%s: %+v, want notAfter %v", name, issued, tc.want)
+		}
+	}
+}

@@ -1,0 +1,381 @@
+package podcert
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"time"
+)
+
+// Keys and annotations of the CA Secret (a kubernetes.io/tls Secret) that carry a rotation.
+const (
+	// CACertKey and CAKeyKey hold the CA that signs now.
+	CACertKey = "tls.crt"
+	CAKeyKey  = "tls.key"
+	// NextCertKey and NextKeyKey hold the next CA: published in the trust bundle, signing
+	// from AnnotationNextSignsAt. An operator supplies a CA by writing these two keys.
+	NextCertKey = "next.crt"
+	NextKeyKey  = "next.key"
+	// PreviousCertKey holds retired CAs (certificates only) still published because a leaf
+	// they signed may still be live.
+	PreviousCertKey = "previous.crt"
+
+	AnnotationSigningSince = "podcert.trustplane.io/signing-since"
+	AnnotationNextSignsAt  = "podcert.trustplane.io/next-signs-at"
+	// AnnotationReservedUntil is a JSON object from CA fingerprint (SHA-256 of the DER,
+	// hex) to an RFC 3339 time no earlier than the notAfter of any leaf that CA signed.
+	AnnotationReservedUntil = "podcert.trustplane.io/reserved-until"
+)
+
+// ReserveAhead is how far past the longest possible leaf a reservation reaches, so that a
+// busy signer writes its CA Secret at most once per ReserveAhead, not once per leaf.
+const ReserveAhead = 10 * time.Minute
+
+// CAEntry is one CA of a rotation.
+type CAEntry struct {
+	Cert    *x509.Certificate
+	CertPEM []byte
+	// Key and KeyPEM are nil for a retired CA.
+	Key    crypto.Signer
+	KeyPEM []byte
+	// Reserved is no earlier than the notAfter of every leaf this CA has signed (zero: none).
+	Reserved time.Time
+}
+
+// Fingerprint identifies the CA certificate.
+func (e *CAEntry) Fingerprint() string {
+	sum := sha256.Sum256(e.Cert.Raw)
+	return hex.EncodeToString(sum[:])
+}
+
+// Rotation is the signer's CAs: the current one signs; the next one is published and signs
+// from NextSignsAt; previous ones stay published until every leaf they signed has expired.
+type Rotation struct {
+	Current      *CAEntry
+	SigningSince time.Time
+	Next         *CAEntry
+	// NextSignsAt is zero for a next CA an operator supplied and that is not scheduled yet.
+	NextSignsAt time.Time
+	Previous    []*CAEntry
+	// NextError says why next.crt/next.key were ignored (they stay in the Secret untouched).
+	NextError error
+	rawNext   [2][]byte
+}
+
+// RotationPolicy says when to rotate.
+type RotationPolicy struct {
+	// Every is how long a CA signs before the signer generates the next one (0: never;
+	// supplied CAs are still rotated in).
+	Every time.Duration
+	// Overlap is how long a new CA is published before it signs.
+	Overlap time.Duration
+	// MaxLifetime is the longest leaf the signer issues.
+	MaxLifetime time.Duration
+}
+
+// Validate returns a one-line error for a policy that cannot work.
+func (p RotationPolicy) Validate() error {
+	switch {
+	case p.Overlap < 0:
+		return fmt.Errorf("--podcert-ca-overlap must not be negative, not %v", p.Overlap)
+	case p.Every < 0:
+		return fmt.Errorf("--podcert-ca-rotation must not be negative, not %v", p.Every)
+	case p.Every > 0 && p.Every <= p.Overlap:
+		return fmt.Errorf("--podcert-ca-rotation (%v) must be longer than --podcert-ca-overlap (%v)", p.Every, p.Overlap)
+	}
+	return nil
+}
+
+// ParseCAPair parses a CA certificate and its private key (PKCS#8, SEC 1 or PKCS#1).
+func ParseCAPair(crtPEM, keyPEM []byte) (*CAEntry, error) {
+	cert, err := parseCACert(crtPEM)
+	if err != nil {
+		return nil, err
+	}
+	kb, _ := pem.Decode(keyPEM)
+	if kb == nil {
+		return nil, errors.New("the key holds no PEM block")
+	}
+	key, err := x509.ParsePKCS8PrivateKey(kb.Bytes)
+	if err != nil {
+		if ec, ecErr := x509.ParseECPrivateKey(kb.Bytes); ecErr == nil {
+			key = ec
+		} else if rsaKey, rsaErr := x509.ParsePKCS1PrivateKey(kb.Bytes); rsaErr == nil {
+			key = rsaKey
+		} else {
+			return nil, fmt.Errorf("the key: %w", err)
+		}
+	}
+	signer, ok := key.(crypto.Signer)
+	if !ok {
+		return nil, errors.New("the key cannot sign")
+	}
+	pub, ok := signer.Public().(interface{ Equal(crypto.PublicKey) bool })
+	if !ok || !pub.Equal(cert.PublicKey) {
+		return nil, errors.New("the key does not match the certificate")
+	}
+	return &CAEntry{Cert: cert, CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw}), Key: signer, KeyPEM: keyPEM}, nil
+}
+
+func parseCACert(crtPEM []byte) (*x509.Certificate, error) {
+	cb, _ := pem.Decode(crtPEM)
+	if cb == nil || cb.Type != "CERTIFICATE" {
+		return nil, errors.New("the certificate holds no PEM CERTIFICATE block")
+	}
+	cert, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("the certificate: %w", err)
+	}
+	if !cert.IsCA || !cert.BasicConstraintsValid {
+		return nil, errors.New("the certificate is not a CA certificate")
+	}
+	return cert, nil
+}
+
+// NewCA generates a self-signed P-256 CA valid from an hour before now for validity.
+func NewCA(commonName string, now time.Time, validity time.Duration) (*CAEntry, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial, Subject: pkix.Name{CommonName: commonName},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(validity),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return nil, err
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCAPair(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}))
+}
+
+// RotationFromSecret reads a rotation from the CA Secret's data and annotations. An error
+// means the current CA does not parse: the caller keeps its last good rotation. A next CA
+// that does not parse is ignored (NextError) and kept as it is.
+func RotationFromSecret(data map[string][]byte, annotations map[string]string) (*Rotation, error) {
+	current, err := ParseCAPair(data[CACertKey], data[CAKeyKey])
+	if err != nil {
+		return nil, fmt.Errorf("%s/%s: %w", CACertKey, CAKeyKey, err)
+	}
+	reserved := map[string]string{}
+	if raw := annotations[AnnotationReservedUntil]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &reserved); err != nil {
+			return nil, fmt.Errorf("annotation %s: %w", AnnotationReservedUntil, err)
+		}
+	}
+	parseTime := func(name string) (time.Time, error) {
+		if annotations[name] == "" {
+			return time.Time{}, nil
+		}
+		t, err := time.Parse(time.RFC3339, annotations[name])
+		if err != nil {
+			return time.Time{}, fmt.Errorf("annotation %s: %w", name, err)
+		}
+		return t, nil
+	}
+	r := &Rotation{Current: current}
+	if r.SigningSince, err = parseTime(AnnotationSigningSince); err != nil {
+		return nil, err
+	}
+	if r.SigningSince.IsZero() {
+		r.SigningSince = current.Cert.NotBefore
+	}
+	withReservation := func(e *CAEntry) (*CAEntry, error) {
+		if s := reserved[e.Fingerprint()]; s != "" {
+			t, err := time.Parse(time.RFC3339, s)
+			if err != nil {
+				return nil, fmt.Errorf("annotation %s: %w", AnnotationReservedUntil, err)
+			}
+			e.Reserved = t
+		}
+		return e, nil
+	}
+	if _, err := withReservation(current); err != nil {
+		return nil, err
+	}
+	if len(data[NextCertKey]) != 0 || len(data[NextKeyKey]) != 0 {
+		next, err := ParseCAPair(data[NextCertKey], data[NextKeyKey])
+		if err != nil {
+			r.NextError = fmt.Errorf("%s/%s: %w", NextCertKey, NextKeyKey, err)
+			r.rawNext = [2][]byte{data[NextCertKey], data[NextKeyKey]}
+		} else if next.Fingerprint() != current.Fingerprint() {
+			r.Next = next
+			if r.NextSignsAt, err = parseTime(AnnotationNextSignsAt); err != nil {
+				return nil, err
+			}
+		}
+	}
+	rest := data[PreviousCertKey]
+	for {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			break
+		}
+		cert, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", PreviousCertKey, err)
+		}
+		e, err := withReservation(&CAEntry{Cert: cert, CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw})})
+		if err != nil {
+			return nil, err
+		}
+		r.Previous = append(r.Previous, e)
+	}
+	return r, nil
+}
+
+// ToSecret renders the rotation as the CA Secret's data and the annotations it owns.
+func (r *Rotation) ToSecret() (map[string][]byte, map[string]string) {
+	data := map[string][]byte{CACertKey: r.Current.CertPEM, CAKeyKey: r.Current.KeyPEM}
+	annotations := map[string]string{AnnotationSigningSince: r.SigningSince.UTC().Format(time.RFC3339)}
+	reserved := map[string]string{}
+	if !r.Current.Reserved.IsZero() {
+		reserved[r.Current.Fingerprint()] = r.Current.Reserved.UTC().Format(time.RFC3339)
+	}
+	switch {
+	case r.Next != nil:
+		data[NextCertKey], data[NextKeyKey] = r.Next.CertPEM, r.Next.KeyPEM
+		if !r.NextSignsAt.IsZero() {
+			annotations[AnnotationNextSignsAt] = r.NextSignsAt.UTC().Format(time.RFC3339)
+		}
+	case r.NextError != nil:
+		data[NextCertKey], data[NextKeyKey] = r.rawNext[0], r.rawNext[1]
+	}
+	var previous []byte
+	for _, e := range r.Previous {
+		previous = append(previous, e.CertPEM...)
+		if !e.Reserved.IsZero() {
+			reserved[e.Fingerprint()] = e.Reserved.UTC().Format(time.RFC3339)
+		}
+	}
+	if len(previous) > 0 {
+		data[PreviousCertKey] = previous
+	}
+	raw, _ := json.Marshal(reserved)
+	annotations[AnnotationReservedUntil] = string(raw)
+	return data, annotations
+}
+
+// Advance moves the rotation to now: schedules a supplied next CA, lets the next CA sign
+// once its overlap has passed, drops retired CAs whose leaves have all expired, and
+// generates the next CA when the schedule says so. It reports whether anything changed.
+func (r *Rotation) Advance(now time.Time, p RotationPolicy, generate func(now time.Time) (*CAEntry, error)) (bool, error) {
+	changed := false
+	if r.Next != nil && r.NextSignsAt.IsZero() {
+		r.NextSignsAt, changed = now.Add(p.Overlap).Truncate(time.Second).Add(time.Second), true
+	}
+	if r.Next != nil && !now.Before(r.NextSignsAt) {
+		retired := &CAEntry{Cert: r.Current.Cert, CertPEM: r.Current.CertPEM, Reserved: r.Current.Reserved}
+		r.Previous = append([]*CAEntry{retired}, r.Previous...)
+		r.Current, r.SigningSince, r.Next, r.NextSignsAt = r.Next, r.NextSignsAt, nil, time.Time{}
+		changed = true
+	}
+	kept := r.Previous[:0]
+	for _, e := range r.Previous {
+		if e.Reserved.IsZero() || now.After(e.Reserved) {
+			changed = true
+			continue
+		}
+		kept = append(kept, e)
+	}
+	r.Previous = kept
+	if p.Every > 0 && r.Next == nil && r.NextError == nil && !now.Before(r.SigningSince.Add(p.Every-p.Overlap)) && generate != nil {
+		next, err := generate(now)
+		if err != nil {
+			return changed, fmt.Errorf("generating the next CA: %w", err)
+		}
+		r.Next, r.NextSignsAt, changed = next, now.Add(p.Overlap).Truncate(time.Second).Add(time.Second), true
+	}
+	return changed, nil
+}
+
+// NextChange is when Advance will next have something to do (zero: never, until an
+// operator supplies a CA).
+func (r *Rotation) NextChange(p RotationPolicy) time.Time {
+	var next time.Time
+	consider := func(t time.Time) {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	consider(r.NextSignsAt)
+	for _, e := range r.Previous {
+		if !e.Reserved.IsZero() {
+			consider(e.Reserved.Add(time.Second))
+		}
+	}
+	if p.Every > 0 && r.Next == nil {
+		consider(r.SigningSince.Add(p.Every - p.Overlap))
+	}
+	return next
+}
+
+// Reserve records that the current CA is about to sign a leaf valid until notAfter. It
+// reports whether the reservation grew, so that the caller must persist the rotation
+// before it releases the leaf; a grown reservation reaches MaxLifetime+ReserveAhead past
+// now, so that the following leaves fit in it.
+func (r *Rotation) Reserve(now, notAfter time.Time, p RotationPolicy) bool {
+	if !notAfter.After(r.Current.Reserved) {
+		return false
+	}
+	until := now.Add(p.MaxLifetime + ReserveAhead)
+	if notAfter.After(until) {
+		until = notAfter
+	}
+	r.Current.Reserved = until.Truncate(time.Second).Add(time.Second)
+	return true
+}
+
+// Bundle is the PEM trust bundle: the current CA, the next one, then the previous ones.
+func (r *Rotation) Bundle() string {
+	var out bytes.Buffer
+	seen := map[string]bool{}
+	for _, e := range append([]*CAEntry{r.Current, r.Next}, r.Previous...) {
+		if e == nil || seen[e.Fingerprint()] {
+			continue
+		}
+		seen[e.Fingerprint()] = true
+		out.Write(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: e.Cert.Raw}))
+	}
+	return out.String()
+}
+
+// Clone copies the rotation deeply enough that Advance and Reserve on the copy leave the
+// original untouched.
+func (r *Rotation) Clone() *Rotation {
+	c := *r
+	cur := *r.Current
+	c.Current = &cur
+	if r.Next != nil {
+		n := *r.Next
+		c.Next = &n
+	}
+	c.Previous = make([]*CAEntry, len(r.Previous))
+	for i, e := range r.Previous {
+		p := *e
+		c.Previous[i] = &p
+	}
+	return &c
+}
