@@ -225,9 +225,15 @@ func (r *Reconciler) applyBundle(ctx context.Context, bundle string) error {
 func (r *Reconciler) reserve(ctx context.Context, notAfter func(*CA) (time.Time, error)) (*CA, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	rot, err := r.loadRotationLocked(ctx)
-	if err != nil {
-		return nil, err
+	// Signing uses the rotation in memory: reconcileCA reads the Secret afresh on every
+	// change of it (the watch), and a failed write drops it. Reading the Secret from the
+	// API server here, under the lock, would serialise every signature on a round trip.
+	rot := r.rot
+	if rot == nil {
+		var err error
+		if rot, err = r.loadRotationLocked(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if rot == nil {
 		return nil, fmt.Errorf("no usable CA in Secret %s/%s", r.opts.CANamespace, r.opts.CASecretName)
