@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -213,6 +214,22 @@ func testNodeAgent(t *testing.T, bin string, daemonSet corev1.PodSpec) {
 		t.Fatalf("the signer's CA: %v", err)
 	}
 	verifyBundle(t, bundle, caSecret.Data[corev1.TLSCertKey])
+
+	// Relying parties get the CA from the ClusterTrustBundle the manager publishes under
+	// its own ServiceAccount (the attest permission included), listed by signer name as
+	// kubelet lists it for a clusterTrustBundle projection.
+	var trust []byte
+	testenv.Eventually(t, "a ClusterTrustBundle for "+podSigner, 30*time.Second, func() bool {
+		list := &certificatesv1.ClusterTrustBundleList{}
+		if err := env.Client.List(ctx, list, client.MatchingFields{"spec.signerName": podSigner}); err != nil {
+			return false
+		}
+		for _, ctb := range list.Items {
+			trust = append(trust, ctb.Spec.TrustBundle...)
+		}
+		return len(list.Items) > 0
+	})
+	verifyBundle(t, bundle, trust)
 }
 
 // verifyBundle checks the bundle is a private key and its certificate, issued by the CA.

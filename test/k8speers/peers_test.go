@@ -175,17 +175,7 @@ func certSource(signerName, keyType string) corev1.VolumeProjection {
 
 func requestsOf(t *testing.T, ns, podName string) []certificatesv1.PodCertificateRequest {
 	t.Helper()
-	list := &certificatesv1.PodCertificateRequestList{}
-	if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	var out []certificatesv1.PodCertificateRequest
-	for _, p := range list.Items {
-		if p.Spec.PodName == podName {
-			out = append(out, p)
-		}
-	}
-	return out
+	return testenv.PodCertificateRequestsOf(t, env.Client, ns, podName)
 }
 
 // warnings counts the Warning events with reason on a pod, whoever wrote them (kubelet's

@@ -151,17 +151,7 @@ func TestTerminatingAndDenied(t *testing.T) {
 
 func requestsOf(t *testing.T, ns, podName string) []certificatesv1.PodCertificateRequest {
 	t.Helper()
-	list := &certificatesv1.PodCertificateRequestList{}
-	if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	var out []certificatesv1.PodCertificateRequest
-	for _, p := range list.Items {
-		if p.Spec.PodName == podName {
-			out = append(out, p)
-		}
-	}
-	return out
+	return testenv.PodCertificateRequestsOf(t, env.Client, ns, podName)
 }
 
 func warnings(t *testing.T, ns, podName, reason string) []eventsv1.Event {

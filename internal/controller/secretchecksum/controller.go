@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -156,6 +157,7 @@ func Controller() manager.Controller {
 type Reconciler struct {
 	Client   client.Client
 	Reader   client.Reader // the private cache: inputs and published objects
+	Recorder events.EventRecorder
 	Clock    clock.PassiveClock
 	Debounce *debounce.Debouncer
 	Metrics  *Metrics
@@ -184,7 +186,8 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		sets:     map[publication]*checksum.Set{}, published: map[publication]string{},
 	}
 	r.inputs = newInputs(opts.VersionAnnotation, r.Metrics)
-	r.reports = newReporter(mgr.GetClient(), mgr.GetEventRecorder("trustplane-"+Name), opts.Clock, r.Metrics)
+	r.Recorder = mgr.GetEventRecorder("trustplane-" + Name)
+	r.reports = newReporter(mgr.GetClient(), opts.Clock, r.Metrics)
 	c, err := r.inputs.cache(mgr, opts.Namespaces)
 	if err != nil {
 		return nil, err
@@ -246,7 +249,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	r.published[p] = sum
 	r.mu.Unlock()
 	r.Metrics.publications.WithLabelValues(p.track, string(p.kind), p.namespace).Inc()
-	r.reports.recorder.Eventf(created, nil, corev1.EventTypeNormal, "Published", "Publish", "Published checksum %s over %d IDs", sum, len(ids))
+	r.Recorder.Eventf(created, nil, corev1.EventTypeNormal, "Published", "Publish", "Published checksum %s over %d IDs", sum, len(ids))
 	log.FromContext(ctx).Info("published checksum", "track", p.track, "scope", p.kind, "namespace", p.namespace, "checksum", sum, "ids", len(ids))
 	// The data plane reacts to Add and Delete only: first the new object, then the old go.
 	return reconcile.Result{}, r.deleteOlder(ctx, published, 0)

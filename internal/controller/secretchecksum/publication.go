@@ -168,7 +168,7 @@ func (r *Reconciler) reportOmitted(ctx context.Context, p publication, obj clien
 	gauge.Set(1)
 	log.FromContext(ctx).Info("published a checksum without its IDs: data planes can still compare the checksum but cannot say which IDs differ",
 		"track", p.track, "scope", p.kind, "namespace", p.namespace, "object", obj.GetName(), "why", omitted)
-	r.reports.recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonIDsOmitted, "Publish", "spec.ids left empty: %s", omitted)
+	r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonIDsOmitted, "Publish", "spec.ids left empty: %s", omitted)
 }
 
 // objectBytes estimates the JSON size of a published object: each ID quoted with a

@@ -35,8 +35,8 @@ func TestRefusedAsTooLargeIsPublishedWithoutIDs(t *testing.T) {
 	opts := DefaultOptions()
 	opts.PublishNamespace = "edge"
 	recorder := events.NewFakeRecorder(10)
-	r := &Reconciler{Client: c, Clock: clock.RealClock{}, Metrics: defaultMetrics, opts: opts,
-		reports: newReporter(c, recorder, clock.RealClock{}, defaultMetrics)}
+	r := &Reconciler{Client: c, Recorder: recorder, Clock: clock.RealClock{}, Metrics: defaultMetrics, opts: opts,
+		reports: newReporter(c, clock.RealClock{}, defaultMetrics)}
 	ids := []string{"1-1-aa", "2-1-bb"}
 	obj, err := r.publish(context.Background(), publication{trackSecrets, ScopeCluster, "edge"}, ids, checksum.Sum(ids))
 	if err != nil {

@@ -14,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -37,7 +36,6 @@ const reportsRequestName = "left-out-reports"
 // leader only.
 type reporter struct {
 	client   client.Client
-	recorder events.EventRecorder // for events that may repeat (publications)
 	clock    clock.PassiveClock
 	instance string
 	metrics  *Metrics
@@ -55,9 +53,9 @@ type leftOut struct {
 	message   string
 }
 
-func newReporter(c client.Client, recorder events.EventRecorder, clk clock.PassiveClock, m *Metrics) *reporter {
+func newReporter(c client.Client, clk clock.PassiveClock, m *Metrics) *reporter {
 	instance, _ := os.Hostname()
-	return &reporter{client: c, recorder: recorder, clock: clk, instance: instance, metrics: m,
+	return &reporter{client: c, clock: clk, instance: instance, metrics: m,
 		current: map[string]leftOut{}, pending: map[string]map[string]leftOut{}}
 }
 
