@@ -14,6 +14,7 @@ const (
 	ReasonCertificateExpired = "CertificateExpired"
 	ReasonInvalidAlgorithm   = "InvalidAlgorithm"
 	ReasonInvalidPublished   = "InvalidPublishedSet"
+	ReasonSetTooLarge        = "SetTooLarge"
 )
 
 // InputError is a permanent problem with the input: retrying without a change to the

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,107 +20,95 @@ import (
 // TestNginxServesTheSetOnEveryPath runs the generated server block in Debian's nginx on
 // loopback, with a generated jwks.json, and checks what a client receives.
 func TestNginxServesTheSetOnEveryPath(t *testing.T) {
-	nginx, err := exec.LookPath("nginx")
-	if err != nil {
-		nginx = "/usr/sbin/nginx"
+	doc, _, base := startGeneratedNginx(t, false)
+	for _, path := range []string{"/jwks.json", "/", "/.well-known/jwks.json", "/any/other/path?x=1", "/.well-known/openid-configuration"} {
+		expectFile(t, base+path, doc)
 	}
-	if _, err := os.Stat(nginx); err != nil {
-		t.Fatal("nginx is not installed: `make test` installs it (hack/install-test-deps.sh)")
+	expectPreflight(t, base+"/jwks.json")
+}
+
+// TestNginxServesDiscovery runs the server block trustplane generates for a JWKSConfig
+// with an issuer: every path ending in /.well-known/openid-configuration answers with the
+// discovery document, whatever the issuer's path, and every other path with the set.
+func TestNginxServesDiscovery(t *testing.T) {
+	doc, discovery, base := startGeneratedNginx(t, true)
+	for _, path := range []string{"/.well-known/openid-configuration", "/tenants/a/.well-known/openid-configuration", "/ns/name/.well-known/openid-configuration?x=1"} {
+		expectFile(t, base+path, discovery)
 	}
-	dir := t.TempDir()
-	html := filepath.Join(dir, "html")
-	if err := os.MkdirAll(html, 0o755); err != nil {
-		t.Fatal(err)
+	for _, path := range []string{"/jwks.json", "/tenants/a/jwks.json", "/", "/.well-known/openid-configuration/x", "/openid-configuration"} {
+		expectFile(t, base+path, doc)
 	}
+	expectPreflight(t, base+"/.well-known/openid-configuration")
+	if resp, err := http.Get(base + "/healthz"); err != nil || resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/plain" {
+		t.Errorf("/healthz: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+}
+
+// startGeneratedNginx serves a generated set (and its discovery document) with the server
+// block NginxServer renders, and returns both documents and the server's base URL.
+func startGeneratedNginx(t *testing.T, discovery bool) (doc, discoveryDoc []byte, base string) {
+	t.Helper()
+	html := t.TempDir()
 	doc, err := Marshal([]PublishedKey{{Key: mustParse(t, newChain(t, testcerts.P256))}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(html, DocumentKey), doc, 0o644); err != nil {
+	discoveryDoc, err = Discovery("https://idp.example/tenants/a", doc)
+	if err != nil {
 		t.Fatal(err)
 	}
-	_, portText, _ := net.SplitHostPort(testenv.FreeAddr(t))
-	port, _ := strconv.Atoi(portText)
-	server := NginxServer(port, html, 7*time.Minute)
-	// The server block goes into the http block exactly as it goes into conf.d in the pod;
-	// only the process settings around it are the test's own.
-	conf := fmt.Sprintf(`daemon off;
-master_process off;
-pid %[1]s/nginx.pid;
-error_log %[1]s/error.log warn;
-events {}
-http {
-    access_log off;
-    client_body_temp_path %[1]s/body;
-    proxy_temp_path %[1]s/proxy;
-    fastcgi_temp_path %[1]s/fastcgi;
-    uwsgi_temp_path %[1]s/uwsgi;
-    scgi_temp_path %[1]s/scgi;
-    include /etc/nginx/mime.types;
-%[2]s
-}
-`, dir, strings.ReplaceAll(server, fmt.Sprintf("listen %d;", port), fmt.Sprintf("listen 127.0.0.1:%d;", port)))
-	confPath := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(nginx, "-t", "-c", confPath, "-p", dir).CombinedOutput(); err != nil {
-		t.Fatalf("nginx -t rejects the generated config: %v\n%s", err, out)
-	}
-	cmd := exec.Command(nginx, "-c", confPath, "-p", dir)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	waitForHTTP(t, base+"/healthz", &stderr)
-	for _, path := range []string{"/jwks.json", "/", "/.well-known/jwks.json", "/any/other/path?x=1"} {
-		resp, err := http.Get(base + path)
-		if err != nil {
+	for name, content := range map[string][]byte{DocumentKey: doc, DiscoveryKey: discoveryDoc} {
+		if err := os.WriteFile(filepath.Join(html, name), content, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 || !bytes.Equal(body, doc) {
-			t.Errorf("%s: %d, body equal to jwks.json: %v", path, resp.StatusCode, bytes.Equal(body, doc))
-		}
-		for header, want := range map[string]string{
-			"Content-Type":                 "application/json",
-			"Access-Control-Allow-Origin":  "*",
-			"Access-Control-Allow-Methods": "GET, HEAD, OPTIONS",
-			"Cache-Control":                "public, max-age=420",
-		} {
-			if got := resp.Header.Get(header); got != want {
-				t.Errorf("%s: %s = %q, want %q", path, header, got, want)
-			}
+	}
+	addr := testenv.FreeAddr(t)
+	_, portText, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(portText)
+	server := NginxServer(port, html, 7*time.Minute, discovery)
+	// The server block goes into the http block exactly as it goes into conf.d in the pod;
+	// only the listen address is narrowed to loopback.
+	testenv.StartNginx(t, strings.ReplaceAll(server, fmt.Sprintf("listen %d;", port), "listen "+addr+";"))
+	return doc, discoveryDoc, "http://" + addr
+}
+
+// expectFile checks that url answers 200 with want and the headers of a published JSON
+// document.
+func expectFile(t *testing.T, url string, want []byte) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !bytes.Equal(body, want) {
+		t.Errorf("%s: %d %s, want %s", url, resp.StatusCode, body, want)
+	}
+	for header, want := range map[string]string{
+		"Content-Type":                 "application/json",
+		"Access-Control-Allow-Origin":  "*",
+		"Access-Control-Allow-Methods": "GET, HEAD, OPTIONS",
+		"Cache-Control":                "public, max-age=420",
+		"X-Content-Type-Options":       "nosniff",
+	} {
+		if got := resp.Header.Get(header); got != want {
+			t.Errorf("%s: %s = %q, want %q", url, header, got, want)
 		}
 	}
-	req, _ := http.NewRequest(http.MethodOptions, base+"/jwks.json", nil)
+}
+
+func expectPreflight(t *testing.T, url string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodOptions, url, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != 204 || resp.Header.Get("Access-Control-Allow-Origin") != "*" {
-		t.Errorf("CORS preflight: %d, allow-origin %q", resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"))
-	}
-}
-
-func waitForHTTP(t *testing.T, url string, logs *bytes.Buffer) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nginx did not answer: %v\n%s", err, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+		t.Errorf("CORS preflight of %s: %d, allow-origin %q", url, resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"))
 	}
 }

@@ -24,7 +24,16 @@ type Policy struct {
 	KeepOldKeys bool
 	// OldKeysTTL is how long a retired key stays.
 	OldKeysTTL time.Duration
+	// MaxKeys caps the set, the current key included; the keys retired longest ago go
+	// first. Zero or less means no cap.
+	MaxKeys int
 }
+
+// MaxDocumentBytes is the most a published JWK Set may take. A ConfigMap holds at most
+// 1 MiB (the API server's limit on its data, and etcd's on a request); this leaves room
+// for the discovery document, the retirement record and the object's metadata, so that
+// rotations can never make the ConfigMap too large to write.
+const MaxDocumentBytes = 900 * 1024
 
 // Plan computes the next published set from the current key and the previous set.
 //
@@ -32,7 +41,8 @@ type Policy struct {
 //     (same kid: a renewed certificate for the same key) its x5c/x5t are updated in place.
 //   - With KeepOldKeys, every other key is retired at the moment it stops being current
 //     (now, unless it was retired before) and removed once OldKeysTTL has passed since
-//     then. Without it, the set is replaced by the current key.
+//     then, or earlier when more than MaxKeys keys would be kept (the oldest retirements
+//     go first). Without it, the set is replaced by the current key.
 //
 // nextRemoval is when the earliest kept retired key is due to go (zero if none), so the
 // caller can come back on time even if nothing else changes.
@@ -56,21 +66,47 @@ func Plan(current Key, previous []PublishedKey, p Policy, now time.Time) (next [
 		if !now.Before(removeAt) {
 			continue
 		}
-		if nextRemoval.IsZero() || removeAt.Before(nextRemoval) {
-			nextRemoval = removeAt
-		}
 		k.RetiredAt = &retiredAt
 		retired = append(retired, k)
 	}
-	// Most recently retired first; kid breaks ties so the output is deterministic.
-	sort.Slice(retired, func(i, j int) bool {
-		a, b := retired[i], retired[j]
-		if !a.RetiredAt.Equal(*b.RetiredAt) {
-			return a.RetiredAt.After(*b.RetiredAt)
-		}
-		return a.KeyID() < b.KeyID()
+	// Most recently retired first. Keys retired within the same second keep the order of
+	// the previous set, which already lists the newer retirement first: the output is
+	// deterministic, and a cap removes the key that really is oldest.
+	sort.SliceStable(retired, func(i, j int) bool {
+		return retired[i].RetiredAt.After(*retired[j].RetiredAt)
 	})
-	return append(next, retired...), nextRemoval
+	if p.MaxKeys > 0 && len(retired) > p.MaxKeys-1 {
+		retired = retired[:p.MaxKeys-1] // the oldest retirements leave first
+	}
+	return append(next, retired...), earliestRemoval(retired, p.OldKeysTTL)
+}
+
+// earliestRemoval is when the first of the retired keys is due to go (zero if none).
+func earliestRemoval(retired []PublishedKey, ttl time.Duration) time.Time {
+	var first time.Time
+	for _, k := range retired {
+		if at := k.RetiredAt.Add(ttl); first.IsZero() || at.Before(first) {
+			first = at
+		}
+	}
+	return first
+}
+
+// MarshalWithin renders keys (as Plan orders them: current first, then newest retirement
+// first) as a JWK Set of at most maxBytes, leaving out the keys retired longest ago until
+// it fits. It returns the keys that made it in. The current key is never left out: if it
+// alone is too large, that is an InputError (reason SetTooLarge).
+func MarshalWithin(keys []PublishedKey, maxBytes int) ([]PublishedKey, []byte, error) {
+	for n := len(keys); n > 0; n-- {
+		doc, err := Marshal(keys[:n])
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(doc) <= maxBytes {
+			return keys[:n], doc, nil
+		}
+	}
+	return nil, nil, inputErrorf(ReasonSetTooLarge, "the current certificate chain alone makes a JWK Set of more than %d bytes; publish a shorter chain", maxBytes)
 }
 
 // Marshal renders keys as a JWK Set document. Equal input gives byte-identical output.

@@ -2,6 +2,8 @@ package jwks
 
 import (
 	"bytes"
+	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -146,20 +148,26 @@ func TestUnknownRetirementKeepsKeyLonger(t *testing.T) {
 	}
 }
 
+// TestMarshalIsDeterministic: the same previous set gives the same document, and keys
+// retired within the same second keep the previous set's order (which lists the newer
+// retirement first), so that a cap removes the key that is really the oldest.
 func TestMarshalIsDeterministic(t *testing.T) {
 	policy := Policy{KeepOldKeys: true, OldKeysTTL: time.Hour}
 	k1, k2, k3 := mustParse(t, newChain(t, testcerts.P256)), mustParse(t, newChain(t, testcerts.Ed25519)), mustParse(t, newChain(t, testcerts.P384))
 	same := now.Add(-time.Minute)
 	prev := []PublishedKey{{Key: k2, RetiredAt: &same}, {Key: k1, RetiredAt: &same}}
 	a, _ := Plan(k3, prev, policy, now)
-	b, _ := Plan(k3, []PublishedKey{prev[1], prev[0]}, policy, now)
+	b, _ := Plan(k3, roundTrip(t, prev), policy, now)
 	da, _ := Marshal(a)
 	db, _ := Marshal(b)
 	if !bytes.Equal(da, db) {
-		t.Error("input order changed the document")
+		t.Error("the same previous set, read back, changed the document")
 	}
 	if EncodeRetirements(a) != EncodeRetirements(b) {
-		t.Error("input order changed the retirement record")
+		t.Error("the same previous set, read back, changed the retirement record")
+	}
+	if got := kids(a); !slices.Equal(got, []string{k3.KeyID(), k2.KeyID(), k1.KeyID()}) {
+		t.Errorf("order %v, want the current key, then the previous order for equal retirement times", got)
 	}
 }
 
@@ -173,3 +181,59 @@ func TestRestoreRejectsCorruptDocuments(t *testing.T) {
 		t.Error("bad retirement time accepted")
 	}
 }
+
+// TestMaxKeysRetiresTheOldestFirst: five rotations with a cap of three keep the current
+// key and the two retired most recently, and the next removal is due for a kept key.
+func TestMaxKeysRetiresTheOldestFirst(t *testing.T) {
+	policy := Policy{KeepOldKeys: true, OldKeysTTL: 30 * 24 * time.Hour, MaxKeys: 3}
+	var set []PublishedKey
+	var order []string // kids, oldest first
+	for i := range 5 {
+		key := mustParse(t, newChain(t, testcerts.P256))
+		order = append(order, key.KeyID())
+		var due time.Time
+		set, due = Plan(key, roundTrip(t, set), policy, now.Add(time.Duration(i)*time.Hour))
+		if i >= 2 && !due.Equal(now.Add(time.Duration(i-1)*time.Hour).Add(policy.OldKeysTTL)) {
+			t.Errorf("rotation %d: next removal %v is not the oldest kept key's", i, due)
+		}
+	}
+	want := []string{order[4], order[3], order[2]}
+	if got := kids(set); !slices.Equal(got, want) {
+		t.Errorf("kept %v, want the current key and the two newest retirements %v", got, want)
+	}
+
+	policy.MaxKeys = 1
+	set, due := Plan(mustParse(t, newChain(t, testcerts.P256)), roundTrip(t, set), policy, now.Add(6*time.Hour))
+	if len(set) != 1 || !due.IsZero() {
+		t.Errorf("a cap of one keeps only the current key: %v, due %v", kids(set), due)
+	}
+}
+
+// TestMarshalWithinLeavesOutTheOldestUntilItFits: a byte budget drops retired keys,
+// oldest first, and never the current key.
+func TestMarshalWithinLeavesOutTheOldestUntilItFits(t *testing.T) {
+	keys := []PublishedKey{
+		{Key: mustParse(t, newChain(t, testcerts.RSA2048))},
+		{Key: mustParse(t, newChain(t, testcerts.RSA2048)), RetiredAt: ptrTime(now)},
+		{Key: mustParse(t, newChain(t, testcerts.RSA2048)), RetiredAt: ptrTime(now.Add(-time.Hour))},
+	}
+	two, err := Marshal(keys[:2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, doc, err := MarshalWithin(keys, len(two))
+	if err != nil || !bytes.Equal(doc, two) || !slices.Equal(kids(kept), kids(keys[:2])) {
+		t.Errorf("budget for two keys: kept %v, err %v", kids(kept), err)
+	}
+	kept, _, err = MarshalWithin(keys, MaxDocumentBytes)
+	if err != nil || len(kept) != 3 {
+		t.Errorf("a roomy budget keeps all three: %v, %v", kids(kept), err)
+	}
+	_, _, err = MarshalWithin(keys, 100)
+	var ie *InputError
+	if !errors.As(err, &ie) || ie.Reason != ReasonSetTooLarge {
+		t.Errorf("the current key alone over budget: %v, want %s", err, ReasonSetTooLarge)
+	}
+}
+
+func ptrTime(t time.Time) *time.Time { return &t }

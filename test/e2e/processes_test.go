@@ -21,6 +21,7 @@ import (
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	"github.com/trustplane/trustplane/internal/checksum"
+	jwksctrl "github.com/trustplane/trustplane/internal/controller/jwks"
 	"github.com/trustplane/trustplane/internal/jwks"
 	"github.com/trustplane/trustplane/internal/nodeagent"
 	"github.com/trustplane/trustplane/internal/testcerts"
@@ -51,6 +52,8 @@ func TestProcessesAsDeployed(t *testing.T) {
 		create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	}
 	storeWithOldSchema(t)
+	// No kube-controller-manager or kubelet: a stand-in rolls the nginx Deployments out.
+	env.RollOutDeployments(t, jwksctrl.OwnerLabel)
 
 	bin := testenv.Binary(t)
 	managerProbes, jwksServer := testenv.FreeAddr(t), testenv.FreeAddr(t)

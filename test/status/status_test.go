@@ -51,6 +51,8 @@ func runControllers(t *testing.T) string {
 	if err := env.Client.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
+	// No kube-controller-manager or kubelet: a stand-in rolls the nginx Deployments out.
+	env.RollOutDeployments(t, jwksctrl.OwnerLabel)
 	env.RunManager(t, func(mgr ctrl.Manager) error {
 		jwksOpts := jwksctrl.DefaultOptions()
 		jwksOpts.ServerBindAddress = "0"

@@ -10,7 +10,7 @@ import (
 // api/conditions. A certificate that cannot be published stalls the JWKSConfig with the
 // reason of internal/jwks's InputError: MissingCertificate, InvalidPEM, NotACertificate,
 // InvalidCertificate, UnsupportedKeyType, WeakKey, CertificateExpired, InvalidAlgorithm
-// or InvalidPublishedSet.
+// InvalidPublishedSet or SetTooLarge.
 const (
 	// ReasonPublished (Ready=True): the set holds the current key.
 	ReasonPublished = "Published"
@@ -23,6 +23,17 @@ const (
 	// ReasonInvalidSpec (Stalled): a field holds a value admission refuses today (stored
 	// under an older CRD).
 	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonNameInUse (Stalled): an object the JWKSConfig would write (its ConfigMaps,
+	// nginx Deployment or Service) exists and was made for another JWKSConfig, or not by
+	// trustplane at all; it is left untouched. Choosing another name, or deleting or
+	// labelling that object (`jwks.trustplane.io/jwksconfig: <name>`), resolves it.
+	ReasonNameInUse = "NameInUse"
+	// ReasonServerSyncing (Reconciling): the set is written, and trustplane's own server
+	// does not answer it yet (its cache has not seen the write).
+	ReasonServerSyncing = "ServerSyncing"
+	// ReasonNginxUnavailable (Reconciling): the set is written, and the nginx Deployment
+	// does not have all its replicas updated and available yet.
+	ReasonNginxUnavailable = "NginxUnavailable"
 )
 
 var _ conditions.Object = &JWKSConfig{}

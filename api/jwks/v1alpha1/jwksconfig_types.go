@@ -22,28 +22,33 @@ type JWKSConfigSpec struct {
 	// holds a PEM certificate chain, leaf first (as cert-manager writes it).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="must be a Secret name (a DNS subdomain: lower-case letters, digits, '-' and '.'), such as issuer-tls"
 	// +required
 	CertificateSecret string `json:"certificateSecret"`
 
 	// configMapName is the ConfigMap that receives the JWK Set under the data key
-	// `jwks.json`. Defaults to `<name>-jwks`.
+	// `jwks.json`. Defaults to `<name>-jwks`. It must not be a ConfigMap that another
+	// JWKSConfig or anyone else made (the JWKSConfig stalls with reason NameInUse); an
+	// existing set is handed over by labelling its ConfigMap
+	// `jwks.trustplane.io/jwksconfig: <name>`. Renaming moves the set, retired keys
+	// included, and deletes the ConfigMap under the old name.
 	// +kubebuilder:validation:MaxLength=253
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="must be a ConfigMap name (a DNS subdomain: lower-case letters, digits, '-' and '.'), such as issuer-jwks"
 	// +optional
 	ConfigMapName string `json:"configMapName,omitempty"`
 
 	// nginxConfigMapName is the ConfigMap that receives the generated nginx
 	// configuration. Defaults to `<name>-nginx`.
 	// +kubebuilder:validation:MaxLength=253
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="must be a ConfigMap name (a DNS subdomain: lower-case letters, digits, '-' and '.'), such as issuer-nginx"
 	// +optional
 	NginxConfigMapName string `json:"nginxConfigMapName,omitempty"`
 
 	// endpoint is the path clients are told to fetch the set from. nginx serves the set
 	// on every path, so this is informational and kept for compatibility.
 	// +kubebuilder:default="/jwks.json"
-	// +kubebuilder:validation:Pattern=`^/`
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/')",message="must be an absolute path such as /jwks.json"
 	// +optional
 	Endpoint string `json:"endpoint,omitempty"`
 
@@ -66,6 +71,15 @@ type JWKSConfigSpec struct {
 	// +optional
 	OldKeysTTL *Duration `json:"oldKeysTTL,omitempty"`
 
+	// maxKeys caps the number of keys in the set, the current key included: when a
+	// rotation would exceed it, the keys retired longest ago leave first, before their
+	// oldKeysTTL. The current key is never removed. Retired keys also leave early when
+	// the set would otherwise outgrow the ConfigMap size limit.
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:XValidation:rule="self >= 1 && self <= 20",message="must be from 1 to 20 (the current key and up to 19 retired ones), such as 3"
+	// +optional
+	MaxKeys *int32 `json:"maxKeys,omitempty"`
+
 	// cleanupOnDelete also deletes the JWK Set ConfigMap when this JWKSConfig is deleted.
 	// By default the ConfigMap is kept, because consumers may read it directly.
 	// +kubebuilder:default=false
@@ -84,9 +98,14 @@ type JWKSConfigSpec struct {
 	// +optional
 	CacheMaxAge *Duration `json:"cacheMaxAge,omitempty"`
 
-	// issuer, when set, makes trustplane's own server publish an OpenID discovery
-	// document for it (`/<namespace>/<name>/.well-known/openid-configuration`).
-	// +kubebuilder:validation:Pattern=`^https://`
+	// issuer, when set, publishes an OpenID discovery document for it, with jwks_uri
+	// `<issuer>/jwks.json`: trustplane's own server answers it on
+	// `/<namespace>/<name>/.well-known/openid-configuration` and on the issuer's own path
+	// (`<issuer path>/.well-known/openid-configuration`), nginx on every path ending in
+	// `/.well-known/openid-configuration`, and the JWKS ConfigMap holds it under
+	// `openid-configuration`. See docs/jwks.md, "Discovery behind a proxy".
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') && isURL(self) && url(self).getHostname() != '' && !self.contains('@') && !self.contains('?') && !self.contains('#')",message="must be an https URL with a host and no user, query or fragment, such as https://idp.example or https://idp.example/tenants/a"
 	// +optional
 	Issuer string `json:"issuer,omitempty"`
 
@@ -196,6 +215,7 @@ type JWKSConfigStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=jwks,categories=trustplane
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$') && size(self.metadata.name) <= 57",message="name must be a DNS label of at most 57 characters: it names the nginx Deployment and Service and the <name>-jwks ConfigMap"
+// +kubebuilder:validation:XValidation:rule="(has(self.spec.configMapName) && size(self.spec.configMapName) > 0 ? self.spec.configMapName : self.metadata.name + '-jwks') != (has(self.spec.nginxConfigMapName) && size(self.spec.nginxConfigMapName) > 0 ? self.spec.nginxConfigMapName : self.metadata.name + '-nginx')",message="spec.configMapName and spec.nginxConfigMapName must name different ConfigMaps (defaults <name>-jwks and <name>-nginx), such as issuer-jwks and issuer-nginx",fieldPath=".spec.configMapName"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Key ID",type=string,JSONPath=`.status.lastKeyID`,priority=1
 // +kubebuilder:printcolumn:name="Keys",type=integer,JSONPath=`.status.keyCount`

@@ -82,6 +82,11 @@ func (in *JWKSConfigSpec) DeepCopyInto(out *JWKSConfigSpec) {
 		*out = new(Duration)
 		**out = **in
 	}
+	if in.MaxKeys != nil {
+		in, out := &in.MaxKeys, &out.MaxKeys
+		*out = new(int32)
+		**out = **in
+	}
 	if in.CacheMaxAge != nil {
 		in, out := &in.CacheMaxAge, &out.CacheMaxAge
 		*out = new(Duration)

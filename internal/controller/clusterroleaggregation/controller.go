@@ -6,6 +6,7 @@ package clusterroleaggregation
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -49,9 +50,12 @@ type Options struct {
 	MaxDelay time.Duration
 }
 
-// DefaultOptions are the flag defaults.
+// DefaultOptions are the flag defaults. A quiet second lets a whole level of aggregators
+// write before the aggregators that select them sync (200ms wrote intermediate states);
+// a max delay shorter than a long burst forces a write per aggregator per max delay,
+// which is what a slowed-down `make bench-aggregation` showed at 10s.
 func DefaultOptions() Options {
-	return Options{Workers: 5, QuietPeriod: 200 * time.Millisecond, MaxDelay: 10 * time.Second}
+	return Options{Workers: 5, QuietPeriod: time.Second, MaxDelay: 30 * time.Second}
 }
 
 // Controller is the registry entry for `trustplane manager`.
@@ -75,20 +79,29 @@ type Reconciler struct {
 	Reader client.Reader
 	// Writer applies and updates ClusterRoles.
 	Writer client.Client
+	// Live reads the API server itself: after a refused apply, it tells a role that is
+	// gone (deleted since the cache last saw it) from a real lack of permission.
+	Live client.Reader
 	// Index knows every aggregator's selectors, for event fan-out.
 	Index *rbac.Index
 	// Debounce holds syncs back until an aggregator's inputs are quiet.
 	Debounce *debounce.Debouncer
+
+	// written is the hash of the rules last written to each role (name → uint64), so that
+	// the watch event of our own write does not sync the role again for nothing.
+	written sync.Map
 }
 
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=get;list;watch;create;update;patch;escalate
+// No create, as upstream's system:controller:clusterrole-aggregation-controller: an apply
+// for a role deleted after the cache's last look would otherwise bring it back.
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=get;list;watch;update;patch;escalate
 
 // Setup adds the controller to mgr.
 func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if opts.Workers < 1 {
 		return nil, fmt.Errorf("--clusterrole-aggregation-workers must be positive, not %d", opts.Workers)
 	}
-	r := &Reconciler{Reader: mgr.GetCache(), Writer: mgr.GetClient(), Index: rbac.NewIndex(),
+	r := &Reconciler{Reader: mgr.GetCache(), Writer: mgr.GetClient(), Live: mgr.GetAPIReader(), Index: rbac.NewIndex(),
 		Debounce: debounce.New(opts.QuietPeriod, opts.MaxDelay, clock.RealClock{})}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
@@ -134,16 +147,29 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 }
 
 // write server-side applies only the rules, with upstream's field manager and Force; a
-// server without apply support (415) gets an Update of the role with the new rules.
+// server without apply support (415) gets an Update of the role with the new rules. A
+// role deleted since the cache saw it ends the sync: the apply would be a create, which
+// the controller may not do (Forbidden), and the Update finds nothing (NotFound).
 func (r *Reconciler) write(ctx context.Context, role *rbacv1.ClusterRole, rules []rbacv1.PolicyRule) error {
 	apply := rbacv1ac.ClusterRole(role.Name).WithRules(rbac.ApplyRules(rules)...)
 	err := r.Writer.Apply(ctx, apply, client.FieldOwner(FieldManager), client.ForceOwnership)
-	if !apierrors.IsUnsupportedMediaType(err) {
-		return err
+	if apierrors.IsUnsupportedMediaType(err) {
+		updated := role.DeepCopy()
+		updated.Rules = rules
+		err = r.Writer.Update(ctx, updated)
 	}
-	updated := role.DeepCopy()
-	updated.Rules = rules
-	return r.Writer.Update(ctx, updated)
+	if err == nil {
+		r.written.Store(role.Name, rbac.RulesHash(rules))
+		return nil
+	}
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if apierrors.IsForbidden(err) {
+		return rbac.IgnoreIfGone(ctx, r.Live, &rbacv1.ClusterRole{}, client.ObjectKeyFromObject(role),
+			fmt.Errorf("applying the rules of ClusterRole %s: %w", role.Name, err))
+	}
+	return fmt.Errorf("writing the rules of ClusterRole %s: %w", role.Name, err)
 }
 
 func parseSelectors(in []metav1.LabelSelector) ([]labels.Selector, error) {
@@ -191,13 +217,28 @@ func (r *Reconciler) changed(old, cur *rbacv1.ClusterRole, q handlers.Queue) {
 			}
 		}
 		r.Index.Set(key, selectors)
-		r.enqueue(q, key)
+		if !r.ownWrite(old, cur) {
+			r.enqueue(q, key)
+		}
 	default:
+		r.written.Delete(key.Name)
 		r.Index.Delete(key)
 	}
 	for _, agg := range r.Index.Affected("", oldLabels, curLabels) {
 		r.enqueue(q, agg)
 	}
+}
+
+// ownWrite: the only change is the rules we last wrote, i.e. the event of our own write.
+// The role's result cannot have changed (its inputs' own events enqueue it when they
+// change), but the aggregators that select it must still see its new rules.
+func (r *Reconciler) ownWrite(old, cur *rbacv1.ClusterRole) bool {
+	if old == nil || !equality.Semantic.DeepEqual(old.Labels, cur.Labels) ||
+		!equality.Semantic.DeepEqual(old.AggregationRule, cur.AggregationRule) {
+		return false
+	}
+	written, ok := r.written.Load(cur.Name)
+	return ok && written.(uint64) == rbac.RulesHash(cur.Rules)
 }
 
 func (r *Reconciler) enqueue(q handlers.Queue, key types.NamespacedName) {

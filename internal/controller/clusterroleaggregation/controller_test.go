@@ -170,7 +170,7 @@ func (c *counting) client(t *testing.T) client.Client {
 func direct(t *testing.T, c *counting) *Reconciler {
 	t.Helper()
 	w := c.client(t)
-	return &Reconciler{Reader: w, Writer: w, Index: rbac.NewIndex()}
+	return &Reconciler{Reader: w, Writer: w, Live: w, Index: rbac.NewIndex()}
 }
 
 func reconcileRole(t *testing.T, r *Reconciler, name string) error {

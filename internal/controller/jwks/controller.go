@@ -10,16 +10,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -133,28 +137,29 @@ func (r *Reconciler) publish(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, 
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	cm, err := r.currentJWKSConfigMap(ctx, cfg)
+	cm, source, err := r.publishedConfigMap(ctx, cfg)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	previous, err := restorePublished(cm)
+	previous, err := r.restore(cfg, source)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	next, nextRemoval := jwks.Plan(key, previous, policyOf(cfg), now)
-	doc, err := jwks.Marshal(next)
+	next, doc, nextRemoval, err := planSet(cfg, key, previous, now)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-
-	desired := desiredJWKSConfigMap(cfg, doc, jwks.EncodeRetirements(next))
+	desired, err := desiredJWKSConfigMap(cfg, doc, jwks.EncodeRetirements(next))
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	if cm != nil {
 		// The set is planned from what was read, maybe from a cache that has not seen our
 		// last write yet: the API server refuses the apply (conflict, retried) rather than
 		// let a stale plan drop a key.
 		desired.ResourceVersion = cm.ResourceVersion
 	}
-	if cm == nil || r.changed(cm, desired) {
+	if cm == nil || r.drifted(cm, desired) {
 		id := types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Name}
 		if wait := r.Throttle.Wait(id, now, cm == nil); wait > 0 {
 			log.FromContext(ctx).V(1).Info("ConfigMap update throttled", "wait", wait)
@@ -176,12 +181,203 @@ func (r *Reconciler) publish(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, 
 			}
 		}
 	}
+	if err := r.removeRenamed(ctx, cfg); err != nil {
+		return ctrl.Result{}, err
+	}
 	if err := r.reconcileNginx(ctx, cfg, now); err != nil {
 		return ctrl.Result{}, err
 	}
 	setKeyStatus(cfg, next)
 	r.Metrics.observeSet(cfg, next)
+	if err := r.checkServed(ctx, cfg, doc); err != nil {
+		return ctrl.Result{}, err
+	}
 	return ctrl.Result{RequeueAfter: nextWakeUp(now, nextRemoval, key.NotAfter)}, nil
+}
+
+// planSet is the next set and its document: jwks.Plan under the spec's policy, within the
+// size a ConfigMap can hold (retired keys leave early, oldest first, to fit).
+func planSet(cfg *jwksv1alpha1.JWKSConfig, key jwks.Key, previous []jwks.PublishedKey, now time.Time) ([]jwks.PublishedKey, []byte, time.Time, error) {
+	policy := policyOf(cfg)
+	next, nextRemoval := jwks.Plan(key, previous, policy, now)
+	kept, doc, err := jwks.MarshalWithin(next, jwks.MaxDocumentBytes)
+	if err != nil {
+		return nil, nil, time.Time{}, err
+	}
+	if len(kept) < len(next) {
+		// The removal that was due belonged to a key that no longer fits.
+		nextRemoval = time.Time{}
+		for _, k := range kept[1:] {
+			if at := k.RetiredAt.Add(policy.OldKeysTTL); nextRemoval.IsZero() || at.Before(nextRemoval) {
+				nextRemoval = at
+			}
+		}
+	}
+	return kept, doc, nextRemoval, nil
+}
+
+// publishedConfigMap returns the JWKS ConfigMap named by the spec (nil if it does not
+// exist yet) and the one to read the previous set from: the same one, or, right after
+// spec.configMapName changed, the ConfigMap this JWKSConfig published in before, so that
+// the set moves with its retired keys. A ConfigMap of that name that is not this
+// JWKSConfig's is never read or written (NameInUse).
+func (r *Reconciler) publishedConfigMap(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig) (current, source *corev1.ConfigMap, err error) {
+	obj, err := r.claim(ctx, cfg, &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: cfg.Namespace, Name: jwksConfigMapName(cfg)}})
+	if err != nil {
+		return nil, nil, err
+	}
+	if obj != nil {
+		cm := obj.(*corev1.ConfigMap)
+		return cm, cm, nil
+	}
+	renamed, err := r.renamedConfigMaps(ctx, cfg)
+	if err != nil || len(renamed) == 0 {
+		return nil, nil, err
+	}
+	return nil, &renamed[0], nil
+}
+
+// renamedConfigMaps are the JWKS ConfigMaps this JWKSConfig made under names it no
+// longer uses (spec.configMapName changed), by name.
+func (r *Reconciler) renamedConfigMaps(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig) ([]corev1.ConfigMap, error) {
+	list := &corev1.ConfigMapList{}
+	if err := r.Owned.List(ctx, list, client.InNamespace(cfg.Namespace), client.MatchingLabels{OwnerLabel: cfg.Name}); err != nil {
+		return nil, fmt.Errorf("listing the ConfigMaps of JWKSConfig %s: %w", cfg.Name, err)
+	}
+	var out []corev1.ConfigMap
+	for _, cm := range list.Items {
+		_, isSet := cm.Annotations[RetirementsAnnotation]
+		if isSet && cm.Name != jwksConfigMapName(cfg) && cm.Name != nginxConfigMapName(cfg) {
+			out = append(out, cm)
+		}
+	}
+	slices.SortFunc(out, func(a, b corev1.ConfigMap) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// removeRenamed deletes the JWKS ConfigMaps left under an old name once the set is
+// published under the new one.
+func (r *Reconciler) removeRenamed(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig) error {
+	renamed, err := r.renamedConfigMaps(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	for i := range renamed {
+		old := &renamed[i]
+		if err := r.Client.Delete(ctx, old, client.Preconditions{UID: ptrTo(old.UID)}); client.IgnoreNotFound(err) != nil {
+			return status.WriteFailed("delete", old, err)
+		}
+		r.Recorder.Eventf(cfg, old, corev1.EventTypeNormal, "ConfigMapMoved", "Delete", "The set moved to ConfigMap %q; deleted %q", jwksConfigMapName(cfg), old.Name)
+	}
+	return nil
+}
+
+// claim returns the existing object named like obj if it is this JWKSConfig's (it
+// carries OwnerLabel with this JWKSConfig's name), or nil when there is none. One made for
+// another JWKSConfig, or by anyone else, is never adopted, overwritten or deleted: that
+// is NameInUse, until its name is freed or it is labelled over to this JWKSConfig.
+func (r *Reconciler) claim(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, obj client.Object) (client.Object, error) {
+	current := obj.DeepCopyObject().(client.Object)
+	key := client.ObjectKeyFromObject(obj)
+	err := r.Owned.Get(ctx, key, current)
+	if apierrors.IsNotFound(err) {
+		// The private cache holds only labelled objects: ask the API server whether an
+		// unlabelled one (someone else's) is in the way, or ours is not cached yet.
+		err = r.APIReader.Get(ctx, key, current)
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	kind := obj.GetObjectKind().GroupVersionKind().Kind
+	if err != nil {
+		return nil, fmt.Errorf("getting %s %s: %w", kind, key.Name, err)
+	}
+	if owner := current.GetLabels()[OwnerLabel]; owner != cfg.Name {
+		whose := "was not made by trustplane"
+		if owner != "" {
+			whose = fmt.Sprintf("belongs to JWKSConfig %q", owner)
+		}
+		return nil, status.Stalled(jwksv1alpha1.ReasonNameInUse,
+			"%s %q already exists and %s; it is left untouched: choose another name, delete it, or label it %s=%s to hand it over",
+			kind, key.Name, whose, OwnerLabel, cfg.Name)
+	}
+	return current, nil
+}
+
+// restore reads the previous set from cm (nil: none). When someone else has written the
+// set since this controller last did (the document's field has moved to another
+// manager), only the keys this JWKSConfig published (status.keys) are taken back: a key
+// slipped into the ConfigMap is never published. A ConfigMap handed over by labelling,
+// never written by this controller, is taken as it is.
+func (r *Reconciler) restore(cfg *jwksv1alpha1.JWKSConfig, cm *corev1.ConfigMap) ([]jwks.PublishedKey, error) {
+	keys, err := restorePublished(cm)
+	if err != nil || cm == nil || !appliedBy(cm, FieldOwner) || r.ownsDocument(cm) {
+		return keys, err
+	}
+	published := map[string]bool{}
+	for _, k := range cfg.Status.Keys {
+		published[k.KeyID] = true
+	}
+	return slices.DeleteFunc(keys, func(k jwks.PublishedKey) bool { return !published[k.KeyID()] }), nil
+}
+
+// ownsDocument says whether this controller still owns the set in cm, with its value.
+func (r *Reconciler) ownsDocument(cm *corev1.ConfigMap) bool {
+	owned, err := apply.Owned(cm, FieldOwner)
+	if err != nil {
+		return false
+	}
+	doc, ok := owned.(*corev1ac.ConfigMapApplyConfiguration).Data[jwks.DocumentKey]
+	return ok && doc == cm.Data[jwks.DocumentKey]
+}
+
+// appliedBy says whether manager has ever applied obj.
+func appliedBy(obj client.Object, manager string) bool {
+	for _, f := range obj.GetManagedFields() {
+		if f.Manager == manager && f.Operation == metav1.ManagedFieldsOperationApply {
+			return true
+		}
+	}
+	return false
+}
+
+// checkServed says whether what was published is what is served: trustplane's own server
+// answers from the same cache as it reads here, and, with nginx, every replica of the
+// Deployment is updated and available. Not yet is Waiting: the watch on the ConfigMap and
+// the Deployment brings the JWKSConfig back when that changes.
+func (r *Reconciler) checkServed(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, doc []byte) error {
+	cm := &corev1.ConfigMap{}
+	err := r.Owned.Get(ctx, types.NamespacedName{Namespace: cfg.Namespace, Name: jwksConfigMapName(cfg)}, cm)
+	if client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("getting ConfigMap %s: %w", jwksConfigMapName(cfg), err)
+	}
+	if err != nil || cm.Data[jwks.DocumentKey] != string(doc) || cm.Labels[OwnerLabel] != cfg.Name {
+		return status.Waiting(jwksv1alpha1.ReasonServerSyncing, "the set is written to ConfigMap %q; waiting for trustplane's server to answer it", jwksConfigMapName(cfg))
+	}
+	if !nginxEnabled(cfg) {
+		return nil
+	}
+	d := &appsv1.Deployment{}
+	if err := r.Owned.Get(ctx, types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Name}, d); err != nil {
+		if apierrors.IsNotFound(err) {
+			return status.Waiting(jwksv1alpha1.ReasonNginxUnavailable, "waiting for the nginx Deployment %q to appear", cfg.Name)
+		}
+		return fmt.Errorf("getting Deployment %s: %w", cfg.Name, err)
+	}
+	if !rolledOut(d) {
+		return status.Waiting(jwksv1alpha1.ReasonNginxUnavailable, "nginx Deployment %q has %d of %d replicas updated and available",
+			cfg.Name, min(d.Status.UpdatedReplicas, d.Status.AvailableReplicas), ptr.Deref(d.Spec.Replicas, 1))
+	}
+	return nil
+}
+
+// rolledOut is kubectl rollout status's test: the Deployment controller has seen the
+// current spec, and every wanted replica runs it and is available.
+func rolledOut(d *appsv1.Deployment) bool {
+	want := ptr.Deref(d.Spec.Replicas, 1)
+	return d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas >= want &&
+		d.Status.AvailableReplicas >= want && d.Status.Replicas-d.Status.UpdatedReplicas <= 0
 }
 
 // currentKey reads the Secret and parses tls.crt, reusing the last parse when the bytes
@@ -220,25 +416,6 @@ func (r *Reconciler) currentKey(ctx context.Context, cfg *jwksv1alpha1.JWKSConfi
 	return key, nil
 }
 
-// currentJWKSConfigMap returns the published ConfigMap, or nil. One not labelled as ours
-// yet (made by hand, or by another operator before) is read once from the API server so
-// that its keys are kept when it is adopted.
-func (r *Reconciler) currentJWKSConfigMap(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig) (*corev1.ConfigMap, error) {
-	key := types.NamespacedName{Namespace: cfg.Namespace, Name: jwksConfigMapName(cfg)}
-	cm := &corev1.ConfigMap{}
-	err := r.Owned.Get(ctx, key, cm)
-	if apierrors.IsNotFound(err) {
-		err = r.APIReader.Get(ctx, key, cm)
-	}
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("getting ConfigMap %s: %w", key.Name, err)
-	}
-	return cm, nil
-}
-
 // restorePublished reads the previous set back. A document that does not parse is not
 // overwritten: it may hold keys that tokens in flight still need.
 func restorePublished(cm *corev1.ConfigMap) ([]jwks.PublishedKey, error) {
@@ -262,19 +439,18 @@ func restorePublished(cm *corev1.ConfigMap) ([]jwks.PublishedKey, error) {
 }
 
 // reconcileNginx applies (or, when disabled, removes) the nginx ConfigMap, Deployment
-// and Service.
+// and Service, and reverts what others changed in the fields it owns.
 func (r *Reconciler) reconcileNginx(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, now time.Time) error {
 	objs := []client.Object{desiredNginxConfigMap(cfg), desiredDeployment(cfg), desiredService(cfg)}
 	if !nginxEnabled(cfg) {
 		return r.deleteOwned(ctx, r.Owned, cfg, objs...)
 	}
 	for i, obj := range objs {
-		current := obj.DeepCopyObject().(client.Object)
-		err := r.Owned.Get(ctx, client.ObjectKeyFromObject(obj), current)
-		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("getting %T %s: %w", obj, obj.GetName(), err)
+		current, err := r.claim(ctx, cfg, obj)
+		if err != nil {
+			return err
 		}
-		if err == nil && !r.changed(current, obj) {
+		if current != nil && !r.drifted(current, obj) {
 			continue
 		}
 		if err := r.apply(ctx, obj); err != nil {
@@ -315,7 +491,8 @@ func (r *Reconciler) finalize(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig)
 	}
 	objs := []client.Object{desiredDeployment(cfg), desiredService(cfg), desiredNginxConfigMap(cfg)}
 	if cfg.Spec.CleanupOnDelete {
-		objs = append(objs, desiredJWKSConfigMap(cfg, nil, ""))
+		set, _ := desiredJWKSConfigMap(cfg, nil, "") // no document: cannot fail
+		objs = append(objs, set)
 	}
 	if err := r.deleteOwned(ctx, r.APIReader, cfg, objs...); err != nil {
 		return err
@@ -353,20 +530,13 @@ func (r *Reconciler) deleteOwned(ctx context.Context, from client.Reader, cfg *j
 	return nil
 }
 
-// apply server-side applies obj with the controller's field owner, recording the hash
-// of the desired state so that an unchanged object is never written again.
+// apply server-side applies obj with the controller's field owner.
 func (r *Reconciler) apply(ctx context.Context, obj client.Object) error {
-	u, hash, err := r.applyObject(obj)
+	u, err := apply.Configuration(r.Client, obj)
 	if err != nil {
 		return err
 	}
-	annotations := u.GetAnnotations()
-	if annotations == nil {
-		annotations = map[string]string{}
-	}
-	annotations[DesiredHashAnnotation] = hash
-	u.SetAnnotations(annotations)
-	u.SetResourceVersion(obj.GetResourceVersion()) // a precondition when set, never hashed
+	u.SetResourceVersion(obj.GetResourceVersion()) // a precondition when set
 	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return status.WriteFailed("apply", u, err)
 	}
@@ -374,19 +544,12 @@ func (r *Reconciler) apply(ctx context.Context, obj client.Object) error {
 	return nil
 }
 
-// applyObject is obj as an apply configuration and the hash of that configuration.
-func (r *Reconciler) applyObject(obj client.Object) (*unstructured.Unstructured, string, error) {
-	u, err := apply.Configuration(r.Client, obj)
-	if err != nil {
-		return nil, "", err
-	}
-	return u, hashOf(u.Object), nil
-}
-
-// changed says whether current differs from desired, by the hash recorded at apply.
-func (r *Reconciler) changed(current, desired client.Object) bool {
-	_, hash, err := r.applyObject(desired)
-	return err != nil || current.GetAnnotations()[DesiredHashAnnotation] != hash
+// drifted says whether applying desired would change current: a field this controller
+// set differs, was changed or removed by someone else (the field then belongs to them,
+// as server-side apply records it), or is not set yet.
+func (r *Reconciler) drifted(current, desired client.Object) bool {
+	drifted, err := apply.Drifted(r.Client, current, desired, FieldOwner)
+	return err != nil || drifted
 }
 
 func hashOf(v any) string {

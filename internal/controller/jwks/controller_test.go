@@ -246,7 +246,8 @@ func TestMissingSecretWaitsForIt(t *testing.T) {
 func TestCorruptPublishedSetIsNotOverwritten(t *testing.T) {
 	startManager(t)
 	ns := newNamespace(t)
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "corrupt-jwks"}, Data: map[string]string{jwks.DocumentKey: `{"keys":[{"kty":"RSA"`}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "corrupt-jwks", Labels: map[string]string{OwnerLabel: "corrupt"}},
+		Data: map[string]string{jwks.DocumentKey: `{"keys":[{"kty":"RSA"`}}
 	if err := env.Client.Create(context.Background(), cm); err != nil {
 		t.Fatal(err)
 	}
@@ -258,8 +259,10 @@ func TestCorruptPublishedSetIsNotOverwritten(t *testing.T) {
 	}
 }
 
-// TestAdoptsExistingSetAndKeepsItsKeys: moving from another operator keeps its keys.
-func TestAdoptsExistingSetAndKeepsItsKeys(t *testing.T) {
+// TestAnExistingSetIsTakenOnlyWhenHandedOver: a ConfigMap someone else made is never
+// adopted or touched (NameInUse); labelled over to the JWKSConfig (moving from another
+// operator), it is taken with its keys.
+func TestAnExistingSetIsTakenOnlyWhenHandedOver(t *testing.T) {
 	startManager(t)
 	ns := newNamespace(t)
 	old := newChain(t, testcerts.RSA2048)
@@ -270,9 +273,18 @@ func TestAdoptsExistingSetAndKeepsItsKeys(t *testing.T) {
 	}
 	putSecret(t, ns, "tls", tlsData(newChain(t, testcerts.P256)))
 	newJWKSConfig(t, ns, "adopt", "tls")
+	waitReadyMessage(t, ns, "adopt", metav1.ConditionFalse, jwksv1alpha1.ReasonNameInUse, `ConfigMap "adopt-jwks" already exists and was not made by trustplane`)
+	if got := getConfigMap(t, ns, "adopt-jwks"); got.ResourceVersion != cm.ResourceVersion {
+		t.Fatal("a ConfigMap trustplane did not make was written")
+	}
+
+	cm.Labels = map[string]string{OwnerLabel: "adopt"}
+	if err := env.Client.Update(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
 	cfg := waitReady(t, ns, "adopt", metav1.ConditionTrue, jwksv1alpha1.ReasonPublished)
 	if cfg.Status.KeyCount != 2 || cfg.Status.Keys[1].KeyID != oldKid {
-		t.Errorf("adopted set lost the old key: %+v", cfg.Status.Keys)
+		t.Errorf("the handed-over set lost the old key: %+v", cfg.Status.Keys)
 	}
 }
 

@@ -137,7 +137,7 @@ func TestRotationTimelineOnAFakeClock(t *testing.T) {
 	ttl := 30 * 24 * time.Hour
 	first, second := newChain(t, testcerts.P256), newChain(t, testcerts.P384)
 	putSecret(t, ns, "tls", tlsData(first))
-	newJWKSConfig(t, ns, "timeline", "tls", func(c *jwksv1alpha1.JWKSConfig) { c.Spec.OldKeysTTL = jwksv1alpha1.DurationOf(ttl) })
+	newJWKSConfig(t, ns, "timeline", "tls", withoutNginx, func(c *jwksv1alpha1.JWKSConfig) { c.Spec.OldKeysTTL = jwksv1alpha1.DurationOf(ttl) })
 	kid1, _ := expectedDoc(t, first)
 	kid2, _ := expectedDoc(t, second)
 
@@ -201,7 +201,7 @@ func TestTransientErrorsAreRetriedAndKeepReady(t *testing.T) {
 	d := newDirectReconciler(t, 0)
 	ns := newNamespace(t)
 	putSecret(t, ns, "tls", tlsData(newChain(t, testcerts.P256)))
-	newJWKSConfig(t, ns, "flaky", "tls")
+	newJWKSConfig(t, ns, "flaky", "tls", withoutNginx)
 	d.mustReconcile(t, ns, "flaky")
 
 	putSecret(t, ns, "tls", tlsData(newChain(t, testcerts.P256)))
@@ -263,7 +263,7 @@ func TestBurstsAreFoldedIntoOneWrite(t *testing.T) {
 	d := newDirectReconciler(t, time.Minute)
 	ns := newNamespace(t)
 	putSecret(t, ns, "tls", tlsData(newChain(t, testcerts.P256)))
-	newJWKSConfig(t, ns, "burst", "tls")
+	newJWKSConfig(t, ns, "burst", "tls", withoutNginx)
 	d.mustReconcile(t, ns, "burst") // creation: immediate
 
 	d.clock.Step(10 * time.Minute) // quiet period over

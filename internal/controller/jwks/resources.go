@@ -24,9 +24,10 @@ const (
 	// RetirementsAnnotation on the JWKS ConfigMap records when each old key was retired,
 	// so that rotation state survives restarts of the manager.
 	RetirementsAnnotation = "jwks.trustplane.io/retired-at"
-	// DesiredHashAnnotation is the hash of what the controller last applied; equal
-	// hashes mean nothing to write.
-	DesiredHashAnnotation = "jwks.trustplane.io/desired-hash"
+	// ConfigHashAnnotation on the nginx pod template is the hash of the nginx
+	// configuration, so that a change to it (cacheMaxAge, discovery) rolls the pods: nginx
+	// reads its configuration only at start.
+	ConfigHashAnnotation = "jwks.trustplane.io/config-hash"
 	// PodContentAnnotation is bumped on running nginx pods when the set changes: a pod
 	// update makes the kubelet resync the pod's ConfigMap volumes at once, instead of on
 	// its periodic sync a minute or more later. Not on the pod template, so no restart.
@@ -37,6 +38,7 @@ const (
 	nginxConfigKey = "default.conf"
 	defaultMaxAge  = 5 * time.Minute
 	defaultTTL     = 720 * time.Hour
+	defaultMaxKeys = 3
 )
 
 // spec accessors apply the API defaults also to objects stored before a default existed.
@@ -125,6 +127,7 @@ func policyOf(c *jwksv1alpha1.JWKSConfig) jwks.Policy {
 	return jwks.Policy{
 		KeepOldKeys: c.Spec.UpdateStrategy != jwksv1alpha1.UpdateStrategyImmediate && ptr.Deref(c.Spec.KeepOldKeys, true),
 		OldKeysTTL:  durationOr(c.Spec.OldKeysTTL, defaultTTL),
+		MaxKeys:     int(ptr.Deref(c.Spec.MaxKeys, defaultMaxKeys)),
 	}
 }
 
@@ -149,10 +152,11 @@ func ownerRef(c *jwksv1alpha1.JWKSConfig) []metav1.OwnerReference {
 	return []metav1.OwnerReference{*metav1.NewControllerRef(c, jwksv1alpha1.GroupVersion.WithKind("JWKSConfig"))}
 }
 
-// desiredJWKSConfigMap holds the set. It has no ownerReference: unless cleanupOnDelete,
-// it outlives its JWKSConfig, because consumers (Envoy Gateway, ...) read it directly.
-func desiredJWKSConfigMap(c *jwksv1alpha1.JWKSConfig, doc []byte, retirements string) *corev1.ConfigMap {
-	return &corev1.ConfigMap{
+// desiredJWKSConfigMap holds the set, and the discovery document when spec.issuer is
+// set. It has no ownerReference: unless cleanupOnDelete, it outlives its JWKSConfig,
+// because consumers (Envoy Gateway, ...) read it directly.
+func desiredJWKSConfigMap(c *jwksv1alpha1.JWKSConfig, doc []byte, retirements string) (*corev1.ConfigMap, error) {
+	cm := &corev1.ConfigMap{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: jwksConfigMapName(c), Namespace: c.Namespace, Labels: labelsFor(c),
@@ -160,6 +164,14 @@ func desiredJWKSConfigMap(c *jwksv1alpha1.JWKSConfig, doc []byte, retirements st
 		},
 		Data: map[string]string{jwks.DocumentKey: string(doc)},
 	}
+	if c.Spec.Issuer != "" && doc != nil {
+		discovery, err := jwks.Discovery(c.Spec.Issuer, doc)
+		if err != nil {
+			return nil, &jwks.InputError{Reason: jwksv1alpha1.ReasonInvalidSpec, Message: "spec.issuer: " + err.Error()}
+		}
+		cm.Data[jwks.DiscoveryKey] = string(discovery)
+	}
+	return cm, nil
 }
 
 func desiredNginxConfigMap(c *jwksv1alpha1.JWKSConfig) *corev1.ConfigMap {
@@ -168,8 +180,17 @@ func desiredNginxConfigMap(c *jwksv1alpha1.JWKSConfig) *corev1.ConfigMap {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: nginxConfigMapName(c), Namespace: c.Namespace, Labels: labelsFor(c), OwnerReferences: ownerRef(c),
 		},
-		Data: map[string]string{nginxConfigKey: jwks.NginxServer(nginxPort, nginxHTMLDir, cacheMaxAge(c))},
+		Data: map[string]string{nginxConfigKey: jwks.NginxServer(nginxPort, nginxHTMLDir, cacheMaxAge(c), c.Spec.Issuer != "")},
 	}
+}
+
+// servedFiles are the keys of the JWKS ConfigMap that nginx serves as files.
+func servedFiles(c *jwksv1alpha1.JWKSConfig) []corev1.KeyToPath {
+	items := []corev1.KeyToPath{{Key: jwks.DocumentKey, Path: jwks.DocumentKey}}
+	if c.Spec.Issuer != "" {
+		items = append(items, corev1.KeyToPath{Key: jwks.DiscoveryKey, Path: jwks.DiscoveryKey})
+	}
+	return items
 }
 
 func desiredDeployment(c *jwksv1alpha1.JWKSConfig) *appsv1.Deployment {
@@ -193,7 +214,10 @@ func desiredDeployment(c *jwksv1alpha1.JWKSConfig) *appsv1.Deployment {
 				RollingUpdate: &appsv1.RollingUpdateDeployment{MaxUnavailable: ptr.To(intstr.FromInt32(0)), MaxSurge: ptr.To(intstr.FromInt32(1))},
 			},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: podLabels(c)},
+				ObjectMeta: metav1.ObjectMeta{
+					Labels:      podLabels(c),
+					Annotations: map[string]string{ConfigHashAnnotation: hashOf(desiredNginxConfigMap(c).Data)},
+				},
 				Spec: corev1.PodSpec{
 					AutomountServiceAccountToken: ptr.To(false),
 					SecurityContext: &corev1.PodSecurityContext{
@@ -204,7 +228,7 @@ func desiredDeployment(c *jwksv1alpha1.JWKSConfig) *appsv1.Deployment {
 					Containers: []corev1.Container{{
 						Name:           "nginx",
 						Image:          image,
-						Ports:          []corev1.ContainerPort{{Name: "http", ContainerPort: nginxPort}},
+						Ports:          []corev1.ContainerPort{{Name: "http", ContainerPort: nginxPort, Protocol: corev1.ProtocolTCP}},
 						Resources:      containerResources(n.Resources),
 						ReadinessProbe: probe,
 						LivenessProbe:  probe,
@@ -225,7 +249,7 @@ func desiredDeployment(c *jwksv1alpha1.JWKSConfig) *appsv1.Deployment {
 							LocalObjectReference: corev1.LocalObjectReference{Name: nginxConfigMapName(c)}}}},
 						{Name: "jwks", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 							LocalObjectReference: corev1.LocalObjectReference{Name: jwksConfigMapName(c)},
-							Items:                []corev1.KeyToPath{{Key: jwks.DocumentKey, Path: jwks.DocumentKey}}}}},
+							Items:                servedFiles(c)}}},
 						{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 					},
 				},
@@ -243,7 +267,7 @@ func desiredService(c *jwksv1alpha1.JWKSConfig) *corev1.Service {
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
 			Selector: podLabels(c),
-			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}},
+			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP}},
 		},
 	}
 }

@@ -5,14 +5,19 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	"github.com/trustplane/trustplane/internal/jwks"
+	"github.com/trustplane/trustplane/internal/scheme"
 	"github.com/trustplane/trustplane/internal/testcerts"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
@@ -43,8 +48,11 @@ func TestNativeServer(t *testing.T) {
 	ns := newNamespace(t)
 	first := newChain(t, testcerts.P256)
 	putSecret(t, ns, "tls", tlsData(first))
+	// Other tests of the package have issuers at a root too: the host tells them apart.
+	host := ns + ".issuer.example"
+	issuer := "https://" + host
 	newJWKSConfig(t, ns, "native", "tls", func(c *jwksv1alpha1.JWKSConfig) {
-		c.Spec.Issuer = "https://issuer.example"
+		c.Spec.Issuer = issuer
 		c.Spec.CacheMaxAge = jwksv1alpha1.DurationOf(90 * time.Second)
 	})
 	waitReady(t, ns, "native", metav1.ConditionTrue, jwksv1alpha1.ReasonPublished)
@@ -86,13 +94,21 @@ func TestNativeServer(t *testing.T) {
 		t.Errorf("the old ETag still matches after a change: %d", resp.StatusCode)
 	}
 
-	resp, body = get(t, base+"/.well-known/openid-configuration")
-	var discovery map[string]any
-	if err := json.Unmarshal(body, &discovery); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("discovery: %d %s", resp.StatusCode, body)
+	// The issuer is at a host's root: through a root-mapping proxy the discovery document
+	// is asked for on the canonical route, through a path-preserving one at the root,
+	// found through the issuer path index Setup registers. jwks_uri is the issuer's.
+	for _, path := range []string{"/" + ns + "/native/.well-known/openid-configuration", "/.well-known/openid-configuration"} {
+		resp, body = get(t, "http://"+mgr.serverAddr+path, "X-Forwarded-Host", host)
+		var discovery map[string]any
+		if err := json.Unmarshal(body, &discovery); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("discovery at %s: %d %s", path, resp.StatusCode, body)
+		}
+		if discovery["issuer"] != issuer || discovery["jwks_uri"] != issuer+"/jwks.json" {
+			t.Errorf("discovery at %s = %v", path, discovery)
+		}
 	}
-	if discovery["issuer"] != "https://issuer.example" || discovery["jwks_uri"] != "https://issuer.example/"+ns+"/native/jwks.json" {
-		t.Errorf("discovery = %v", discovery)
+	if _, body := get(t, "http://"+mgr.serverAddr+"/jwks.json", "X-Forwarded-Host", host); !strings.Contains(string(body), kid2) {
+		t.Errorf("/jwks.json, the issuer's jwks_uri through a path-preserving proxy: %s", body)
 	}
 
 	for _, path := range []string{"/" + ns + "/nosuch/jwks.json", "/nosuch/native/jwks.json"} {
@@ -107,5 +123,193 @@ func TestETagMatching(t *testing.T) {
 		if got := etagMatches(header, `"a"`); got != want {
 			t.Errorf("If-None-Match %q: %v, want %v", header, got, want)
 		}
+	}
+}
+
+// routedConfig is a JWKSConfig with its own published set, for the routing tests: which
+// set answers says which JWKSConfig a request reached.
+type routedConfig struct {
+	ns, name, issuer string
+	created          time.Time
+}
+
+// routingServer is a Server over a fake client that holds configs, each with a set of a
+// key of its own, and indexes them as Setup does. It returns the kid of each config.
+func routingServer(t *testing.T, configs ...routedConfig) (*Server, client.Client, map[string]string) {
+	t.Helper()
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).
+		WithIndex(&jwksv1alpha1.JWKSConfig{}, IssuerPathIndex, IssuerPath).Build()
+	kids := map[string]string{}
+	for _, rc := range configs {
+		kids[rc.ns+"/"+rc.name] = addRoutedConfig(t, c, rc)
+	}
+	return &Server{Configs: c, ConfigMaps: c}, c, kids
+}
+
+func addRoutedConfig(t *testing.T, c client.Client, rc routedConfig) string {
+	t.Helper()
+	ctx := context.Background()
+	kid, doc := expectedDoc(t, newChain(t, testcerts.P256))
+	cfg := &jwksv1alpha1.JWKSConfig{
+		ObjectMeta: metav1.ObjectMeta{Namespace: rc.ns, Name: rc.name, CreationTimestamp: metav1.NewTime(rc.created)},
+		Spec:       jwksv1alpha1.JWKSConfigSpec{CertificateSecret: "tls", Issuer: rc.issuer},
+	}
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: rc.ns, Name: jwksConfigMapName(cfg), Labels: map[string]string{OwnerLabel: rc.name}},
+		Data:       map[string]string{jwks.DocumentKey: string(doc)},
+	}
+	if err := c.Create(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	return kid
+}
+
+// serve sends one request to the handler; header holds name, value pairs ("Host" sets
+// the request's host).
+func serve(h http.Handler, method, path string, header ...string) *httptest.ResponseRecorder {
+	req := httptest.NewRequestWithContext(context.Background(), method, path, nil)
+	req.Host = "trustplane.internal:8082" // what a proxy that does not pass Host on sends
+	for i := 0; i+1 < len(header); i += 2 {
+		if header[i] == "Host" {
+			req.Host = header[i+1]
+		} else {
+			req.Header.Set(header[i], header[i+1])
+		}
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+type discoveryDoc struct {
+	Issuer  string `json:"issuer"`
+	JWKSURI string `json:"jwks_uri"`
+}
+
+// TestServerRoutesByIssuerPath: a path-preserving proxy forwards <issuer path>/jwks.json
+// and <issuer path>/.well-known/openid-configuration, a root-mapping one the canonical
+// /<namespace>/<name>/...; both reach the JWKSConfig, whose jwks_uri is the issuer's.
+func TestServerRoutesByIssuerPath(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s, _, kids := routingServer(t,
+		routedConfig{"default", "issuer", "https://idp.example/default/issuer", t0},
+		routedConfig{"team", "a", "https://idp.example/tenants/a", t0},
+		routedConfig{"team", "slash", "https://idp.example/slash/", t0},
+		routedConfig{"team", "root", "https://idp.example", t0},
+		routedConfig{"team", "none", "", t0},
+	)
+	h := s.Handler()
+	for _, tc := range []struct {
+		path, config, issuer, jwksURI string
+	}{
+		// Path-preserving proxy: the issuer's own path.
+		{"/default/issuer", "default/issuer", "https://idp.example/default/issuer", "https://idp.example/default/issuer/jwks.json"},
+		{"/tenants/a", "team/a", "https://idp.example/tenants/a", "https://idp.example/tenants/a/jwks.json"},
+		{"/slash", "team/slash", "https://idp.example/slash/", "https://idp.example/slash/jwks.json"},
+		{"", "team/root", "https://idp.example", "https://idp.example/jwks.json"},
+		// Root-mapping proxy: the canonical route.
+		{"/team/a", "team/a", "https://idp.example/tenants/a", "https://idp.example/tenants/a/jwks.json"},
+		{"/team/root", "team/root", "https://idp.example", "https://idp.example/jwks.json"},
+	} {
+		rec := serve(h, http.MethodGet, tc.path+"/.well-known/openid-configuration")
+		var doc discoveryDoc
+		if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil || rec.Code != 200 {
+			t.Errorf("%s discovery: %d %s", tc.path, rec.Code, rec.Body)
+			continue
+		}
+		if doc.Issuer != tc.issuer || doc.JWKSURI != tc.jwksURI {
+			t.Errorf("%s discovery: issuer %q jwks_uri %q, want %q %q", tc.path, doc.Issuer, doc.JWKSURI, tc.issuer, tc.jwksURI)
+		}
+		if rec := serve(h, http.MethodGet, tc.path+"/jwks.json"); rec.Code != 200 || !strings.Contains(rec.Body.String(), kids[tc.config]) {
+			t.Errorf("%s/jwks.json: %d, not %s's set: %s", tc.path, rec.Code, tc.config, rec.Body)
+		}
+	}
+	for path, want := range map[string]int{
+		"/team/none/jwks.json":                         200, // the canonical route needs no issuer
+		"/team/none/.well-known/openid-configuration":  404, // but discovery does
+		"/nosuch/.well-known/openid-configuration":     404,
+		"/tenants/a/b/jwks.json":                       404,
+		"/tenants/jwks.json":                           404,
+		"/team/a/jwks.json/x":                          404,
+		"/default/issuer/default/issuer/jwks.json":     404, // the doubled jwks_uri of before
+		"/.well-known/openid-configuration/jwks.json":  404,
+		"/tenants/a/.well-known/openid-configuration/": 404,
+	} {
+		if rec := serve(h, http.MethodGet, path); rec.Code != want || rec.Header().Get("Content-Type") != "application/json" {
+			t.Errorf("%s: %d %q, want %d with a JSON body", path, rec.Code, rec.Header().Get("Content-Type"), want)
+		}
+	}
+}
+
+// TestServerKeepsHTTPSemanticsOnIssuerPaths: ETag/304, Cache-Control, CORS, HEAD and
+// OPTIONS are the same on an issuer's own path as on the canonical route.
+func TestServerKeepsHTTPSemanticsOnIssuerPaths(t *testing.T) {
+	s, _, _ := routingServer(t, routedConfig{"team", "a", "https://idp.example/tenants/a", time.Now()})
+	h := s.Handler()
+	for _, path := range []string{"/tenants/a/jwks.json", "/tenants/a/.well-known/openid-configuration"} {
+		rec := serve(h, http.MethodGet, path)
+		etag := rec.Header().Get("ETag")
+		if rec.Code != 200 || etag == "" || rec.Header().Get("Cache-Control") != "public, max-age=300" || rec.Header().Get("Access-Control-Allow-Origin") != "*" {
+			t.Errorf("GET %s: %d %v", path, rec.Code, rec.Header())
+		}
+		if rec := serve(h, http.MethodGet, path, "If-None-Match", etag); rec.Code != http.StatusNotModified || rec.Body.Len() != 0 {
+			t.Errorf("GET %s with its ETag: %d", path, rec.Code)
+		}
+		if rec := serve(h, http.MethodHead, path); rec.Code != 200 || rec.Body.Len() != 0 || rec.Header().Get("Content-Length") == "" {
+			t.Errorf("HEAD %s: %d, %d bytes", path, rec.Code, rec.Body.Len())
+		}
+		if rec := serve(h, http.MethodOptions, path); rec.Code != http.StatusNoContent || rec.Header().Get("Access-Control-Allow-Methods") != "GET, HEAD, OPTIONS" {
+			t.Errorf("OPTIONS %s: %d %v", path, rec.Code, rec.Header())
+		}
+		if rec := serve(h, http.MethodPost, path); rec.Code != http.StatusMethodNotAllowed {
+			t.Errorf("POST %s: %d", path, rec.Code)
+		}
+	}
+}
+
+// TestServerDisambiguatesAnIssuerPath: several JWKSConfigs may claim one path; the host
+// the client asked for picks among them, then the oldest wins, so a JWKSConfig created
+// later never takes an issuer over.
+func TestServerDisambiguatesAnIssuerPath(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s, c, kids := routingServer(t,
+		routedConfig{"team", "idp", "https://idp.example", t0},
+		routedConfig{"other", "idp", "https://other.example:8443/", t0.Add(time.Second)},
+		routedConfig{"late", "takeover", "https://IDP.example", t0.Add(time.Hour)},
+		// The same creation second: namespace, then name, decides.
+		routedConfig{"b", "x", "https://tie.example/shared", t0},
+		routedConfig{"a", "y", "https://tie.example/shared", t0},
+	)
+	h := s.Handler()
+	for _, tc := range []struct {
+		path   string
+		header []string
+		config string
+	}{
+		{"/jwks.json", []string{"X-Forwarded-Host", "idp.example"}, "team/idp"},
+		{"/jwks.json", []string{"Host", "idp.example"}, "team/idp"},
+		{"/jwks.json", []string{"Host", "other.example:8443"}, "other/idp"},
+		{"/jwks.json", []string{"X-Forwarded-Host", "other.example"}, "other/idp"}, // no port: the name decides
+		{"/jwks.json", []string{"X-Forwarded-Host", "other.example:443"}, "team/idp"},
+		{"/jwks.json", []string{"X-Forwarded-Host", "other.example, proxy.internal", "Host", "idp.example"}, "other/idp"},
+		{"/jwks.json", []string{"X-Forwarded-Host", "unknown.example"}, "team/idp"}, // no host matches: the oldest
+		{"/jwks.json", nil, "team/idp"},
+		{"/shared/jwks.json", []string{"X-Forwarded-Host", "tie.example"}, "a/y"},
+	} {
+		if rec := serve(h, http.MethodGet, tc.path, tc.header...); rec.Code != 200 || !strings.Contains(rec.Body.String(), kids[tc.config]) {
+			t.Errorf("%s %v: %d, not %s's set", tc.path, tc.header, rec.Code, tc.config)
+		}
+	}
+
+	// The canonical route wins over an issuer path when a JWKSConfig has that name.
+	if rec := serve(h, http.MethodGet, "/shared/jwks.json", "X-Forwarded-Host", "tie.example"); !strings.Contains(rec.Body.String(), kids["a/y"]) {
+		t.Fatalf("before: %s", rec.Body)
+	}
+	kid := addRoutedConfig(t, c, routedConfig{"team", "takeover", "", t0})
+	if rec := serve(h, http.MethodGet, "/team/takeover/jwks.json"); !strings.Contains(rec.Body.String(), kid) {
+		t.Errorf("the canonical route did not reach team/takeover: %d %s", rec.Code, rec.Body)
 	}
 }

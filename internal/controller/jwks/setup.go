@@ -34,6 +34,11 @@ const Name = "jwks"
 // JWKSConfigs without listing them all.
 const secretIndex = ".spec.certificateSecret"
 
+// objectNameIndex indexes JWKSConfigs by the names of the objects they write, so that
+// when one JWKSConfig frees a name (deleted, renamed), another that stalled on it
+// (NameInUse) is reconciled at once.
+const objectNameIndex = ".spec.objectNames"
+
 // Options are the controller's flags.
 type Options struct {
 	// Workers is the number of concurrent reconciles.
@@ -99,6 +104,12 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("indexing JWKSConfigs by Secret: %w", err)
 	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &jwksv1alpha1.JWKSConfig{}, objectNameIndex, func(o client.Object) []string {
+		c := o.(*jwksv1alpha1.JWKSConfig)
+		return []string{jwksConfigMapName(c), nginxConfigMapName(c)}
+	}); err != nil {
+		return nil, fmt.Errorf("indexing JWKSConfigs by ConfigMap name: %w", err)
+	}
 	r := &Reconciler{
 		Client:    mgr.GetClient(),
 		Owned:     owned,
@@ -115,7 +126,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		Named(Name).
 		For(&jwksv1alpha1.JWKSConfig{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.configsForSecret)).
-		WatchesRawSource(source.Kind(owned, client.Object(&corev1.ConfigMap{}), toOwner)).
+		WatchesRawSource(source.Kind(owned, client.Object(&corev1.ConfigMap{}), handler.EnqueueRequestsFromMapFunc(r.configsForConfigMap))).
 		WatchesRawSource(source.Kind(owned, client.Object(&appsv1.Deployment{}), toOwner)).
 		WatchesRawSource(source.Kind(owned, client.Object(&corev1.Service{}), toOwner)).
 		WithOptions(controller.Options{
@@ -127,6 +138,9 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		return nil, err
 	}
 	if opts.ServerBindAddress != "" && opts.ServerBindAddress != "0" {
+		if err := mgr.GetFieldIndexer().IndexField(context.Background(), &jwksv1alpha1.JWKSConfig{}, IssuerPathIndex, IssuerPath); err != nil {
+			return nil, fmt.Errorf("indexing JWKSConfigs by issuer path: %w", err)
+		}
 		srv := &Server{Addr: opts.ServerBindAddress, Configs: mgr.GetCache(), ConfigMaps: owned, Metrics: defaultMetrics}
 		if err := mgr.Add(srv); err != nil {
 			return nil, err
@@ -161,6 +175,24 @@ func (r *Reconciler) configsForSecret(ctx context.Context, secret client.Object)
 	reqs := make([]reconcile.Request, 0, len(list.Items))
 	for _, c := range list.Items {
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Name}})
+	}
+	return reqs
+}
+
+// configsForConfigMap maps an event of a ConfigMap made for a JWKSConfig to that
+// JWKSConfig and to every other one in the namespace that names the ConfigMap (and waits,
+// NameInUse, for the name to be freed).
+func (r *Reconciler) configsForConfigMap(ctx context.Context, cm client.Object) []reconcile.Request {
+	reqs := []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: cm.GetNamespace(), Name: cm.GetLabels()[OwnerLabel]}}}
+	list := &jwksv1alpha1.JWKSConfigList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(cm.GetNamespace()), client.MatchingFields{objectNameIndex: cm.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing JWKSConfigs for a ConfigMap", "configMap", cm.GetName())
+		return reqs
+	}
+	for _, c := range list.Items {
+		if c.Name != reqs[0].Name {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Name}})
+		}
 	}
 	return reqs
 }

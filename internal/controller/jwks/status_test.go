@@ -224,7 +224,7 @@ func TestThrottledUpdateSaysWhenItIsPublished(t *testing.T) {
 	d := newDirectReconciler(t, time.Minute)
 	ns := newNamespace(t)
 	putSecret(t, ns, "tls", tlsData(newChain(t, testcerts.P256)))
-	newJWKSConfig(t, ns, "throttled", "tls")
+	newJWKSConfig(t, ns, "throttled", "tls", withoutNginx)
 	d.mustReconcile(t, ns, "throttled") // creation: at once
 	d.clock.Step(10 * time.Minute)
 	putSecret(t, ns, "tls", tlsData(newChain(t, testcerts.P256)))

@@ -55,6 +55,9 @@ func startManager(t *testing.T, mutate ...func(*Options)) *runningManager {
 	for _, m := range mutate {
 		m(&opts)
 	}
+	// No kube-controller-manager or kubelet here: a stand-in says the nginx Deployments
+	// rolled out (namespaces labelled testenv.NoRolloutLabel excepted).
+	env.RollOutDeployments(t, OwnerLabel)
 	var r *Reconciler
 	var informers cache.Cache
 	stop := env.RunManager(t, func(mgr ctrl.Manager) (err error) {
@@ -166,13 +169,18 @@ func waitReady(t *testing.T, ns, name string, status metav1.ConditionStatus, rea
 // waitReadyMessage is waitReady that also waits for the message to contain msg.
 func waitReadyMessage(t *testing.T, ns, name string, status metav1.ConditionStatus, reason, msg string) *jwksv1alpha1.JWKSConfig {
 	t.Helper()
-	var cfg *jwksv1alpha1.JWKSConfig
-	testenv.Eventually(t, fmt.Sprintf("%s/%s Ready=%s %s %q", ns, name, status, reason, msg), 30*time.Second, func() bool {
-		cfg = getConfig(t, ns, name)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		cfg := getConfig(t, ns, name)
 		c := readyCondition(cfg)
-		return c != nil && c.Status == status && c.Reason == reason && c.ObservedGeneration == cfg.Generation && strings.Contains(c.Message, msg)
-	})
-	return cfg
+		if c != nil && c.Status == status && c.Reason == reason && c.ObservedGeneration == cfg.Generation && strings.Contains(c.Message, msg) {
+			return cfg
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after 30s waiting for %s/%s Ready=%s %s %q; generation %d, last status %+v", ns, name, status, reason, msg, cfg.Generation, cfg.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // eventsFor lists events about the named object with the given reason.
@@ -201,3 +209,7 @@ func waitEvent(t *testing.T, ns, name, reason string) {
 }
 
 func boolPtr(b bool) *bool { return ptr.To(b) }
+
+// withoutNginx publishes only the ConfigMap and trustplane's own endpoint: for tests of
+// the set itself, driven by hand, where no stand-in rolls the nginx Deployment out.
+func withoutNginx(c *jwksv1alpha1.JWKSConfig) { c.Spec.Nginx.Enabled = ptr.To(false) }

@@ -60,20 +60,25 @@ func Controller() manager.Controller {
 
 // Reconciler aggregates the rules of one annotated Role.
 type Reconciler struct {
-	Reader   client.Reader
-	Writer   client.Client
+	Reader client.Reader
+	Writer client.Client
+	// Live reads the API server itself: after a refused apply, it tells a Role that is
+	// gone (deleted since the cache last saw it) from a real lack of permission.
+	Live     client.Reader
 	Recorder events.EventRecorder
 	Index    *rbac.Index
 }
 
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles,verbs=get;list;watch;create;update;patch;escalate
+// No create: an apply for a Role deleted after the cache's last look would otherwise
+// bring it back (as for ClusterRoles, where upstream's controller has no create either).
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles,verbs=get;list;watch;update;patch;escalate
 
 // Setup adds the controller to mgr.
 func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if opts.Workers < 1 {
 		return nil, fmt.Errorf("--role-aggregation-workers must be positive, not %d", opts.Workers)
 	}
-	r := &Reconciler{Reader: mgr.GetCache(), Writer: mgr.GetClient(), Recorder: mgr.GetEventRecorder("trustplane-" + Name), Index: rbac.NewIndex()}
+	r := &Reconciler{Reader: mgr.GetCache(), Writer: mgr.GetClient(), Live: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("trustplane-" + Name), Index: rbac.NewIndex()}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
 		WatchesRawSource(source.Kind(mgr.GetCache(), &rbacv1.Role{}, handlers.OldNew(r.changed))).
@@ -114,8 +119,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if rbac.RulesEqual(rules, role.Rules) {
 		return reconcile.Result{}, nil
 	}
+	return reconcile.Result{}, r.write(ctx, role, rules)
+}
+
+// write server-side applies only the rules, with Force. A Role deleted since the cache saw
+// it ends the sync: the apply would be a create, which the controller may not do.
+func (r *Reconciler) write(ctx context.Context, role *rbacv1.Role, rules []rbacv1.PolicyRule) error {
 	apply := rbacv1ac.Role(role.Name, role.Namespace).WithRules(rbac.ApplyRules(rules)...)
-	return reconcile.Result{}, r.Writer.Apply(ctx, apply, client.FieldOwner(FieldManager), client.ForceOwnership)
+	err := r.Writer.Apply(ctx, apply, client.FieldOwner(FieldManager), client.ForceOwnership)
+	if err == nil {
+		return nil
+	}
+	err = fmt.Errorf("applying the rules of Role %s/%s: %w", role.Namespace, role.Name, err)
+	if apierrors.IsForbidden(err) {
+		return rbac.IgnoreIfGone(ctx, r.Live, &rbacv1.Role{}, client.ObjectKeyFromObject(role), err)
+	}
+	return err
 }
 
 // changed enqueues the Role itself if it aggregates and the aggregators of its namespace

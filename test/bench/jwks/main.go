@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
+	jwksctrl "github.com/trustplane/trustplane/internal/controller/jwks"
 	"github.com/trustplane/trustplane/internal/jwks"
 	"github.com/trustplane/trustplane/internal/testcerts"
 	"github.com/trustplane/trustplane/internal/testenv"
@@ -94,6 +95,15 @@ func run() error {
 		b.certs = append(b.certs, chain)
 	}
 	fmt.Printf("bench-jwks: real kube-apiserver + etcd, trustplane manager binary, %d CPUs\n", numCPU())
+	// No kube-controller-manager or kubelet: a stand-in rolls the nginx Deployments out,
+	// so that Ready (which waits for them) means what it means in a cluster.
+	rollout, err := testenv.RolloutStandIn(env.Config, jwksctrl.OwnerLabel)
+	if err != nil {
+		return err
+	}
+	rolloutCtx, stopRollout := context.WithCancel(ctx)
+	defer stopRollout()
+	go func() { _ = rollout.Start(rolloutCtx) }()
 
 	mgr, err := b.startManager()
 	if err != nil {

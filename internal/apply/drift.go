@@ -1,0 +1,121 @@
+package apply
+
+import (
+	"encoding/json"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Owned is the part of current that fieldOwner owns, as server-side apply records it in
+// managedFields, with the values current holds: what fieldOwner would apply to get exactly
+// this object. A field that another manager changed (kubectl edit, scale, another
+// controller's apply with force) has moved to that manager and is missing here.
+//
+// Only the kinds controllers of this project write are known; another kind is an error.
+func Owned(current client.Object, fieldOwner string) (any, error) {
+	var (
+		ac  any
+		err error
+	)
+	switch o := current.(type) {
+	case *corev1.ConfigMap:
+		ac, err = corev1ac.ExtractConfigMap(o, fieldOwner)
+	case *corev1.Service:
+		ac, err = corev1ac.ExtractService(o, fieldOwner)
+	case *appsv1.Deployment:
+		ac, err = appsv1ac.ExtractDeployment(o, fieldOwner)
+	default:
+		return nil, fmt.Errorf("extracting the fields %s owns: kind %T is not supported", fieldOwner, current)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("extracting the fields %s owns in %s: %w", fieldOwner, current.GetName(), err)
+	}
+	return ac, nil
+}
+
+// Drifted says whether current differs from desired in the fields desired sets: whether
+// fieldOwner, who applied desired before, would change anything by applying it again.
+// Both sides are compared as the typed apply configuration of their kind, so quantities,
+// defaults the API server filled in and field order do not count as differences; a value
+// someone else changed, a field someone else removed, and a field desired sets that
+// fieldOwner does not own yet all do.
+func Drifted(c client.Client, current, desired client.Object, fieldOwner string) (bool, error) {
+	owned, err := Owned(current, fieldOwner)
+	if err != nil {
+		return true, err
+	}
+	have, err := json.Marshal(owned)
+	if err != nil {
+		return true, fmt.Errorf("encoding the owned fields of %s: %w", current.GetName(), err)
+	}
+	want, err := typedConfiguration(c, desired, owned)
+	if err != nil {
+		return true, err
+	}
+	haveTree, wantTree := pruned(have), pruned(want)
+	if haveTree == nil || wantTree == nil {
+		return true, fmt.Errorf("comparing %s: not a JSON object", current.GetName())
+	}
+	return !equality.Semantic.DeepEqual(haveTree, wantTree), nil
+}
+
+// pruned is the JSON object raw with its empty objects removed, recursively: an empty
+// struct in the desired object (say `strategy: {}`) sets no field, so server-side apply
+// records no ownership for it, and it must not count as a difference.
+func pruned(raw []byte) map[string]any {
+	var tree map[string]any
+	if err := json.Unmarshal(raw, &tree); err != nil {
+		return nil
+	}
+	prune(tree)
+	return tree
+}
+
+func prune(v any) bool {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, child := range t {
+			if prune(child) {
+				delete(t, k)
+			}
+		}
+		return len(t) == 0
+	case []any:
+		for _, child := range t {
+			prune(child)
+		}
+	}
+	return false
+}
+
+// typedConfiguration is desired as an apply configuration of the same Go type as like,
+// encoded: the same normalisation the extracted side went through.
+func typedConfiguration(c client.Client, desired client.Object, like any) ([]byte, error) {
+	u, err := Configuration(c, desired)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(u.Object)
+	if err != nil {
+		return nil, fmt.Errorf("encoding %s: %w", desired.GetName(), err)
+	}
+	var typed any
+	switch like.(type) {
+	case *corev1ac.ConfigMapApplyConfiguration:
+		typed = &corev1ac.ConfigMapApplyConfiguration{}
+	case *corev1ac.ServiceApplyConfiguration:
+		typed = &corev1ac.ServiceApplyConfiguration{}
+	case *appsv1ac.DeploymentApplyConfiguration:
+		typed = &appsv1ac.DeploymentApplyConfiguration{}
+	}
+	if err := json.Unmarshal(raw, typed); err != nil {
+		return nil, fmt.Errorf("decoding %s as an apply configuration: %w", desired.GetName(), err)
+	}
+	return json.Marshal(typed)
+}
