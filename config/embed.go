@@ -1,14 +1,17 @@
-// Package config holds the generated install manifests. The CRDs are embedded so that
-// tests and `make run` install exactly what `make manifests` generated.
+// Package config holds the generated install manifests. The CRDs and the admission
+// policies are embedded so that tests and `make run` install exactly what is shipped.
 package config
 
 import (
 	"bytes"
 	"embed"
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
@@ -34,4 +37,29 @@ func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 		crds = append(crds, crd)
 	}
 	return crds, nil
+}
+
+//go:embed policy/role-aggregation.yaml
+var policyFiles embed.FS
+
+// Policies returns the admission policies config/default installs (config/policy), for
+// `make run` to install them as a real install does.
+func Policies() ([]*unstructured.Unstructured, error) {
+	raw, err := policyFiles.ReadFile("policy/role-aggregation.yaml")
+	if err != nil {
+		return nil, err
+	}
+	var out []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
+			return out, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("decoding config/policy: %w", err)
+		}
+		if len(obj.Object) > 0 {
+			out = append(out, obj)
+		}
+	}
 }

@@ -19,3 +19,6 @@ mkdir -p "$out/config/rbac" "$out/config/node-agent" "$out/config/components/dat
 # The chart reads the agents' rules from copies inside the chart.
 cp "$out/config/node-agent/role.yaml" "$out/charts/trustplane/files/node-agent-role.yaml"
 cp "$out/config/components/dataplane-sidecar/role.yaml" "$out/charts/trustplane/files/dataplane-role.yaml"
+# The admission policy that makes Role aggregation safe (config/policy) is not RBAC, but the
+# chart ships the same file: a copy inside the chart, like the agents' rules.
+cp config/policy/role-aggregation.yaml "$out/charts/trustplane/files/role-aggregation-policy.yaml"

@@ -230,7 +230,14 @@ func installCRDs(ctx context.Context, cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	return localcp.InstallCRDs(ctx, c, crds)
+	if err := localcp.InstallCRDs(ctx, c, crds); err != nil {
+		return err
+	}
+	policies, err := config.Policies()
+	if err != nil {
+		return err
+	}
+	return localcp.InstallPolicies(ctx, c, policies)
 }
 
 func envOr(key, def string) string {

@@ -78,12 +78,22 @@ func Version(annotations map[string]string, key string) (string, error) {
 	}
 	n, err := strconv.Atoi(raw)
 	if err != nil {
-		return "", &LeftOut{ReasonNoVersion, fmt.Sprintf("annotation %s=%q is not an integer", key, raw)}
+		return "", &LeftOut{ReasonNoVersion, fmt.Sprintf("annotation %s=%q is not an integer", key, abbreviate(raw))}
 	}
 	if n == 0 {
 		return "", &LeftOut{ReasonNoVersion, fmt.Sprintf("annotation %s is 0", key)}
 	}
 	return strconv.Itoa(n), nil
+}
+
+// abbreviate bounds a tenant's value quoted in a message (an event, a log line): an
+// annotation may be 256 KiB.
+func abbreviate(s string) string {
+	const keep = 64
+	if len(s) <= keep {
+		return s
+	}
+	return strings.ToValidUTF8(s[:keep], "") + "…"
 }
 
 // PemSHA is the lower-case hex SHA-1 of the DER of the first PEM block of tls.crt, which

@@ -258,3 +258,12 @@ func TestSetCheckpointsMatchFullRecompute(t *testing.T) {
 		}
 	}
 }
+
+// A tenant's 256 KiB version annotation is quoted in events and logs: abbreviated.
+func TestVersionMessageIsBounded(t *testing.T) {
+	_, err := Version(map[string]string{DefaultVersionAnnotation: strings.Repeat("x", 256<<10)}, DefaultVersionAnnotation)
+	l, ok := IsLeftOut(err)
+	if !ok || l.Reason != ReasonNoVersion || len(l.Message) > 200 {
+		t.Errorf("left out: %v (%d bytes)", ok, len(err.Error()))
+	}
+}

@@ -5,16 +5,17 @@ import "fmt"
 // Reasons of permanent input errors. They become the Ready condition's reason, so they
 // are CamelCase and stable.
 const (
-	ReasonMissingCertificate = "MissingCertificate"
-	ReasonInvalidPEM         = "InvalidPEM"
-	ReasonNotACertificate    = "NotACertificate"
-	ReasonInvalidCertificate = "InvalidCertificate"
-	ReasonUnsupportedKey     = "UnsupportedKeyType"
-	ReasonWeakKey            = "WeakKey"
-	ReasonCertificateExpired = "CertificateExpired"
-	ReasonInvalidAlgorithm   = "InvalidAlgorithm"
-	ReasonInvalidPublished   = "InvalidPublishedSet"
-	ReasonSetTooLarge        = "SetTooLarge"
+	ReasonMissingCertificate  = "MissingCertificate"
+	ReasonInvalidPEM          = "InvalidPEM"
+	ReasonNotACertificate     = "NotACertificate"
+	ReasonInvalidCertificate  = "InvalidCertificate"
+	ReasonUnsupportedKey      = "UnsupportedKeyType"
+	ReasonWeakKey             = "WeakKey"
+	ReasonCertificateExpired  = "CertificateExpired"
+	ReasonInvalidAlgorithm    = "InvalidAlgorithm"
+	ReasonInvalidPublished    = "InvalidPublishedSet"
+	ReasonSetTooLarge         = "SetTooLarge"
+	ReasonCertificateTooLarge = "CertificateTooLarge"
 )
 
 // InputError is a permanent problem with the input: retrying without a change to the

@@ -35,6 +35,11 @@ type Policy struct {
 // rotations can never make the ConfigMap too large to write.
 const MaxDocumentBytes = 900 * 1024
 
+// MaxCertificateBytes is the largest tls.crt that is parsed and published. Real chains
+// are a few KiB; the parsed chain is kept in memory per JWKSConfig (as x5c), so a tenant's
+// megabyte-sized tls.crt must not be.
+const MaxCertificateBytes = 64 * 1024
+
 // Plan computes the next published set from the current key and the previous set.
 //
 //   - The current key is always first and never removed. When it is already published

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -39,11 +41,13 @@ type Options struct {
 }
 
 // DefaultOptions are the defaults of the manager flags. Leader election is on when
-// running inside a cluster, where several replicas may run, and off on a laptop.
+// running inside a cluster, where several replicas may run, and off on a laptop. Plain
+// /metrics answers anyone who reaches it, so by default only this host can: the shipped
+// manifests serve it on all interfaces with --metrics-secure instead.
 func DefaultOptions() Options {
 	return Options{
 		Controllers:             []string{"*"},
-		MetricsBindAddress:      ":8080",
+		MetricsBindAddress:      "127.0.0.1:8080",
 		HealthProbeBindAddress:  ":8081",
 		LeaderElect:             inCluster(),
 		LeaderElectionID:        "trustplane-manager",
@@ -76,6 +80,9 @@ func New(cfg *rest.Config, opts Options, known []Controller) (ctrl.Manager, erro
 	metricsOpts := metricsserver.Options{BindAddress: opts.MetricsBindAddress, SecureServing: opts.MetricsSecure}
 	if opts.MetricsSecure {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	} else if !Loopback(opts.MetricsBindAddress) {
+		ctrl.Log.WithName("setup").Info("serving /metrics over plain HTTP to anyone who reaches it; add --metrics-secure or bind it to 127.0.0.1",
+			"address", opts.MetricsBindAddress)
 	}
 	leaderNamespace := opts.LeaderElectionNamespace
 	if opts.LeaderElect && leaderNamespace == "" && !inCluster() {
@@ -90,6 +97,7 @@ func New(cfg *rest.Config, opts Options, known []Controller) (ctrl.Manager, erro
 		LeaderElectionNamespace:       leaderNamespace,
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       &opts.GracefulShutdownTimeout,
+		Cache:                         cache.Options{DefaultTransform: stripMetadataOnly},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
@@ -129,6 +137,23 @@ func CachesSynced(mgr ctrl.Manager) healthz.Checker {
 		}
 		return nil
 	}
+}
+
+// Loopback says whether a bind address ("host:port", "0" for off) is reachable from this
+// host only: off, or a loopback IP or localhost. An empty host (":8080") is every interface.
+func Loopback(addr string) bool {
+	if addr == "0" {
+		return true
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func inCluster() bool {

@@ -114,3 +114,18 @@ func httpBody(t *testing.T, addr, path string) string {
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
 }
+
+// TestPlainMetricsDefaultToLoopback: without flags, /metrics (plain HTTP, no authorization)
+// is reachable from this host only.
+func TestPlainMetricsDefaultToLoopback(t *testing.T) {
+	opts := DefaultOptions()
+	if opts.MetricsSecure || !Loopback(opts.MetricsBindAddress) {
+		t.Errorf("default metrics: secure=%v on %q, want plain on loopback only", opts.MetricsSecure, opts.MetricsBindAddress)
+	}
+	for addr, want := range map[string]bool{"0": true, "127.0.0.1:8080": true, "[::1]:8080": true, "localhost:8080": true,
+		":8080": false, "0.0.0.0:8080": false, "10.0.0.1:8080": false, "[::]:8080": false, "nonsense": false} {
+		if got := Loopback(addr); got != want {
+			t.Errorf("Loopback(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}

@@ -78,7 +78,7 @@ func runBoth(t *testing.T, env *testenv.Env) {
 		if _, err := clusterroleaggregation.Setup(mgr, clusterroleaggregation.DefaultOptions()); err != nil {
 			return err
 		}
-		_, err := roleaggregation.Setup(mgr, roleaggregation.Options{Workers: 2})
+		_, err := roleaggregation.Setup(mgr, roleaggregation.Options{Workers: 2, TrustRoleAuthors: true})
 		return err
 	})
 }
@@ -204,7 +204,7 @@ func TestDeletedRoleStaysDeletedUnderManagerRBAC(t *testing.T) {
 	t.Run("Role", func(t *testing.T) {
 		log := &writeLog{}
 		saClient := watchingClient(t, sa)
-		r := &roleaggregation.Reconciler{Reader: staleNamespaced, Writer: log.wrap(saClient), Live: saClient,
+		r := &roleaggregation.Reconciler{Reader: staleNamespaced, Writer: log.wrap(saClient), Live: saClient, TrustRoleAuthors: true,
 			Recorder: events.NewFakeRecorder(10), Index: rbac.NewIndex()}
 		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: roleAgg.Name}}); err != nil {
 			t.Fatalf("a sync of a deleted Role: %v, want a quiet end", err)

@@ -137,7 +137,7 @@ func runOperators(t *testing.T, withGarden bool) {
 		if _, err := clusterctrl.Setup(mgr, g); err != nil {
 			return err
 		}
-		if _, err := subscriptionctrl.Setup(mgr); err != nil {
+		if _, err := subscriptionctrl.SetupWithPoolNamespace(mgr, ns); err != nil {
 			return err
 		}
 		_, err := kubeconfigctrl.Setup(mgr, kubeconfigctrl.DefaultOptions(), g)
@@ -608,7 +608,7 @@ func TestGardenDownAtStartStopsNothing(t *testing.T) {
 	if _, err := clusterctrl.Setup(mgr, g); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := subscriptionctrl.Setup(mgr); err != nil {
+	if _, err := subscriptionctrl.SetupWithPoolNamespace(mgr, ns); err != nil {
 		t.Fatal(err)
 	}
 	managerCtx, stopManager := context.WithCancel(ctx)

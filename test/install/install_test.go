@@ -66,7 +66,7 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 	// Each process's RBAC from its own markers: the manager, the node agent, the data plane.
 	run(t, root, filepath.Join(root, "hack/gen-rbac.sh"), gen, out)
 	for _, f := range []string{"config/rbac/role.yaml", "config/node-agent/role.yaml", "config/components/dataplane-sidecar/role.yaml",
-		"charts/trustplane/files/node-agent-role.yaml", "charts/trustplane/files/dataplane-role.yaml"} {
+		"charts/trustplane/files/node-agent-role.yaml", "charts/trustplane/files/dataplane-role.yaml", "charts/trustplane/files/role-aggregation-policy.yaml"} {
 		assertSameFile(t, filepath.Join(out, f), filepath.Join(root, f))
 	}
 	chartRole := run(t, root, filepath.Join(root, "hack/chart-rbac.sh"), filepath.Join(out, "config/rbac/role.yaml"))
@@ -112,7 +112,8 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 	}
 	// What each render must hold, beyond being accepted.
 	wantKinds := map[string][]string{
-		"kustomize":            {"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "ServiceAccount", "Deployment", "Service"},
+		"kustomize": {"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "ServiceAccount", "Deployment", "Service",
+			"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"},
 		"kustomize-node-agent": {"Namespace", "ClusterRole", "ClusterRoleBinding", "ServiceAccount", "DaemonSet"},
 		"kustomize-gateway":    {"Role", "RoleBinding", "ServiceAccount", "Deployment"},
 		"helm-with-agents":     {"Namespace", "DaemonSet", "Role", "RoleBinding"},

@@ -7,17 +7,23 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
 	kubeconfigctrl "github.com/trustplane/trustplane/internal/controller/kubeconfig"
@@ -111,12 +117,39 @@ func setupWith(t *testing.T, opts kubeconfigctrl.Options, newGarden func(ctrl.Ma
 }
 
 // fakeGarden answers shoots/adminkubeconfig with the target's admin kubeconfig, as
-// Gardener answers with a short-lived one for a shoot; it counts the requests.
+// Gardener answers with a short-lived one for a shoot; it counts the requests. Everything
+// else goes to the target API server, which plays the garden too (with a Shoot CRD), so
+// that the operator can read the Shoot it asks a kubeconfig for.
 func fakeGarden(t *testing.T, project string, requests *atomic.Int32) *httptest.Server {
+	t.Helper()
+	installShootCRD.Do(func() {
+		_, errInstall = envtest.InstallCRDs(target.Config, envtest.CRDInstallOptions{ErrorIfPathMissing: true,
+			Paths: []string{filepath.Join("..", "..", "internal", "controller", "subscription", "testdata", "shoots.yaml")}})
+	})
+	if errInstall != nil {
+		t.Fatal(errInstall)
+	}
+	if err := target.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: project}}); client.IgnoreAlreadyExists(err) != nil {
+		t.Fatal(err)
+	}
+	upstream, err := url.Parse(target.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if upstream.Scheme == "" {
+		upstream, _ = url.Parse("https://" + target.Config.Host)
+	}
+	transport, err := rest.TransportFor(target.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(upstream)
+	proxy.Transport = transport
+	proxy.FlushInterval = -1 // watches stream
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		prefix := "/apis/" + shoot.GVK.Group + "/" + shoot.GVK.Version + "/namespaces/" + project + "/shoots/"
 		if r.Method != http.MethodPost || !strings.HasPrefix(r.URL.Path, prefix) || !strings.HasSuffix(r.URL.Path, "/adminkubeconfig") {
-			http.NotFound(w, r)
+			proxy.ServeHTTP(w, r)
 			return
 		}
 		requests.Add(1)
@@ -125,6 +158,40 @@ func fakeGarden(t *testing.T, project string, requests *atomic.Int32) *httptest.
 	}))
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+var (
+	installShootCRD sync.Once
+	errInstall      error
+)
+
+// createShoot puts a Shoot in the test garden's project, labelled as the Cluster
+// controller labels the Shoot of Cluster clusterNS/clusterName.
+func createShoot(t *testing.T, project, name, clusterNS, clusterName string) {
+	t.Helper()
+	s := garden.NewShoot()
+	s.SetNamespace(project)
+	s.SetName(name)
+	s.SetLabels(map[string]string{shoot.ClusterNamespaceLabel: clusterNS, shoot.ClusterNameLabel: clusterName})
+	s.Object["spec"] = map[string]any{}
+	if err := target.Client.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// markProvisioned stands in for the Cluster controller: status.shootName and
+// ClusterProvisioned=True.
+func markProvisioned(t *testing.T, cluster *operatorv1alpha1.Cluster, shootName string) {
+	t.Helper()
+	if err := mgmt.Client.Get(ctx, client.ObjectKeyFromObject(cluster), cluster); err != nil {
+		t.Fatal(err)
+	}
+	cluster.Status.ShootName = shootName
+	meta.SetStatusCondition(&cluster.Status.Conditions, metav1.Condition{Type: operatorv1alpha1.ConditionProvisioned, Status: metav1.ConditionTrue,
+		Reason: operatorv1alpha1.ReasonProvisioned, Message: "shoot created", ObservedGeneration: cluster.Generation})
+	if err := mgmt.Client.Status().Update(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestClusterNotReadyUntilTheClusterIsProvisioned: a request for a Gardener Cluster waits
@@ -151,15 +218,8 @@ func TestClusterNotReadyUntilTheClusterIsProvisioned(t *testing.T) {
 	}
 
 	// The test stands in for the Cluster controller.
-	if err := mgmt.Client.Get(ctx, client.ObjectKeyFromObject(cluster), cluster); err != nil {
-		t.Fatal(err)
-	}
-	cluster.Status.ShootName = "gardened"
-	meta.SetStatusCondition(&cluster.Status.Conditions, metav1.Condition{Type: operatorv1alpha1.ConditionProvisioned, Status: metav1.ConditionTrue,
-		Reason: operatorv1alpha1.ReasonProvisioned, Message: "shoot created", ObservedGeneration: cluster.Generation})
-	if err := mgmt.Client.Status().Update(ctx, cluster); err != nil {
-		t.Fatal(err)
-	}
+	createShoot(t, project, shoot.Name(ns, "gardened"), ns, "gardened")
+	markProvisioned(t, cluster, shoot.Name(ns, "gardened"))
 	kr = waitConditions(t, ns, "early", "Ready=True/Issued")
 	if adminRequests.Load() == 0 {
 		t.Error("issued without an admin kubeconfig from the garden")

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trustplane/trustplane/config"
 	"github.com/trustplane/trustplane/internal/localcp"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
@@ -128,6 +129,14 @@ func resourceVersions(t *testing.T, s *sampleSet, kinds ...string) map[string]st
 func startLikeMakeRun(t *testing.T) *run {
 	t.Helper()
 	if err := localcp.WriteSampleClusterKubeconfig(context.Background(), env.Config); err != nil {
+		t.Fatal(err)
+	}
+	// The test environment installed the CRDs, as make run does; the policies too.
+	policies, err := config.Policies()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := localcp.InstallPolicies(context.Background(), env.Client, policies); err != nil {
 		t.Fatal(err)
 	}
 	bin := testenv.Binary(t)

@@ -62,7 +62,8 @@ func runControllers(t *testing.T) string {
 		if _, err := clusterctrl.Setup(mgr, nil); err != nil {
 			return err
 		}
-		if _, err := subscriptionctrl.Setup(mgr); err != nil {
+		// The test's pool Secrets are in its namespace: the operator's pool, here.
+		if _, err := subscriptionctrl.SetupWithPoolNamespace(mgr, ns.Name); err != nil {
 			return err
 		}
 		_, err := kubeconfigctrl.Setup(mgr, kubeconfigctrl.DefaultOptions(), nil)

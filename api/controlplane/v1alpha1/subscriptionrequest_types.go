@@ -21,6 +21,16 @@ const (
 	LabelEUAccess = "euAccess"
 )
 
+// AnnotationClaimedBy on a dedicated pool credential records the tenant it is claimed
+// for: "<namespace>/<name>" of the SubscriptionRequest that claimed it. The tenant is the
+// namespace: a credential claimed from one namespace is never handed to a request of
+// another, whatever global account that request names (tenantName is only what the
+// request says; the namespace is what the management cluster's RBAC vouches for). A
+// dedicated credential labelled tenantName without this annotation is handed to no one:
+// an operator who assigns one by hand sets both. Without tenantName (a hand-back) the
+// credential is free again, whatever this annotation still says.
+const AnnotationClaimedBy = "control-plane.kyma-project.io/claimed-by"
+
 // SubscriptionRequestSpec asks for a hyperscaler credential.
 type SubscriptionRequestSpec struct {
 	// provider is the hyperscaler: aws, azure, gcp, openstack.

@@ -114,18 +114,15 @@ type JWKSConfigSpec struct {
 	Nginx NginxSpec `json:"nginx,omitempty"`
 }
 
-// NginxSpec configures the nginx Deployment and Service that serve the set.
+// NginxSpec configures the nginx Deployment and Service that serve the set. The image is
+// not a field: which image runs in a tenant's namespace under trustplane's name is the
+// operator's choice (--jwks-nginx-image).
 type NginxSpec struct {
 	// enabled deploys nginx. Set it to false to publish only the ConfigMap (and
 	// trustplane's own endpoint).
 	// +kubebuilder:default=true
 	// +optional
 	Enabled *bool `json:"enabled,omitempty"`
-
-	// image is the nginx container image. It must run as a non-root user.
-	// +kubebuilder:default="nginxinc/nginx-unprivileged:1.29-alpine"
-	// +optional
-	Image string `json:"image,omitempty"`
 
 	// replicas is the number of nginx pods.
 	// +kubebuilder:default=2

@@ -47,8 +47,21 @@ const (
 	ReasonGardenForbidden = "GardenForbidden"
 	// ReasonShootNameTaken (Stalled): a Shoot of the Cluster's name belongs to something else.
 	ReasonShootNameTaken = "ShootNameTaken"
+	// ReasonInsecureKubeconfig (Stalled): the brought-along kubeconfig uses what a tenant's
+	// kubeconfig may not (a file, an exec plugin, an auth provider, impersonation, a proxy,
+	// or turning TLS verification off without the operator's flag); the message names
+	// the field.
+	ReasonInsecureKubeconfig = "InsecureKubeconfig"
 	// ReasonClusterUnreachable (Reconciling): a call to the cluster itself failed; retried.
+	// For a brought-along cluster the message says only the kind of failure and the host.
 	ReasonClusterUnreachable = "ClusterUnreachable"
+	// ReasonClusterAccessDenied (Stalled, retried with backoff): the cluster itself
+	// answered 401 or 403 to the kubeconfig's credentials.
+	ReasonClusterAccessDenied = "ClusterAccessDenied"
+	// ReasonCleanupAbandoned (Warning event, deleting): the brought-along cluster could not
+	// be reached within --cluster-deletion-cleanup-timeout; the administrators' bindings
+	// were left in it and the Cluster went.
+	ReasonCleanupAbandoned = "CleanupAbandoned"
 	// ReasonInUse (Reconciling, deleting): KubeconfigRequests of the Cluster still exist.
 	ReasonInUse = "InUse"
 	// ReasonDeprovisioning (Reconciling, deleting): the Shoot or the credential is going.
@@ -63,6 +76,14 @@ const (
 	// ReasonRevoked (Ready=False, reconciled): the revoke annotation is "true"; every
 	// credential of the request is invalid.
 	ReasonRevoked = "Revoked"
+	// ReasonShootMismatch (Stalled, KubeconfigRequest): the Cluster's status.shootName is
+	// not the Shoot the Cluster controller makes for it, or that Shoot is not labelled as
+	// the Cluster's. A status is writable by whoever may write clusters/status; it never
+	// chooses whose cluster an admin kubeconfig is asked for.
+	ReasonShootMismatch = "ShootMismatch"
+	// ReasonExpirationTooLong (Stalled, KubeconfigRequest): spec.expiration is over
+	// --kubeconfig-max-expiration.
+	ReasonExpirationTooLong = "ExpirationTooLong"
 	// ReasonDenied (Stalled): the rules exceed the operator's ceiling, or the Cluster is
 	// in another namespace and does not grant the request's namespace
 	// (spec.kubeconfigRequestNamespaces). Whatever the request held is withdrawn.

@@ -101,9 +101,15 @@ type KubeconfigRequestSpec struct {
 	// the Role and RoleBinding the request created in any other namespace.
 	// +optional
 	Role *RoleSpec `json:"role,omitempty"`
-	// expiration is the requested lifetime in seconds; the target API server may shorten it.
+	// expiration is the requested lifetime in seconds, at least 600 (10 minutes) and at
+	// most 31536000 (one year); the target API server may shorten it. The operator's
+	// --kubeconfig-max-expiration (default 30 days) refuses longer ones with
+	// Stalled=True, reason ExpirationTooLong: that limit is the operator's setting, which
+	// the CRD cannot know, so admission enforces only the absolute one.
 	// +kubebuilder:default=3600
 	// +kubebuilder:validation:Minimum=600
+	// +kubebuilder:validation:Maximum=31536000
+	// +kubebuilder:validation:XValidation:rule="self >= 600 && self <= 31536000",message="expiration is a lifetime in seconds from 600 to 31536000 (one year), e.g. 3600"
 	// +optional
 	Expiration int64 `json:"expiration,omitempty"`
 }
@@ -113,8 +119,9 @@ type KubeconfigRequestStatus struct {
 	// conditions: Ready (reason Issued; False with Revoked on request); Reconciling=True
 	// while waiting for the Cluster (ClusterNotReady) or retrying (TargetUnreachable,
 	// RevokePending, WithdrawalPending, ...); Stalled=True when only a change can help
-	// (Denied: over the ceiling or not granted by the Cluster; SecretNameTaken; a write
-	// refused for good). observedGeneration follows only generations that became Ready or Stalled.
+	// (Denied: over the ceiling or not granted by the Cluster; ExpirationTooLong;
+	// ShootMismatch: the Cluster's status.shootName or its Shoot's owner labels are not
+	// that Cluster's; SecretNameTaken; a write refused for good). observedGeneration follows only generations that became Ready or Stalled.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

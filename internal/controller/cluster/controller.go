@@ -14,7 +14,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -24,8 +27,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,6 +47,7 @@ import (
 	"github.com/trustplane/trustplane/internal/access"
 	"github.com/trustplane/trustplane/internal/apply"
 	"github.com/trustplane/trustplane/internal/garden"
+	"github.com/trustplane/trustplane/internal/kubeconfig"
 	"github.com/trustplane/trustplane/internal/manager"
 	"github.com/trustplane/trustplane/internal/shoot"
 	"github.com/trustplane/trustplane/internal/status"
@@ -65,16 +70,85 @@ const (
 )
 
 // Controller is the registry entry for `trustplane manager`; the garden options are
-// shared with the kubeconfig controller.
+// shared with the kubeconfig controller, and so is the kubeconfig policy (see
+// TenantPolicy).
 func Controller(gardenOpts *garden.Options) manager.Controller {
+	opts := DefaultOptions()
+	tenantPolicy.Store(&opts.Kubeconfig)
 	return manager.Controller{
 		Name: Name, Help: "Cluster: Gardener Shoots from a credential pool, or brought-along clusters; cluster-admin for administrators",
-		AddFlags: gardenOpts.AddFlags,
+		AddFlags: func(fs *pflag.FlagSet) {
+			gardenOpts.AddFlags(fs)
+			opts.AddFlags(fs)
+		},
 		Setup: gardenOpts.Setup(func(mgr ctrl.Manager, g *garden.Garden) error {
-			_, err := Setup(mgr, g)
+			_, err := SetupWithOptions(mgr, g, opts)
 			return err
 		}),
 	}
+}
+
+// tenantPolicy is the kubeconfig policy the flags set, for the kubeconfig controller's
+// reads of brought-along kubeconfigs too: the flags are the cluster controller's, and
+// are registered (and parsed) whether it runs or not.
+var tenantPolicy atomic.Pointer[kubeconfig.Policy]
+
+// TenantPolicy is the policy brought-along kubeconfigs are read with: the flags', or the
+// default (inline credentials only) before the flags exist.
+func TenantPolicy() kubeconfig.Policy {
+	if p := tenantPolicy.Load(); p != nil {
+		return *p
+	}
+	return kubeconfig.DefaultPolicy()
+}
+
+// Options are the controller's flags.
+type Options struct {
+	// Workers is the number of concurrent reconciles.
+	Workers int
+	// WorkersPerNamespace caps the reconciles of one namespace's Clusters at a time, so
+	// one tenant's slow or dead targets can never take every worker from the others.
+	WorkersPerNamespace int
+	// RetryBaseDelay and RetryMaxDelay bound each Cluster's own exponential backoff.
+	RetryBaseDelay, RetryMaxDelay time.Duration
+	// DeletionCleanupTimeout is how long a deleted brought-along Cluster keeps trying to
+	// remove its administrators' bindings from a cluster that cannot be reached.
+	DeletionCleanupTimeout time.Duration
+	// Kubeconfig is what a brought-along kubeconfig may use.
+	Kubeconfig kubeconfig.Policy
+}
+
+// DefaultOptions are the flag defaults.
+func DefaultOptions() Options {
+	return Options{Workers: 8, WorkersPerNamespace: 4, RetryBaseDelay: time.Second, RetryMaxDelay: 5 * time.Minute,
+		DeletionCleanupTimeout: 5 * time.Minute, Kubeconfig: kubeconfig.DefaultPolicy()}
+}
+
+// AddFlags registers the options as flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&o.Workers, "cluster-workers", o.Workers, "Concurrent Cluster reconciles.")
+	fs.IntVar(&o.WorkersPerNamespace, "cluster-workers-per-namespace", o.WorkersPerNamespace, "Most concurrent reconciles of one namespace's Clusters (at most --cluster-workers), so one tenant's unreachable clusters cannot hold the others'.")
+	fs.DurationVar(&o.RetryBaseDelay, "cluster-retry-base-delay", o.RetryBaseDelay, "First retry delay of a Cluster after a failure; doubles with each further failure of that Cluster.")
+	fs.DurationVar(&o.RetryMaxDelay, "cluster-retry-max-delay", o.RetryMaxDelay, "Longest retry delay of a Cluster.")
+	fs.DurationVar(&o.DeletionCleanupTimeout, "cluster-deletion-cleanup-timeout", o.DeletionCleanupTimeout, "How long a deleted brought-along Cluster keeps trying to remove its administrators' bindings from a cluster it cannot reach before it goes anyway (with a Warning event).")
+	o.Kubeconfig.AddFlags(fs)
+}
+
+// Validate checks the flags.
+func (o Options) Validate() error {
+	switch {
+	case o.Workers < 1:
+		return fmt.Errorf("--cluster-workers must be positive, not %d", o.Workers)
+	case o.WorkersPerNamespace < 1 || o.WorkersPerNamespace > o.Workers:
+		return fmt.Errorf("--cluster-workers-per-namespace must be between 1 and --cluster-workers (%d), not %d", o.Workers, o.WorkersPerNamespace)
+	case o.RetryBaseDelay <= 0:
+		return fmt.Errorf("--cluster-retry-base-delay must be positive, not %v", o.RetryBaseDelay)
+	case o.RetryMaxDelay < o.RetryBaseDelay:
+		return fmt.Errorf("--cluster-retry-max-delay must be at least --cluster-retry-base-delay (%v), not %v", o.RetryBaseDelay, o.RetryMaxDelay)
+	case o.DeletionCleanupTimeout < 0:
+		return fmt.Errorf("--cluster-deletion-cleanup-timeout must not be negative, not %v", o.DeletionCleanupTimeout)
+	}
+	return o.Kubeconfig.Validate()
 }
 
 // Reconciler reconciles Clusters.
@@ -84,6 +158,12 @@ type Reconciler struct {
 	Recorder  events.EventRecorder
 	// Garden is nil when no garden is configured.
 	Garden *garden.Garden
+	// Options are the flags (DefaultOptions when set up with Setup).
+	Options Options
+	// Clock is the time source of the deletion cleanup deadline.
+	Clock clock.PassiveClock
+
+	slots namespaceSlots
 }
 
 // +kubebuilder:rbac:groups=operator.kyma-project.io,resources=clusters,verbs=get;list;watch;update;patch
@@ -93,15 +173,31 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=control-plane.kyma-project.io,resources=subscriptionrequests,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 
-// Setup adds the controller to mgr; g may be nil (brought-along clusters only).
+// Setup adds the controller to mgr with the default options; g may be nil (brought-along
+// clusters only).
 func Setup(mgr ctrl.Manager, g *garden.Garden) (*Reconciler, error) {
+	return SetupWithOptions(mgr, g, DefaultOptions())
+}
+
+// SetupWithOptions adds the controller to mgr; g may be nil (brought-along clusters only).
+func SetupWithOptions(mgr ctrl.Manager, g *garden.Garden, opts Options) (*Reconciler, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
 	if err := IndexClustersByKubeconfigRef(mgr); err != nil {
 		return nil, err
 	}
 	if err := IndexRequestsByCluster(mgr); err != nil {
 		return nil, err
 	}
-	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("trustplane-" + Name), Garden: g}
+	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("trustplane-" + Name), Garden: g,
+		Options: opts, Clock: clock.RealClock{}}
+	options := controller.Options{
+		MaxConcurrentReconciles: opts.Workers,
+		// Per Cluster only: controller-runtime's default adds a bucket shared by all
+		// Clusters, through which one tenant's failing Clusters would slow everyone's.
+		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](opts.RetryBaseDelay, opts.RetryMaxDelay),
+	}
 	b := ctrl.NewControllerManagedBy(mgr).Named(Name).
 		For(&operatorv1alpha1.Cluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&cp.SubscriptionRequest{}).
@@ -119,13 +215,13 @@ func Setup(mgr ctrl.Manager, g *garden.Garden) (*Reconciler, error) {
 			return !slices.Equal(e.ObjectOld.(*operatorv1alpha1.KubeconfigRequest).ClusterKeys(), e.ObjectNew.(*operatorv1alpha1.KubeconfigRequest).ClusterKeys())
 		}}))
 	if g != nil {
-		b = b.WatchesRawSource(source.Kind(g.Cache, garden.NewShoot(), handler.TypedEnqueueRequestsFromMapFunc(clusterOfShoot))).
-			// A garden that does not answer when the manager starts holds up this controller
-			// until it does. With controller-runtime's default (give up after 2 minutes) the
-			// whole manager would exit, and every other controller and the JWKS server with it.
-			WithOptions(controller.Options{CacheSyncTimeout: waitForGardenForever})
+		b = b.WatchesRawSource(source.Kind(g.Cache, garden.NewShoot(), handler.TypedEnqueueRequestsFromMapFunc(clusterOfShoot)))
+		// A garden that does not answer when the manager starts holds up this controller
+		// until it does. With controller-runtime's default (give up after 2 minutes) the
+		// whole manager would exit, and every other controller and the JWKS server with it.
+		options.CacheSyncTimeout = waitForGardenForever
 	}
-	return r, b.Complete(r)
+	return r, b.WithOptions(options).Complete(r)
 }
 
 // waitForGardenForever is long enough to mean "until the garden answers".
@@ -170,6 +266,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.Get(ctx, req.NamespacedName, c); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	release, ok := r.slots.acquire(req.Namespace, r.Options.WorkersPerNamespace)
+	if !ok {
+		// Every slot of this namespace is taken (by Clusters whose targets may not
+		// answer): give the worker back to the other namespaces and look again soon.
+		// Nothing was done, so there is nothing to report and no backoff to grow.
+		return reconcile.Result{RequeueAfter: slotRetry}, nil
+	}
+	defer release()
 	patcher := status.NewPatcher(c)
 	return patcher.Finish(ctx, r.Client, r.Recorder, reconcile.Result{}, r.reconcileOrDeprovision(ctx, c))
 }
@@ -217,7 +321,7 @@ func (r *Reconciler) reconcile(ctx context.Context, c *operatorv1alpha1.Cluster)
 	if admin != nil {
 		owner := access.AdministratorsOf(c.Namespace, c.Name)
 		if err := bindAdministrators(ctx, admin, owner, c.Spec.Administrators); err != nil {
-			return status.Warn(status.Transient(operatorv1alpha1.ReasonClusterUnreachable, fmt.Errorf("binding administrators in the cluster: %w", err)))
+			return targetFailed("binding administrators in the cluster", c.Spec.KubeconfigSecretRef != nil, admin, err)
 		}
 	}
 	status.MarkReady(c, operatorv1alpha1.ReasonAdministratorsBound, fmt.Sprintf("administrators bound to cluster-admin: %d", len(c.Spec.Administrators)))
@@ -226,12 +330,15 @@ func (r *Reconciler) reconcile(ctx context.Context, c *operatorv1alpha1.Cluster)
 
 // broughtAlong checks the Cluster's own kubeconfig.
 func (r *Reconciler) broughtAlong(ctx context.Context, c *operatorv1alpha1.Cluster) (*rest.Config, error) {
-	cfg, err := BroughtAlongConfig(ctx, r.APIReader, c)
+	cfg, err := BroughtAlongConfigWith(ctx, r.APIReader, c, r.Options.Kubeconfig)
 	var missing *missingSecretError
+	var refused *kubeconfig.RefusedError
 	switch {
 	case errors.As(err, &missing):
 		// The Secret watch brings the Cluster back when it appears.
 		return nil, waiting(c, operatorv1alpha1.ReasonKubeconfigMissing, err.Error())
+	case errors.As(err, &refused):
+		return nil, stall(c, operatorv1alpha1.ReasonInsecureKubeconfig, err.Error())
 	case errors.Is(err, errInvalidKubeconfig):
 		return nil, stall(c, operatorv1alpha1.ReasonKubeconfigInvalid, err.Error())
 	case err != nil:
@@ -241,22 +348,30 @@ func (r *Reconciler) broughtAlong(ctx context.Context, c *operatorv1alpha1.Clust
 	return cfg, nil
 }
 
-var errInvalidKubeconfig = errors.New("invalid kubeconfig")
+var errInvalidKubeconfig = kubeconfig.ErrInvalid
 
 // IsKubeconfigUnusable says whether err, from BroughtAlongConfig, is a kubeconfig Secret
-// or key that is missing, or a kubeconfig that does not parse: a change to the Secret
-// fixes it, retrying does not.
+// or key that is missing, a kubeconfig that does not parse, or one that uses what the
+// policy refuses: a change to the Secret fixes it, retrying does not.
 func IsKubeconfigUnusable(err error) bool {
 	var missing *missingSecretError
-	return errors.As(err, &missing) || errors.Is(err, errInvalidKubeconfig)
+	var refused *kubeconfig.RefusedError
+	return errors.As(err, &missing) || errors.Is(err, errInvalidKubeconfig) || errors.As(err, &refused)
 }
 
 type missingSecretError struct{ msg string }
 
 func (e *missingSecretError) Error() string { return e.msg }
 
-// BroughtAlongConfig reads the cluster-admin kubeconfig a brought-along Cluster points at.
+// BroughtAlongConfig reads the cluster-admin kubeconfig a brought-along Cluster points at,
+// with the flags' policy (TenantPolicy).
 func BroughtAlongConfig(ctx context.Context, reader client.Reader, c *operatorv1alpha1.Cluster) (*rest.Config, error) {
+	return BroughtAlongConfigWith(ctx, reader, c, TenantPolicy())
+}
+
+// BroughtAlongConfigWith reads the kubeconfig a brought-along Cluster points at, through
+// kubeconfig.RESTConfig: only what policy allows is used, the rest refused by name.
+func BroughtAlongConfigWith(ctx context.Context, reader client.Reader, c *operatorv1alpha1.Cluster, policy kubeconfig.Policy) (*rest.Config, error) {
 	ref := c.Spec.KubeconfigSecretRef
 	secret := &corev1.Secret{}
 	if err := reader.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: ref.Name}, secret); apierrors.IsNotFound(err) {
@@ -272,8 +387,12 @@ func BroughtAlongConfig(ctx context.Context, reader client.Reader, c *operatorv1
 	if !ok {
 		return nil, &missingSecretError{fmt.Sprintf("kubeconfig Secret %s has no key %q", ref.Name, key)}
 	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(raw)
-	if err != nil {
+	cfg, err := kubeconfig.RESTConfig(raw, policy)
+	var refused *kubeconfig.RefusedError
+	switch {
+	case errors.As(err, &refused):
+		return nil, fmt.Errorf("kubeconfig Secret %s key %q: %w", ref.Name, key, err)
+	case err != nil:
 		return nil, fmt.Errorf("%w in Secret %s key %q: %w", errInvalidKubeconfig, ref.Name, key, err)
 	}
 	return cfg, nil
@@ -414,12 +533,38 @@ func (r *Reconciler) applySubscription(ctx context.Context, c *operatorv1alpha1.
 	return sr, nil
 }
 
+// targetFailed reports a failed call to the cluster itself. A brought-along cluster's
+// server is the tenant's choice: its errors reach the status only as a class and the host
+// (kubeconfig.Failure), never with what the server answered. A 401 or 403 is stalled (the
+// kubeconfig or the cluster's RBAC must change) yet retried with backoff; anything else
+// is retried with backoff, with a Warning event when new.
+func targetFailed(what string, tenantChosen bool, cfg *rest.Config, err error) error {
+	if tenantChosen {
+		err = kubeconfig.Failure(kubeconfig.HostOf(cfg), err)
+	}
+	err = fmt.Errorf("%s: %w", what, err)
+	if te := (*kubeconfig.TargetError)(nil); errors.As(err, &te) && (te.Class == kubeconfig.Unauthorized || te.Class == kubeconfig.Forbidden) {
+		return status.Refused(operatorv1alpha1.ReasonClusterAccessDenied, err)
+	}
+	return status.Warn(status.Transient(operatorv1alpha1.ReasonClusterUnreachable, err))
+}
+
 // bindAdministrators makes the cluster's cluster-admin bindings match the administrators:
 // it applies one per administrator and deletes only bindings it made for former ones.
 func bindAdministrators(ctx context.Context, cfg *rest.Config, owner string, administrators []string) error {
 	cfg = rest.CopyConfig(cfg)
-	cfg.Timeout = 15 * time.Second
-	target, err := client.New(cfg, client.Options{})
+	if cfg.Timeout == 0 { // a Gardener admin kubeconfig; brought-along ones carry the policy's
+		cfg.Timeout = 15 * time.Second
+	}
+	// A brought-along config's own dialer and proxy keep client-go from sharing its
+	// transport between clients, so this one's connections are closed when done rather
+	// than left idle per reconcile.
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return err
+	}
+	defer httpClient.CloseIdleConnections()
+	target, err := client.New(cfg, client.Options{HTTPClient: httpClient})
 	if err != nil {
 		return err
 	}
@@ -524,20 +669,39 @@ func (r *Reconciler) releaseSubscription(ctx context.Context, c *operatorv1alpha
 }
 
 // unbindBroughtAlong removes the administrators' bindings from a brought-along cluster,
-// which outlives its Cluster. A kubeconfig that is gone or broken cannot be used; that is
-// reported and the deletion goes on.
+// which outlives its Cluster. A kubeconfig that is gone, broken or refused cannot be
+// used; that is reported and the deletion goes on. A cluster that cannot be reached is
+// tried again with backoff until --cluster-deletion-cleanup-timeout after the deletion,
+// then the deletion goes on with a Warning event saying what was left: a tenant's dead
+// cluster must not keep its Cluster (and namespace) forever.
 func (r *Reconciler) unbindBroughtAlong(ctx context.Context, c *operatorv1alpha1.Cluster) error {
-	cfg, err := BroughtAlongConfig(ctx, r.APIReader, c)
+	cfg, err := BroughtAlongConfigWith(ctx, r.APIReader, c, r.Options.Kubeconfig)
 	if IsKubeconfigUnusable(err) {
-		r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, operatorv1alpha1.ReasonKubeconfigMissing, "Delete", "administrator bindings left in the cluster: %v", err)
+		reason := operatorv1alpha1.ReasonKubeconfigMissing
+		if refused := (*kubeconfig.RefusedError)(nil); errors.As(err, &refused) {
+			reason = operatorv1alpha1.ReasonInsecureKubeconfig
+		}
+		r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, reason, "Delete", "administrator bindings left in the cluster: %v", err)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	if err := bindAdministrators(ctx, cfg, access.AdministratorsOf(c.Namespace, c.Name), nil); err != nil {
-		return status.Transient(operatorv1alpha1.ReasonClusterUnreachable, fmt.Errorf("removing administrator bindings: %w", err))
+	err = bindAdministrators(ctx, cfg, access.AdministratorsOf(c.Namespace, c.Name), nil)
+	if err == nil {
+		return nil
 	}
+	failed := targetFailed("removing administrator bindings", true, cfg, err)
+	now := time.Now()
+	if r.Clock != nil {
+		now = r.Clock.Now()
+	}
+	if now.Before(c.DeletionTimestamp.Add(r.Options.DeletionCleanupTimeout)) {
+		return failed
+	}
+	r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, operatorv1alpha1.ReasonCleanupAbandoned, "Delete",
+		"gave up removing the cluster-admin bindings of %d administrators (label %s=%s) from the cluster after %v: %v",
+		len(c.Spec.Administrators), access.AdministratorLabel, access.AdministratorsOf(c.Namespace, c.Name), r.Options.DeletionCleanupTimeout, failed)
 	return nil
 }
 

@@ -60,6 +60,9 @@ type Reconciler struct {
 	Throttle *Throttle
 	// Metrics records what happened; may be nil in tests of pure paths.
 	Metrics *Metrics
+	// NginxImage is the image of every nginx Deployment: the operator's choice, never a
+	// tenant's (--jwks-nginx-image).
+	NginxImage string
 
 	parsed sync.Map // types.NamespacedName → parsedCert
 }
@@ -395,6 +398,9 @@ func (r *Reconciler) currentKey(ctx context.Context, cfg *jwksv1alpha1.JWKSConfi
 	if !ok {
 		return jwks.Key{}, &jwks.InputError{Reason: jwks.ReasonMissingCertificate, Message: fmt.Sprintf("Secret %q has no %s", ref.Name, corev1.TLSCertKey)}
 	}
+	if len(crt) > jwks.MaxCertificateBytes {
+		return jwks.Key{}, &jwks.InputError{Reason: jwks.ReasonCertificateTooLarge, Message: fmt.Sprintf("Secret %q: %s is %d bytes, more than the %d a certificate chain may have here", ref.Name, corev1.TLSCertKey, len(crt), jwks.MaxCertificateBytes)}
+	}
 	id := types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Name}
 	fp := sha256.Sum256(append([]byte(cfg.Spec.Algorithm+"\x00"), crt...))
 	if v, ok := r.parsed.Load(id); ok && v.(parsedCert).fingerprint == fp {
@@ -441,7 +447,7 @@ func restorePublished(cm *corev1.ConfigMap) ([]jwks.PublishedKey, error) {
 // reconcileNginx applies (or, when disabled, removes) the nginx ConfigMap, Deployment
 // and Service, and reverts what others changed in the fields it owns.
 func (r *Reconciler) reconcileNginx(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, now time.Time) error {
-	objs := []client.Object{desiredNginxConfigMap(cfg), desiredDeployment(cfg), desiredService(cfg)}
+	objs := []client.Object{desiredNginxConfigMap(cfg), desiredDeployment(cfg, r.NginxImage), desiredService(cfg)}
 	if !nginxEnabled(cfg) {
 		return r.deleteOwned(ctx, r.Owned, cfg, objs...)
 	}
@@ -489,7 +495,7 @@ func (r *Reconciler) finalize(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig)
 	if !controllerutil.ContainsFinalizer(cfg, Finalizer) {
 		return nil
 	}
-	objs := []client.Object{desiredDeployment(cfg), desiredService(cfg), desiredNginxConfigMap(cfg)}
+	objs := []client.Object{desiredDeployment(cfg, r.NginxImage), desiredService(cfg), desiredNginxConfigMap(cfg)}
 	if cfg.Spec.CleanupOnDelete {
 		set, _ := desiredJWKSConfigMap(cfg, nil, "") // no document: cannot fail
 		objs = append(objs, set)

@@ -206,6 +206,8 @@ func TestBadInputKeepsThePublishedSet(t *testing.T) {
 		{"Ed448", jwks.ReasonUnsupportedKey, "Ed448 is not supported", map[string][]byte{"tls.crt": testdata("ed448.crt")}},
 		{"RSA 1024", jwks.ReasonWeakKey, "1024 bits", tlsData(weak)},
 		{"expired", jwks.ReasonCertificateExpired, "expired at", tlsData(expired)},
+		{"oversized", jwks.ReasonCertificateTooLarge, "more than the 65536",
+			map[string][]byte{"tls.crt": append(good.PEM(), bytes.Repeat([]byte("\n"), jwks.MaxCertificateBytes)...)}},
 	} {
 		putSecret(t, ns, "tls", tc.data)
 		cfg := waitReadyMessage(t, ns, "bad", metav1.ConditionFalse, tc.reason, tc.message)

@@ -193,12 +193,8 @@ func servedFiles(c *jwksv1alpha1.JWKSConfig) []corev1.KeyToPath {
 	return items
 }
 
-func desiredDeployment(c *jwksv1alpha1.JWKSConfig) *appsv1.Deployment {
+func desiredDeployment(c *jwksv1alpha1.JWKSConfig, image string) *appsv1.Deployment {
 	n := c.Spec.Nginx
-	image := n.Image
-	if image == "" {
-		image = "nginxinc/nginx-unprivileged:1.29-alpine"
-	}
 	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("http")}}}
 	return &appsv1.Deployment{
 		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},

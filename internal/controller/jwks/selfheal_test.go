@@ -228,7 +228,7 @@ func TestEditsByOthersAreReverted(t *testing.T) {
 	testenv.Eventually(t, "the Deployment to be put back", 30*time.Second, func() bool {
 		d := &appsv1.Deployment{}
 		return env.Client.Get(ctx, key("kept"), d) == nil && *d.Spec.Replicas == 2 &&
-			d.Spec.Template.Spec.Containers[0].Image == "nginxinc/nginx-unprivileged:1.29-alpine"
+			d.Spec.Template.Spec.Containers[0].Image == DefaultNginxImage
 	})
 
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kept"}}

@@ -30,6 +30,9 @@ import (
 // Name is the controller's name in --controllers.
 const Name = "jwks"
 
+// DefaultNginxImage is --jwks-nginx-image's default.
+const DefaultNginxImage = "nginxinc/nginx-unprivileged:1.29-alpine"
+
 // secretIndex indexes JWKSConfigs by the Secret they read, so a Secret event finds its
 // JWKSConfigs without listing them all.
 const secretIndex = ".spec.certificateSecret"
@@ -49,6 +52,9 @@ type Options struct {
 	RetryBaseDelay, RetryMaxDelay time.Duration
 	// ServerBindAddress is where trustplane serves every set; "0" turns it off.
 	ServerBindAddress string
+	// NginxImage is the image of the nginx Deployments; it must run as a non-root user
+	// (uid 101, as nginxinc/nginx-unprivileged does) and listen on 8080.
+	NginxImage string
 	// Clock is the time source (tests inject a fake one).
 	Clock clock.PassiveClock
 }
@@ -61,6 +67,7 @@ func DefaultOptions() Options {
 		RetryBaseDelay:    5 * time.Second,
 		RetryMaxDelay:     5 * time.Minute,
 		ServerBindAddress: ":8082",
+		NginxImage:        DefaultNginxImage,
 		Clock:             clock.RealClock{},
 	}
 }
@@ -71,6 +78,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.MinUpdateInterval, "jwks-min-update-interval", o.MinUpdateInterval, "Least time between two updates of one JWK Set; the first change after a quiet period is published at once, the rest of a burst in one write at the end of the interval. 0 disables.")
 	fs.DurationVar(&o.RetryBaseDelay, "jwks-retry-base-delay", o.RetryBaseDelay, "First retry delay after a transient error; doubles on each failure.")
 	fs.DurationVar(&o.RetryMaxDelay, "jwks-retry-max-delay", o.RetryMaxDelay, "Longest retry delay after transient errors.")
+	fs.StringVar(&o.NginxImage, "jwks-nginx-image", o.NginxImage, "Image of the nginx Deployments that serve JWK Sets (non-root, uid 101, listening on 8080). An operator setting: JWKSConfig authors cannot choose what runs.")
 	fs.StringVar(&o.ServerBindAddress, "jwks-server-bind-address", o.ServerBindAddress, "Address of trustplane's own JWKS server (/<namespace>/<name>/jwks.json); '0' disables it.")
 }
 
@@ -92,6 +100,9 @@ func RetryLimiter(base, maxDelay time.Duration) workqueue.TypedRateLimiter[recon
 
 // Setup adds the controller and the JWKS server to mgr.
 func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
+	if opts.NginxImage == "" {
+		return nil, fmt.Errorf("--jwks-nginx-image must name an image")
+	}
 	owned, err := newOwnedCache(mgr)
 	if err != nil {
 		return nil, err
@@ -111,13 +122,14 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		return nil, fmt.Errorf("indexing JWKSConfigs by ConfigMap name: %w", err)
 	}
 	r := &Reconciler{
-		Client:    mgr.GetClient(),
-		Owned:     owned,
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder("trustplane-" + Name),
-		Clock:     opts.Clock,
-		Throttle:  NewThrottle(opts.MinUpdateInterval),
-		Metrics:   defaultMetrics,
+		Client:     mgr.GetClient(),
+		Owned:      owned,
+		APIReader:  mgr.GetAPIReader(),
+		Recorder:   mgr.GetEventRecorder("trustplane-" + Name),
+		Clock:      opts.Clock,
+		Throttle:   NewThrottle(opts.MinUpdateInterval),
+		Metrics:    defaultMetrics,
+		NginxImage: opts.NginxImage,
 	}
 	toOwner := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetLabels()[OwnerLabel]}}}

@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -48,7 +49,9 @@ import (
 	"github.com/trustplane/trustplane/internal/apply"
 	clusterctrl "github.com/trustplane/trustplane/internal/controller/cluster"
 	"github.com/trustplane/trustplane/internal/garden"
+	"github.com/trustplane/trustplane/internal/kubeconfig"
 	"github.com/trustplane/trustplane/internal/manager"
+	"github.com/trustplane/trustplane/internal/shoot"
 	"github.com/trustplane/trustplane/internal/status"
 )
 
@@ -85,12 +88,37 @@ type Options struct {
 	Workers        int
 	Ceiling        access.Ceiling
 	RotateFraction float64
-	Clock          clock.PassiveClock
+	// MaxExpiration is the longest lifetime a request may ask for: a leaked kubeconfig is
+	// worth at most this long.
+	MaxExpiration time.Duration
+	Clock         clock.PassiveClock
 }
 
 // DefaultOptions are the flag defaults.
 func DefaultOptions() Options {
-	return Options{Workers: 32, Ceiling: access.DefaultCeiling(), RotateFraction: 2.0 / 3, Clock: clock.RealClock{}}
+	return Options{Workers: 32, Ceiling: access.DefaultCeiling(), RotateFraction: 2.0 / 3, MaxExpiration: 30 * 24 * time.Hour, Clock: clock.RealClock{}}
+}
+
+// minExpiration is the shortest lifetime TokenRequest issues (and spec.expiration's minimum).
+const minExpiration = 600 * time.Second
+
+// Validate says, in one line, what is wrong with the flags.
+func (o *Options) Validate() error {
+	if o.MaxExpiration < minExpiration {
+		return fmt.Errorf("--kubeconfig-max-expiration=%s: must be at least %s, the shortest token lifetime", o.MaxExpiration, minExpiration)
+	}
+	if err := o.Ceiling.Validate(); err != nil {
+		return fmt.Errorf("--kubeconfig-allowed-routes: %w", err)
+	}
+	return nil
+}
+
+// ceiling is the configured ceiling with TargetNamespace always protected: a pod there
+// could mount any other request's ServiceAccount.
+func (o *Options) ceiling() access.Ceiling {
+	c := o.Ceiling
+	c.ProtectedNamespaces = append(slices.Clone(c.ProtectedNamespaces), TargetNamespace)
+	return c
 }
 
 // AddFlags registers the options as flags.
@@ -99,6 +127,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.Ceiling.ForbiddenVerbs, "kubeconfig-forbidden-verbs", o.Ceiling.ForbiddenVerbs, "Verbs no KubeconfigRequest may be granted.")
 	fs.BoolVar(&o.Ceiling.AllowSecrets, "kubeconfig-allow-secrets", o.Ceiling.AllowSecrets, "Allow KubeconfigRequests to be granted access to secrets and serviceaccounts/token.")
 	fs.BoolVar(&o.Ceiling.AllowWildcardVerbs, "kubeconfig-allow-wildcard-verbs", o.Ceiling.AllowWildcardVerbs, `Allow the verb "*".`)
+	fs.StringSliceVar(&o.Ceiling.Allow, "kubeconfig-allowed-routes", o.Ceiling.Allow, "Escalation routes KubeconfigRequests may be granted (refused by default): "+strings.Join(access.RouteNames(), ", ")+".")
+	fs.StringSliceVar(&o.Ceiling.ProtectedNamespaces, "kubeconfig-protected-namespaces", o.Ceiling.ProtectedNamespaces,
+		"Namespaces of target clusters where no KubeconfigRequest may exec into, attach to, port-forward to or create/change workloads ("+TargetNamespace+" is always protected).")
+	fs.DurationVar(&o.MaxExpiration, "kubeconfig-max-expiration", o.MaxExpiration, "Longest spec.expiration a KubeconfigRequest may ask for; longer requests are refused (ExpirationTooLong).")
 	fs.Float64Var(&o.RotateFraction, "kubeconfig-rotate-fraction", o.RotateFraction, "Rotate a credential once this fraction of its lifetime has passed.")
 }
 
@@ -110,6 +142,9 @@ func Controller(gardenOpts *garden.Options) manager.Controller {
 		Name: Name, Help: "KubeconfigRequest: RBAC-scoped, expiring kubeconfigs with rotate/revoke",
 		AddFlags: opts.AddFlags,
 		Setup: gardenOpts.Setup(func(mgr ctrl.Manager, g *garden.Garden) error {
+			if err := opts.Validate(); err != nil {
+				return err
+			}
 			_, err := Setup(mgr, opts, g)
 			return err
 		}),
@@ -140,6 +175,7 @@ type Target struct {
 	Kube   kubernetes.Interface
 
 	version        string    // of the kubeconfig Secret it was made from (brought along)
+	tenantServer   bool      // the server is the tenant's choice: its answers never reach status
 	refreshAt      time.Time // when a fresh admin kubeconfig is due (Gardener)
 	mu             sync.Mutex
 	namespaceReady bool
@@ -222,8 +258,12 @@ func (r *Reconciler) reconcileOrFinalize(ctx context.Context, kr *operatorv1alph
 
 func (r *Reconciler) reconcile(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest) (reconcile.Result, error) {
 	now := r.opts.Clock.Now()
-	if problems := r.opts.Ceiling.Check(allRules(kr)); len(problems) > 0 {
-		return reconcile.Result{}, r.deny(ctx, kr, fmt.Sprintf("denied: %s", strings.Join(problems, "; ")))
+	if problems := r.overCeiling(kr); len(problems) > 0 {
+		return reconcile.Result{}, r.deny(ctx, kr, operatorv1alpha1.ReasonDenied, fmt.Sprintf("denied: %s", strings.Join(problems, "; ")))
+	}
+	if limit := r.opts.MaxExpiration; time.Duration(kr.Spec.Expiration)*time.Second > limit {
+		return reconcile.Result{}, r.deny(ctx, kr, operatorv1alpha1.ReasonExpirationTooLong, fmt.Sprintf("denied: spec.expiration %ds is longer than this operator issues (%ds, --kubeconfig-max-expiration=%s)",
+			kr.Spec.Expiration, int64(limit/time.Second), limit))
 	}
 	if kr.Annotations[operatorv1alpha1.RevokeAnnotation] == "true" {
 		return reconcile.Result{}, r.revoke(ctx, kr)
@@ -238,7 +278,7 @@ func (r *Reconciler) reconcile(ctx context.Context, kr *operatorv1alpha1.Kubecon
 	// A Cluster in another namespace serves only the namespaces it grants; the Cluster
 	// watch brings the request back when its grant changes.
 	if cluster != nil && !cluster.GrantsKubeconfigRequestsFrom(kr.Namespace) {
-		return reconcile.Result{}, r.deny(ctx, kr, fmt.Sprintf("denied: Cluster %s does not grant KubeconfigRequests from namespace %s: its spec.kubeconfigRequestNamespaces must list %q", key, kr.Namespace, kr.Namespace))
+		return reconcile.Result{}, r.deny(ctx, kr, operatorv1alpha1.ReasonDenied, fmt.Sprintf("denied: Cluster %s does not grant KubeconfigRequests from namespace %s: its spec.kubeconfigRequestNamespaces must list %q", key, kr.Namespace, kr.Namespace))
 	}
 	held := grantedIn(kr)
 	// What the previous cluster was granted goes before anything is granted in the new one.
@@ -325,18 +365,36 @@ func grantedIn(kr *operatorv1alpha1.KubeconfigRequest) *types.NamespacedName {
 // deny withdraws whatever the request holds (a request denied now must not keep what an
 // earlier spec or grant gave it) and reports the denial: Stalled, until the spec, the
 // ceiling or the Cluster's grant changes.
-func (r *Reconciler) deny(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest, message string) error {
+func (r *Reconciler) deny(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest, reason, message string) error {
 	if held := grantedIn(kr); held != nil || kr.Status.Kubeconfig != "" {
 		if held == nil {
 			if err := r.unpublish(ctx, kr); err != nil {
 				return fmt.Errorf("%s; withdrawing the kubeconfig: %w", message, err)
 			}
 		} else if err := r.withdraw(ctx, kr, *held); err != nil {
-			return status.Transient(operatorv1alpha1.ReasonDenied, fmt.Errorf("%s; the kubeconfig is withdrawn, and deleting what it was granted in Cluster %s is pending: %w", message, held, err))
+			return status.Transient(reason, fmt.Errorf("%s; the kubeconfig is withdrawn, and deleting what it was granted in Cluster %s is pending: %w", message, held, err))
 		}
-		r.Recorder.Eventf(kr, nil, corev1.EventTypeNormal, operatorv1alpha1.ReasonDenied, "Withdraw", "withdrew the kubeconfig: %s", message)
+		r.Recorder.Eventf(kr, nil, corev1.EventTypeNormal, reason, "Withdraw", "withdrew the kubeconfig: %s", message)
 	}
-	return status.Stalled(operatorv1alpha1.ReasonDenied, "%s", message)
+	return status.Stalled(reason, "%s", message)
+}
+
+// overCeiling is why the request's rules exceed the ceiling: a ClusterRole's rules reach
+// every namespace, a Role's only its own.
+func (r *Reconciler) overCeiling(kr *operatorv1alpha1.KubeconfigRequest) []string {
+	c := r.opts.ceiling()
+	var problems []string
+	if kr.Spec.ClusterRole != nil {
+		for _, p := range c.Check(toRBAC(kr.Spec.ClusterRole.Rules), "") {
+			problems = append(problems, "clusterRole "+p)
+		}
+	}
+	if kr.Spec.Role != nil {
+		for _, p := range c.Check(toRBAC(kr.Spec.Role.Rules), kr.Spec.Role.Namespace) {
+			problems = append(problems, "role "+p)
+		}
+	}
+	return problems
 }
 
 // rotate issues a (first or new) credential, resets the rotate annotation when it asked
@@ -376,6 +434,11 @@ func (r *Reconciler) rotate(ctx context.Context, kr *operatorv1alpha1.Kubeconfig
 // targetUnreachable reports a failed call to the target cluster, retried with backoff
 // (unless the target refuses it for good: RBAC, policy, quota there).
 func targetUnreachable(target *Target, err error) error {
+	if target.tenantServer {
+		// A brought-along cluster's server is the tenant's choice (maybe an internal
+		// URL): only the class of the failure and the host reach the status.
+		err = kubeconfig.Failure(kubeconfig.HostOf(target.Config), err)
+	}
 	return status.Transient(operatorv1alpha1.ReasonTargetUnreachable, fmt.Errorf("cluster %s: %w", target.Name, err))
 }
 
@@ -578,6 +641,9 @@ func (r *Reconciler) withdraw(ctx context.Context, kr *operatorv1alpha1.Kubeconf
 		// Left unclassified: the caller says what is pending (a persistent refusal by the
 		// target, RBAC there say, is still recognised as one).
 		if err := deleteEverything(ctx, t.Client, targetName(kr)); err != nil {
+			if t.tenantServer {
+				err = kubeconfig.Failure(kubeconfig.HostOf(t.Config), err)
+			}
 			return fmt.Errorf("cluster %s: %w", t.Name, err)
 		}
 	}
@@ -715,7 +781,7 @@ func (r *Reconciler) broughtAlongTarget(ctx context.Context, cluster *operatorv1
 	if err != nil {
 		return nil, fmt.Errorf("cluster %q: %w", cluster.Name, err)
 	}
-	return r.connect(cluster, secretMeta.ResourceVersion, cfg, time.Time{})
+	return r.connect(cluster, secretMeta.ResourceVersion, cfg, time.Time{}, true)
 }
 
 // shootTarget asks Gardener for an admin kubeconfig and reuses it for half its lifetime.
@@ -727,21 +793,52 @@ func (r *Reconciler) shootTarget(ctx context.Context, cluster *operatorv1alpha1.
 	if provisioned == nil || provisioned.Status != metav1.ConditionTrue || cluster.Status.ShootName == "" {
 		return nil, status.Waiting(operatorv1alpha1.ReasonClusterNotReady, "cluster %q is not provisioned yet", cluster.Name)
 	}
+	// The Shoot is the one the Cluster controller names for this Cluster, never what the
+	// status says: a status can be forged by whoever may write clusters/status, and the
+	// garden project is shared by every tenant.
+	shootName := shoot.Name(cluster.Namespace, cluster.Name)
+	if cluster.Status.ShootName != shootName {
+		return nil, status.Stalled(operatorv1alpha1.ReasonShootMismatch, "cluster %s/%s: status.shootName %q is not this Cluster's shoot %q: no kubeconfig is issued for another shoot",
+			cluster.Namespace, cluster.Name, cluster.Status.ShootName, shootName)
+	}
 	now := r.opts.Clock.Now()
 	if t, ok := r.targets.Load(cluster.UID); ok && now.Before(t.(*Target).refreshAt) {
 		return t.(*Target), nil
 	}
-	cfg, expires, err := r.Garden.AdminConfig(ctx, cluster.Status.ShootName)
+	if err := r.checkShootOwner(ctx, cluster, shootName); err != nil {
+		return nil, err
+	}
+	cfg, expires, err := r.Garden.AdminConfig(ctx, shootName)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %q: %w", cluster.Name, err)
 	}
-	return r.connect(cluster, "", cfg, now.Add(expires.Sub(now)/2))
+	return r.connect(cluster, "", cfg, now.Add(expires.Sub(now)/2), false)
+}
+
+// checkShootOwner: the Shoot carries the owner labels the Cluster controller puts on the
+// Shoot of this Cluster. A Shoot of that name made by anyone else (another tool, another
+// tenant's Cluster through a hash collision) is not this Cluster's.
+func (r *Reconciler) checkShootOwner(ctx context.Context, cluster *operatorv1alpha1.Cluster, shootName string) error {
+	s := garden.NewShoot()
+	if err := r.Garden.APIReader.Get(ctx, types.NamespacedName{Namespace: r.Garden.Params.Namespace, Name: shootName}, s); apierrors.IsNotFound(err) {
+		return status.Waiting(operatorv1alpha1.ReasonClusterNotReady, "cluster %q: shoot %s does not exist (yet)", cluster.Name, shootName)
+	} else if err != nil {
+		return fmt.Errorf("cluster %q: reading shoot %s: %w", cluster.Name, shootName, err)
+	}
+	l := s.GetLabels()
+	if l[shoot.ClusterNamespaceLabel] != cluster.Namespace || l[shoot.ClusterNameLabel] != cluster.Name {
+		return status.Stalled(operatorv1alpha1.ReasonShootMismatch, "cluster %s/%s: shoot %s is labelled %s=%q, %s=%q: it is not this Cluster's shoot, no kubeconfig is issued for it",
+			cluster.Namespace, cluster.Name, shootName, shoot.ClusterNamespaceLabel, l[shoot.ClusterNamespaceLabel], shoot.ClusterNameLabel, l[shoot.ClusterNameLabel])
+	}
+	return nil
 }
 
 // connect makes the connection to cluster and caches it in place of the one before; a
 // zero refreshAt never expires.
-func (r *Reconciler) connect(cluster *operatorv1alpha1.Cluster, version string, cfg *rest.Config, refreshAt time.Time) (*Target, error) {
-	cfg.Timeout = 15 * time.Second
+func (r *Reconciler) connect(cluster *operatorv1alpha1.Cluster, version string, cfg *rest.Config, refreshAt time.Time, tenantServer bool) (*Target, error) {
+	if cfg.Timeout == 0 { // a brought-along target's comes from --cluster-target-timeout
+		cfg.Timeout = 15 * time.Second
+	}
 	// client-go's default of 5 requests/s would serialise a burst of requests. As for its
 	// own connection (controller-runtime's default), client-side rate limiting is off: the
 	// target API server protects itself with priority and fairness.
@@ -757,7 +854,7 @@ func (r *Reconciler) connect(cluster *operatorv1alpha1.Cluster, version string, 
 	if refreshAt.IsZero() {
 		refreshAt = time.Unix(1<<62, 0)
 	}
-	t := &Target{Name: cluster.Name, Config: cfg, Client: c, Kube: kube, version: version, refreshAt: refreshAt}
+	t := &Target{Name: cluster.Name, Config: cfg, Client: c, Kube: kube, version: version, refreshAt: refreshAt, tenantServer: tenantServer}
 	r.targets.Store(cluster.UID, t)
 	return t, nil
 }
@@ -810,17 +907,6 @@ func targetName(kr *operatorv1alpha1.KubeconfigRequest) string {
 		base = base[:50]
 	}
 	return strings.TrimRight(base, "-.") + "-" + hex.EncodeToString(sum[:4])
-}
-
-func allRules(kr *operatorv1alpha1.KubeconfigRequest) []rbacv1.PolicyRule {
-	var out []rbacv1.PolicyRule
-	if kr.Spec.ClusterRole != nil {
-		out = append(out, toRBAC(kr.Spec.ClusterRole.Rules)...)
-	}
-	if kr.Spec.Role != nil {
-		out = append(out, toRBAC(kr.Spec.Role.Rules)...)
-	}
-	return out
 }
 
 func toRBAC(rules []operatorv1alpha1.PolicyRule) []rbacv1.PolicyRule {

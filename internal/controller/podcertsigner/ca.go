@@ -37,7 +37,7 @@ func BundleName(signerName string) string {
 }
 
 // +kubebuilder:rbac:groups=certificates.k8s.io,resources=clustertrustbundles,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups=certificates.k8s.io,resources=signers,verbs=attest
+// +kubebuilder:rbac:groups=certificates.k8s.io,resources=signers,verbs=attest,resourceNames=trustplane.io/pod-identity
 
 // setupCA adds the controller that keeps the CA Secret's rotation moving and the
 // ClusterTrustBundle current: it watches the one Secret (a cache limited to it) and the

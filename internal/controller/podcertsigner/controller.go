@@ -100,10 +100,16 @@ type Reconciler struct {
 
 // +kubebuilder:rbac:groups=certificates.k8s.io,resources=podcertificaterequests,verbs=get;list;watch
 // +kubebuilder:rbac:groups=certificates.k8s.io,resources=podcertificaterequests/status,verbs=update;patch
-// +kubebuilder:rbac:groups=certificates.k8s.io,resources=signers,verbs=sign
+// Signs for its own signerName only (the default of --podcert-signer-name; another name
+// needs its own grant of sign and attest on signers).
+// +kubebuilder:rbac:groups=certificates.k8s.io,resources=signers,verbs=sign,resourceNames=trustplane.io/pod-identity
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update
+// The CA Secret only (the default of --podcert-ca-secret): read through a cache that
+// selects it by name and updated by name. Create cannot be limited by name: RBAC sees no
+// name on a create (it is in the body), so a rule with resourceNames never matches one.
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;update,resourceNames=trustplane-pod-identity-ca
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=create
 
 // Setup adds the signer to mgr.
 func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {

@@ -6,19 +6,25 @@ package roleaggregation
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/spf13/pflag"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -37,12 +43,18 @@ const (
 	SelectorAnnotation = "rbac.trustplane.io/aggregate-from"
 	// ReasonInvalidSelector is the Warning event for a selector that does not parse.
 	ReasonInvalidSelector = "InvalidSelector"
+	// ReasonUntrustedAnnotation is the Warning event for an annotation the controller
+	// ignores because nothing made sure its author may escalate (see Reconciler.Trusted).
+	ReasonUntrustedAnnotation = "AggregationNotTrusted"
 )
 
 // Options are the controller's flags.
 type Options struct {
 	// Workers is the number of concurrent syncs.
 	Workers int
+	// TrustRoleAuthors aggregates without the admission policy: the operator vouches that
+	// whoever may set the annotation may also escalate Roles.
+	TrustRoleAuthors bool
 }
 
 // Controller is the registry entry for `trustplane manager`.
@@ -53,6 +65,8 @@ func Controller() manager.Controller {
 		Help: "Role annotated " + SelectorAnnotation + " → rules of matching Roles in its namespace",
 		AddFlags: func(fs *pflag.FlagSet) {
 			fs.IntVar(&opts.Workers, "role-aggregation-workers", opts.Workers, "Concurrent Role aggregation syncs.")
+			fs.BoolVar(&opts.TrustRoleAuthors, "role-aggregation-trust-role-authors", opts.TrustRoleAuthors,
+				"Aggregate even without the ValidatingAdmissionPolicy "+PolicyName+": only where everyone who may edit Roles may also escalate them.")
 		},
 		Setup: func(mgr ctrl.Manager) error { _, err := Setup(mgr, opts); return err },
 	}
@@ -67,24 +81,105 @@ type Reconciler struct {
 	Live     client.Reader
 	Recorder events.EventRecorder
 	Index    *rbac.Index
+	// Policy reads the ValidatingAdmissionPolicy and binding that refuse the annotation to
+	// whoever may not escalate Roles (a cache of those two names). Without it, and without
+	// TrustRoleAuthors, no annotation is trusted.
+	Policy client.Reader
+	// TrustRoleAuthors trusts every annotation (--role-aggregation-trust-role-authors).
+	TrustRoleAuthors bool
+
+	// warned holds the Roles told (event and log line) that their annotation is ignored,
+	// so that they are told once, not on every sync; a trusted sync or a deletion forgets.
+	warned sync.Map
 }
 
 // No create: an apply for a Role deleted after the cache's last look would otherwise
 // bring it back (as for ClusterRoles, where upstream's controller has no create either).
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles,verbs=get;list;watch;update;patch;escalate
+// Only the policy and binding it looks for: the cache lists and watches them by name.
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies,verbs=get;list;watch,resourceNames=trustplane-role-aggregation
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicybindings,verbs=get;list;watch,resourceNames=trustplane-role-aggregation
 
 // Setup adds the controller to mgr.
 func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if opts.Workers < 1 {
 		return nil, fmt.Errorf("--role-aggregation-workers must be positive, not %d", opts.Workers)
 	}
-	r := &Reconciler{Reader: mgr.GetCache(), Writer: mgr.GetClient(), Live: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("trustplane-" + Name), Index: rbac.NewIndex()}
-	err := ctrl.NewControllerManagedBy(mgr).
+	r := &Reconciler{Reader: mgr.GetCache(), Writer: mgr.GetClient(), Live: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("trustplane-" + Name),
+		Index: rbac.NewIndex(), TrustRoleAuthors: opts.TrustRoleAuthors}
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
 		WatchesRawSource(source.Kind(mgr.GetCache(), &rbacv1.Role{}, handlers.OldNew(r.changed))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).
-		Complete(r)
-	return r, err
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers})
+	if !opts.TrustRoleAuthors {
+		// A cache of the two objects by name: the RBAC grants no more (resourceNames), and
+		// installing, loosening or removing the policy re-syncs every annotated Role.
+		byName := func(name string) cache.ByObject {
+			return cache.ByObject{Field: fields.OneTermEqualSelector("metadata.name", name)}
+		}
+		policies, err := cache.New(mgr.GetConfig(), cache.Options{
+			HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+			ByObject: map[client.Object]cache.ByObject{
+				&admissionregistrationv1.ValidatingAdmissionPolicy{}:        byName(PolicyName),
+				&admissionregistrationv1.ValidatingAdmissionPolicyBinding{}: byName(PolicyBindingName),
+			},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("creating the admission policy cache: %w", err)
+		}
+		if err := mgr.Add(policies); err != nil {
+			return nil, fmt.Errorf("adding the admission policy cache: %w", err)
+		}
+		r.Policy = policies
+		all := handler.EnqueueRequestsFromMapFunc(r.annotatedRoles)
+		b = b.WatchesRawSource(source.Kind(policies, client.Object(&admissionregistrationv1.ValidatingAdmissionPolicy{}), all)).
+			WatchesRawSource(source.Kind(policies, client.Object(&admissionregistrationv1.ValidatingAdmissionPolicyBinding{}), all))
+	}
+	return r, b.Complete(r)
+}
+
+// Trusted says whether annotations may be acted on: the operator said so, or the admission
+// policy makes sure that only who may escalate Roles in the namespace sets or changes one
+// (as the API server allows an aggregationRule only to who may escalate). Otherwise anyone
+// allowed to edit a Role could have the manager, which holds escalate, copy into it rules
+// they do not hold. If not, it says why.
+func (r *Reconciler) Trusted(ctx context.Context) (bool, string, error) {
+	if r.TrustRoleAuthors {
+		return true, "", nil
+	}
+	if r.Policy == nil {
+		return false, "no admission policy reader is configured", nil
+	}
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+	if err := r.Policy.Get(ctx, client.ObjectKey{Name: PolicyName}, policy); apierrors.IsNotFound(err) {
+		policy = nil
+	} else if err != nil {
+		return false, "", fmt.Errorf("reading ValidatingAdmissionPolicy %s: %w", PolicyName, err)
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+	if err := r.Policy.Get(ctx, client.ObjectKey{Name: PolicyBindingName}, binding); apierrors.IsNotFound(err) {
+		binding = nil
+	} else if err != nil {
+		return false, "", fmt.Errorf("reading ValidatingAdmissionPolicyBinding %s: %w", PolicyBindingName, err)
+	}
+	ok, why := PolicyEnforced(policy, binding)
+	return ok, why, nil
+}
+
+// annotatedRoles is every Role with the annotation: all of them await a policy change.
+func (r *Reconciler) annotatedRoles(ctx context.Context, _ client.Object) []reconcile.Request {
+	roles := &rbacv1.RoleList{}
+	if err := r.Reader.List(ctx, roles, client.UnsafeDisableDeepCopy); err != nil {
+		log.FromContext(ctx).Error(err, "listing Roles after an admission policy change; annotated Roles sync on their next change")
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range roles.Items {
+		if _, ok := roles.Items[i].Annotations[SelectorAnnotation]; ok {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&roles.Items[i])})
+		}
+	}
+	return reqs
 }
 
 // Reconcile aggregates like the ClusterRole controller, scoped to the Role's namespace.
@@ -100,6 +195,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if !ok {
 		return reconcile.Result{}, nil
 	}
+	trusted, why, err := r.Trusted(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if !trusted {
+		// Left untouched; a change of the policy (watched) or of the Role brings it back.
+		if _, told := r.warned.LoadOrStore(req.NamespacedName, struct{}{}); !told {
+			r.Recorder.Eventf(role, nil, corev1.EventTypeWarning, ReasonUntrustedAnnotation, "Aggregate",
+				"annotation %s ignored, rules left unchanged: %s, so its author may not be allowed to escalate; install it (config/policy) or run the manager with --role-aggregation-trust-role-authors", SelectorAnnotation, why)
+			log.FromContext(ctx).Info("ignoring the aggregation annotation: nothing makes sure its author may escalate Roles",
+				"annotation", SelectorAnnotation, "why", why)
+		}
+		return reconcile.Result{}, nil
+	}
+	r.warned.Delete(req.NamespacedName)
 	selector, err := labels.Parse(raw)
 	if err != nil {
 		// The Role is left untouched; the annotation's next change brings it back.
@@ -165,6 +275,7 @@ func (r *Reconciler) changed(old, cur *rbacv1.Role, q handlers.Queue) {
 		q.Add(reconcile.Request{NamespacedName: key})
 	} else {
 		r.Index.Delete(key)
+		r.warned.Delete(key) // a Role that aggregates again is told again
 	}
 	for _, agg := range r.Index.Affected(key.Namespace, oldLabels, curLabels) {
 		q.Add(reconcile.Request{NamespacedName: agg})

@@ -23,9 +23,17 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env)) }
 
 var ctx = context.Background()
 
+// startManager runs the controller with --role-aggregation-trust-role-authors: these tests
+// are about what aggregation does, and no admission policy is installed (aggregating with
+// the flag on and the policy absent is itself shown by TestNamespacedAggregation).
 func startManager(t *testing.T) {
 	t.Helper()
-	env.RunManager(t, func(mgr ctrl.Manager) error { _, err := Setup(mgr, Options{Workers: 2}); return err })
+	startManagerWith(t, Options{Workers: 2, TrustRoleAuthors: true})
+}
+
+func startManagerWith(t *testing.T, opts Options) {
+	t.Helper()
+	env.RunManager(t, func(mgr ctrl.Manager) error { _, err := Setup(mgr, opts); return err })
 }
 
 func namespace(t *testing.T) string { return env.Namespace(t, "roleagg") }

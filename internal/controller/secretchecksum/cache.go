@@ -5,10 +5,13 @@ import (
 	"encoding/binary"
 	"fmt"
 	"reflect"
+	"strconv"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -59,6 +62,7 @@ func (in *inputs) cache(mgr ctrl.Manager, namespaces []string) (cache.Cache, err
 	c, err := cache.New(mgr.GetConfig(), cache.Options{
 		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
 		DefaultNamespaces: byNamespace(namespaces),
+		NewInformer:       StripListPages(in.strip, ListPageBytes),
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Secret{}:             {Transform: in.stripSecret},
 			&networkingv1.Ingress{}:      {Transform: in.stripIngress},
@@ -83,10 +87,23 @@ func byNamespace(namespaces []string) map[string]cache.Config {
 	return out
 }
 
-// stripSecret records the Secret's PemSHA outcome and drops all its data, its other
-// annotations (kubectl's last-applied-configuration holds the whole Secret, key
-// included) and its managed fields. A Secret without the version annotation is not
-// parsed: Tengine-Ingress does not count it, whatever it holds.
+// strip is the transform of every object in the cache: Secrets and Ingresses are
+// stripped, the checksum objects (ours only, by label) are kept.
+func (in *inputs) strip(obj any) (any, error) {
+	if ing, ok := obj.(*networkingv1.Ingress); ok {
+		return in.stripIngress(ing)
+	}
+	return in.stripSecret(obj)
+}
+
+// stripSecret records the Secret's PemSHA outcome and keeps of the Secret only what the
+// checksum and its reports read: name, namespace, UID, resource version and the version
+// annotation (canonical, see versionOnly). Everything else a tenant controls goes: the
+// data, the other annotations (kubectl's last-applied-configuration holds the whole
+// Secret, key included), labels (a Secret may carry a megabyte of them), owner references,
+// finalizers and managed fields. So what the cache retains per Secret is bounded, whatever
+// the Secret's size. A Secret without the version annotation is not parsed:
+// Tengine-Ingress does not count it, whatever it holds.
 func (in *inputs) stripSecret(obj any) (any, error) {
 	s, ok := obj.(*corev1.Secret)
 	if !ok {
@@ -97,8 +114,12 @@ func (in *inputs) stripSecret(obj any) (any, error) {
 	} else {
 		in.forget(s.UID)
 	}
-	s.Data, s.StringData, s.ManagedFields = nil, nil, nil
-	s.Annotations = onlyAnnotation(s.Annotations, in.versionAnnotation)
+	s.ObjectMeta = metav1.ObjectMeta{
+		Name: s.Name, Namespace: s.Namespace, UID: s.UID, ResourceVersion: s.ResourceVersion,
+		CreationTimestamp: s.CreationTimestamp, DeletionTimestamp: s.DeletionTimestamp,
+		Annotations: versionOnly(s.Annotations, in.versionAnnotation),
+	}
+	s.Data, s.StringData, s.Type = nil, nil, ""
 	return s, nil
 }
 
@@ -164,16 +185,33 @@ func dataHash(data map[string][]byte) [sha256.Size]byte {
 // stripIngress keeps an Ingress's name and version annotation: all the formula reads.
 func (in *inputs) stripIngress(obj any) (any, error) {
 	if ing, ok := obj.(*networkingv1.Ingress); ok {
-		ing.Spec, ing.Status, ing.ManagedFields = networkingv1.IngressSpec{}, networkingv1.IngressStatus{}, nil
-		ing.Annotations = onlyAnnotation(ing.Annotations, in.versionAnnotation)
+		ing.ObjectMeta = metav1.ObjectMeta{
+			Name: ing.Name, Namespace: ing.Namespace, UID: ing.UID, ResourceVersion: ing.ResourceVersion,
+			CreationTimestamp: ing.CreationTimestamp, DeletionTimestamp: ing.DeletionTimestamp,
+			Annotations: versionOnly(ing.Annotations, in.versionAnnotation),
+		}
+		ing.Spec, ing.Status = networkingv1.IngressSpec{}, networkingv1.IngressStatus{}
 	}
 	return obj, nil
 }
 
-func onlyAnnotation(annotations map[string]string, key string) map[string]string {
+// maxKeptVersionBytes bounds the version annotation kept in the cache. An integer
+// version is kept canonical (strconv.Itoa, at most 20 bytes: the ID prints it so
+// anyway); anything else is not a version and only its beginning is kept, for the
+// left-out message. A tenant's 256 KiB annotation therefore costs the cache 64 bytes.
+const maxKeptVersionBytes = 64
+
+// versionOnly is the version annotation alone, bounded, with the outcome
+// checksum.Version gives the original: the same ID, or the same reason to leave it out.
+func versionOnly(annotations map[string]string, key string) map[string]string {
 	v, ok := annotations[key]
 	if !ok {
 		return nil
+	}
+	if n, err := strconv.Atoi(v); err == nil {
+		v = strconv.Itoa(n)
+	} else if len(v) > maxKeptVersionBytes {
+		v = strings.ToValidUTF8(v[:maxKeptVersionBytes], "") + "…" // never an integer
 	}
 	return map[string]string{key: v}
 }

@@ -1,6 +1,7 @@
 package secretchecksum
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"testing"
@@ -96,3 +97,74 @@ func TestStripKeepsNoDataButTheOutcome(t *testing.T) {
 }
 
 func counterValue(t *testing.T, c prometheus.Counter) float64 { return counter(t, c) }
+
+// TestStripBoundsWhatIsKept: whatever a tenant puts into a Secret — a 900 KB tls.crt, a
+// 200 KB version annotation, labels, owner references — the cache keeps a bounded copy,
+// and the checksum comes out as from the whole Secret.
+func TestStripBoundsWhatIsKept(t *testing.T) {
+	version := checksum.DefaultVersionAnnotation
+	in := newInputs(version, &Metrics{parsed: prometheus.NewCounter(prometheus.CounterOpts{Name: "parsed"})})
+	c := newCert(t)
+	// A real certificate first (Tengine reads the first block), padded to 900 KB.
+	large := bytes.Repeat(c.PEM(), 900_000/len(c.PEM())+1)
+	secret := func(uid, name, ver string) *corev1.Secret {
+		labels := map[string]string{}
+		for i := range 1000 {
+			labels[fmt.Sprintf("l%d", i)] = strings.Repeat("v", 63)
+		}
+		return &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid), ResourceVersion: "1", Name: name, Namespace: "edge", Labels: labels,
+				Annotations:     map[string]string{version: ver, "other": strings.Repeat("x", 100_000)},
+				OwnerReferences: []metav1.OwnerReference{{Name: "o", UID: "x"}}, Finalizers: []string{"f"}},
+			Type: corev1.SecretTypeOpaque,
+			Data: map[string][]byte{corev1.TLSCertKey: large, corev1.TLSPrivateKeyKey: c.KeyPEM()},
+		}
+	}
+	kept := func(s *corev1.Secret) int {
+		out, err := in.stripSecret(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := out.(*corev1.Secret)
+		if got.Data != nil || got.Labels != nil || got.OwnerReferences != nil || got.Finalizers != nil || got.Type != "" {
+			t.Errorf("%s: kept data %d, labels %d, owners %v, finalizers %v, type %q", s.Name, len(got.Data), len(got.Labels), got.OwnerReferences, got.Finalizers, got.Type)
+		}
+		if got.Name != s.Name || got.Namespace != "edge" || got.UID != s.UID {
+			t.Errorf("%s: identity lost: %s/%s %s", s.Name, got.Namespace, got.Name, got.UID)
+		}
+		size := 0
+		for k, v := range got.Annotations {
+			size += len(k) + len(v)
+		}
+		return size
+	}
+
+	// A 900 KB tls.crt that loads is counted, with the PemSHA of its first certificate.
+	// Its version has 100 leading zeros: still 42, kept as "42".
+	padded := strings.Repeat("0", 100) + "42"
+	big := secret("u-big", "site-7", padded)
+	whole, err := checksum.SecretID("site-7", map[string]string{version: padded}, version, big.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := kept(big); n > len(version)+maxKeptVersionBytes+3 {
+		t.Errorf("kept %d bytes of annotations", n)
+	}
+	if id, err := in.secretID(big); err != nil || id != whole || !strings.HasPrefix(id, "7-42-") {
+		t.Errorf("900 KB tls.crt: ID %q, %v; want %q", id, err, whole)
+	}
+
+	// A huge version that is no integer: 64 bytes kept, and left out for the same reason.
+	huge := strings.Repeat("9z", 100_000)
+	_, want := checksum.Version(map[string]string{version: huge}, version)
+	odd := secret("u-odd", "site-8", huge)
+	if n := kept(odd); n > len(version)+maxKeptVersionBytes+3 {
+		t.Errorf("kept %d bytes of a 200 KB version annotation", n)
+	}
+	_, got := in.secretID(odd)
+	if l, _ := checksum.IsLeftOut(got); l == nil || l.Reason != checksum.ReasonNoVersion {
+		t.Errorf("huge version: %v; want the reason of %v", got, want)
+	} else if len(l.Message) > 200 {
+		t.Errorf("left-out message is %d bytes", len(l.Message))
+	}
+}

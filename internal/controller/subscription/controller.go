@@ -7,14 +7,21 @@
 // The pool is the garden's CredentialsBindings (security.gardener.cloud/v1alpha1) in the
 // project namespace, the objects a Shoot's spec.credentialsBindingName names; usage is
 // counted from the project's Shoots. For tests and small setups without a garden, the pool
-// can be labelled Secrets in each request's own namespace of the management cluster
-// (--subscription-pool=secrets), named as the CredentialsBindings they stand for.
+// can be labelled Secrets in one namespace of the management cluster that the operator
+// controls (--subscription-pool=secrets, --subscription-pool-namespace), named as the
+// CredentialsBindings they stand for — never the requesting namespace: the name chosen
+// becomes the Shoot's credentialsBindingName in the shared garden project, so a tenant
+// who could put a Secret in the pool could point its cluster at another tenant's account.
+//
+// A dedicated credential is claimed for the requesting namespace (the tenant,
+// cp.AnnotationClaimedBy) and never handed to a request of another namespace.
 package subscription
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -26,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -66,8 +74,11 @@ const (
 	PoolAuto = "auto"
 	// PoolGarden: CredentialsBindings in the garden's project namespace.
 	PoolGarden = "garden"
-	// PoolSecrets: labelled Secrets in each request's namespace of the management cluster.
+	// PoolSecrets: labelled Secrets in --subscription-pool-namespace of the management cluster.
 	PoolSecrets = "secrets"
+	// DefaultPoolNamespace is where the Secret pool is by default: Kyma's control-plane
+	// namespace, which tenants have no write access to.
+	DefaultPoolNamespace = "kcp-system"
 )
 
 // CredentialsBindingGVK is Gardener's CredentialsBinding, the garden pool's entries.
@@ -78,14 +89,19 @@ var secretGVK = corev1.SchemeGroupVersion.WithKind("Secret")
 // Controller is the registry entry for `trustplane manager`; the garden options are the
 // cluster controller's (it registers their flags).
 func Controller(gardenOpts *garden.Options) manager.Controller {
-	source := PoolAuto
+	source, poolNamespace := PoolAuto, DefaultPoolNamespace
 	return manager.Controller{
 		Name: Name, Help: "SubscriptionRequest: hyperscaler credentials from the garden's CredentialsBindings (or labelled Secrets), shared or dedicated",
 		AddFlags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&source, "subscription-pool", source, "Where the credential pool is: 'garden' (CredentialsBindings in --garden-namespace), "+
-				"'secrets' (labelled Secrets in each SubscriptionRequest's namespace; for tests and small setups), or 'auto' (garden when --garden-kubeconfig is set).")
+				"'secrets' (labelled Secrets in --subscription-pool-namespace; for tests and small setups), or 'auto' (garden when --garden-kubeconfig is set).")
+			fs.StringVar(&poolNamespace, "subscription-pool-namespace", poolNamespace, "Namespace of the management cluster holding the Secret pool (--subscription-pool=secrets); "+
+				"tenants must not be able to write Secrets there.")
 		},
 		Setup: gardenOpts.Setup(func(mgr ctrl.Manager, g *garden.Garden) error {
+			if errs := validation.IsDNS1123Label(poolNamespace); len(errs) > 0 {
+				return fmt.Errorf("--subscription-pool-namespace=%q: not a namespace name: %s", poolNamespace, strings.Join(errs, "; "))
+			}
 			var err error
 			switch {
 			case source == PoolGarden && g == nil:
@@ -93,7 +109,7 @@ func Controller(gardenOpts *garden.Options) manager.Controller {
 			case source == PoolGarden, source == PoolAuto && g != nil:
 				_, err = SetupWithGarden(mgr, g)
 			case source == PoolSecrets, source == PoolAuto:
-				_, err = Setup(mgr)
+				_, err = SetupWithPoolNamespace(mgr, poolNamespace)
 			default:
 				return fmt.Errorf("--subscription-pool=%q: want garden, secrets or auto", source)
 			}
@@ -106,7 +122,8 @@ func Controller(gardenOpts *garden.Options) manager.Controller {
 // labels, and credentials never enter the manager's memory.
 type pool struct {
 	gvk schema.GroupVersionKind
-	// namespace is the garden's project namespace; empty: each request's own namespace.
+	// namespace is the garden's project namespace, or the Secret pool's namespace: never a
+	// requesting namespace.
 	namespace string
 	// cache holds the entries' metadata and is watched for changes.
 	cache cache.Cache
@@ -117,12 +134,7 @@ type pool struct {
 	shoots client.Reader
 }
 
-func (p *pool) namespaceFor(sr *cp.SubscriptionRequest) string {
-	if p.namespace != "" {
-		return p.namespace
-	}
-	return sr.Namespace
-}
+func (p *pool) namespaceFor(*cp.SubscriptionRequest) string { return p.namespace }
 
 func (p *pool) newEntry(ns, name string) *metav1.PartialObjectMetadata {
 	e := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
@@ -150,19 +162,25 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=control-plane.kyma-project.io,resources=subscriptionrequests/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;patch
 
-// Setup adds the controller to mgr with the Secret pool: labelled Secrets in each
-// request's namespace of the management cluster.
+// Setup adds the controller to mgr with the Secret pool in DefaultPoolNamespace.
 func Setup(mgr ctrl.Manager) (*Reconciler, error) {
+	return SetupWithPoolNamespace(mgr, DefaultPoolNamespace)
+}
+
+// SetupWithPoolNamespace adds the controller to mgr with the Secret pool: labelled
+// Secrets in namespace of the management cluster, which serve requests of every namespace.
+func SetupWithPoolNamespace(mgr ctrl.Manager, namespace string) (*Reconciler, error) {
 	inPool, err := labels.NewRequirement(cp.LabelHyperscalerType, selection.Exists, nil)
 	if err != nil {
 		return nil, err
 	}
-	p := &pool{gvk: secretGVK, writer: mgr.GetClient(), fresh: mgr.GetAPIReader()}
+	p := &pool{gvk: secretGVK, namespace: namespace, writer: mgr.GetClient(), fresh: mgr.GetAPIReader()}
 	entry := p.newEntry("", "")
 	secrets, err := cache.New(mgr.GetConfig(), cache.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
 		// Only labelled Secrets, only their metadata; and nothing else: a typed read of a
 		// Secret through this cache fails rather than cache every Secret whole.
-		ByObject:                    map[client.Object]cache.ByObject{entry: {Label: labels.NewSelector().Add(*inPool)}},
+		ByObject: map[client.Object]cache.ByObject{entry: {Label: labels.NewSelector().Add(*inPool),
+			Namespaces: map[string]cache.Config{namespace: {}}}},
 		ReaderFailOnMissingInformer: true})
 	if err != nil {
 		return nil, err
@@ -260,7 +278,7 @@ func (r *Reconciler) assign(ctx context.Context, sr *cp.SubscriptionRequest, wan
 			return err
 		}
 		if claim {
-			if err := r.claim(ctx, r.pool.namespaceFor(sr), name, want.Tenant); err != nil {
+			if err := r.claim(ctx, r.pool.namespaceFor(sr), name, want.Tenant, sr); err != nil {
 				if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 					reader = r.pool.fresh // someone else was faster: look again, uncached
 					continue
@@ -280,21 +298,40 @@ func assigned(sr *cp.SubscriptionRequest, name string) {
 	status.MarkReady(sr, cp.ReasonAssigned, "credential "+name)
 }
 
-// list reads the pool's entries of the request's pool namespace.
-func (r *Reconciler) list(ctx context.Context, reader client.Reader, ns string) ([]subscription.Credential, error) {
+// list reads the pool's entries of the pool namespace that may serve requests of namespace
+// tenant.
+func (r *Reconciler) list(ctx context.Context, reader client.Reader, ns, tenant string) ([]subscription.Credential, error) {
 	entries := r.pool.newList()
 	if err := reader.List(ctx, entries, client.InNamespace(ns), client.HasLabels{cp.LabelHyperscalerType}); err != nil {
 		return nil, fmt.Errorf("listing the pool's %ss in %s: %w", r.pool.gvk.Kind, ns, err)
 	}
-	out := make([]subscription.Credential, len(entries.Items))
-	for i, e := range entries.Items {
-		out[i] = subscription.Credential{Name: e.Name, Labels: e.Labels}
+	out := make([]subscription.Credential, 0, len(entries.Items))
+	for _, e := range entries.Items {
+		if !claimableBy(&e, tenant) {
+			continue // another tenant's: never a candidate, whatever account is asked for
+		}
+		out = append(out, subscription.Credential{Name: e.Name, Labels: e.Labels})
 	}
 	return out, nil
 }
 
+// claimableBy: the pool entry may serve a request of namespace tenant: a shared one, a
+// free one (no tenantName: a claim record left after a hand-back no longer counts), or
+// one claimed by tenant. A dedicated one claimed from another namespace, or labelled
+// tenantName with no record of whose it is, serves no one else.
+func claimableBy(e *metav1.PartialObjectMetadata, tenant string) bool {
+	if e.Labels[cp.LabelShared] == "true" && e.Labels[cp.LabelInternal] != "true" {
+		return true
+	}
+	if _, claimed := e.Labels[cp.LabelTenantName]; !claimed {
+		return true
+	}
+	ns, _, _ := strings.Cut(e.Annotations[cp.AnnotationClaimedBy], "/")
+	return ns != "" && ns == tenant
+}
+
 func (r *Reconciler) choose(ctx context.Context, reader client.Reader, sr *cp.SubscriptionRequest, want subscription.Request) (string, bool, error) {
-	credentials, err := r.list(ctx, reader, r.pool.namespaceFor(sr))
+	credentials, err := r.list(ctx, reader, r.pool.namespaceFor(sr), sr.Namespace)
 	if err != nil {
 		return "", false, err
 	}
@@ -315,8 +352,7 @@ func (r *Reconciler) choose(ctx context.Context, reader client.Reader, sr *cp.Su
 // users are, per credential, who uses it: requests assigned to it ("<namespace>/<name>")
 // and, with the garden pool, the project's Shoots that reference it (a Shoot of a Cluster
 // counts as that Cluster's request, named as the Cluster; any other Shoot, KEB's say, as
-// itself). The garden pool serves requests of every namespace; the Secret pool those of
-// its own.
+// itself). The pool serves requests of every namespace.
 func (r *Reconciler) users(ctx context.Context, poolNamespace string) (map[string]map[string]bool, error) {
 	out := map[string]map[string]bool{}
 	add := func(credential, user string) {
@@ -326,11 +362,7 @@ func (r *Reconciler) users(ctx context.Context, poolNamespace string) (map[strin
 		out[credential][user] = true
 	}
 	requests := &cp.SubscriptionRequestList{}
-	var scope []client.ListOption
-	if r.pool.namespace == "" {
-		scope = append(scope, client.InNamespace(poolNamespace))
-	}
-	if err := r.Client.List(ctx, requests, scope...); err != nil {
+	if err := r.Client.List(ctx, requests); err != nil {
 		return nil, fmt.Errorf("listing SubscriptionRequests: %w", err)
 	}
 	for _, sr := range requests.Items {
@@ -365,17 +397,27 @@ func shootUser(s *unstructured.Unstructured) string {
 	return "shoot " + s.GetNamespace() + "/" + s.GetName()
 }
 
-// claim labels a free credential for tenant. The patch carries the resourceVersion read,
-// so of two concurrent claims exactly one succeeds; the other gets a conflict.
-func (r *Reconciler) claim(ctx context.Context, ns, name, tenant string) error {
+// claim labels a free credential for the global account tenant and records the
+// requesting namespace as its owner. The patch carries the resourceVersion read, so of
+// two concurrent claims exactly one succeeds; the other gets a conflict.
+func (r *Reconciler) claim(ctx context.Context, ns, name, tenant string, sr *cp.SubscriptionRequest) error {
 	entry := r.pool.newEntry(ns, name)
 	if err := r.pool.fresh.Get(ctx, client.ObjectKeyFromObject(entry), entry); err != nil {
 		return err
 	}
-	if t, claimed := entry.Labels[cp.LabelTenantName]; claimed && t != tenant {
+	if t, claimed := entry.Labels[cp.LabelTenantName]; (claimed && t != tenant) || !claimableBy(entry, sr.Namespace) {
 		return apierrors.NewConflict(schema.GroupResource{Group: r.pool.gvk.Group, Resource: r.pool.gvk.Kind}, name, errors.New("claimed by another tenant"))
 	}
-	return r.patchLabel(ctx, entry, cp.LabelTenantName, tenant)
+	before := entry.DeepCopy()
+	if entry.Labels == nil {
+		entry.Labels = map[string]string{}
+	}
+	if entry.Annotations == nil {
+		entry.Annotations = map[string]string{}
+	}
+	entry.Labels[cp.LabelTenantName] = tenant
+	entry.Annotations[cp.AnnotationClaimedBy] = sr.Namespace + "/" + sr.Name
+	return status.WriteFailed("patch", entry, r.pool.writer.Patch(ctx, entry, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})))
 }
 
 // patchLabel sets one label of entry with a merge patch that carries entry's
@@ -396,7 +438,7 @@ func (r *Reconciler) stillFits(ctx context.Context, sr *cp.SubscriptionRequest, 
 	if err := r.pool.cache.Get(ctx, client.ObjectKeyFromObject(entry), entry); err != nil {
 		return false
 	}
-	return subscription.Fits(want, subscription.Credential{Name: entry.Name, Labels: entry.Labels})
+	return claimableBy(entry, sr.Namespace) && subscription.Fits(want, subscription.Credential{Name: entry.Name, Labels: entry.Labels})
 }
 
 // release marks a dedicated credential dirty once nothing uses it any more: no other
@@ -421,6 +463,11 @@ func (r *Reconciler) releaseCredential(ctx context.Context, sr *cp.SubscriptionR
 		return nil
 	} else if err != nil {
 		return fmt.Errorf("reading credential %s: %w", name, err)
+	}
+	if !claimableBy(entry, sr.Namespace) {
+		// Another tenant's credential (a status naming it was never this controller's
+		// doing): releasing it is not this request's to do.
+		return nil
 	}
 	users, err := r.users(ctx, ns)
 	if err != nil {
@@ -472,11 +519,7 @@ func (r *Reconciler) ownShootUses(ctx context.Context, sr *cp.SubscriptionReques
 // no credential yet or have this one.
 func (r *Reconciler) waitingRequests(ctx context.Context, o client.Object) []reconcile.Request {
 	list := &cp.SubscriptionRequestList{}
-	var scope []client.ListOption
-	if r.pool.namespace == "" {
-		scope = append(scope, client.InNamespace(o.GetNamespace()))
-	}
-	if err := r.Client.List(ctx, list, scope...); err != nil {
+	if err := r.Client.List(ctx, list); err != nil {
 		return nil
 	}
 	var out []reconcile.Request

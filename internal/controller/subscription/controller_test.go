@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -15,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cp "github.com/trustplane/trustplane/api/controlplane/v1alpha1"
+	"github.com/trustplane/trustplane/internal/garden"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
 
@@ -88,15 +92,16 @@ func secret(t *testing.T, ns, name string) *corev1.Secret {
 	return s
 }
 
-func start(t *testing.T) *Reconciler {
+// start runs the controller with the Secret pool in poolNamespace.
+func start(t *testing.T, poolNamespace string) *Reconciler {
 	var r *Reconciler
-	env.RunManager(t, func(mgr ctrl.Manager) (err error) { r, err = Setup(mgr); return err })
+	env.RunManager(t, func(mgr ctrl.Manager) (err error) { r, err = SetupWithPoolNamespace(mgr, poolNamespace); return err })
 	return r
 }
 
 func TestSharedDedicatedReleaseAndEmptyPool(t *testing.T) {
-	r := start(t)
-	ns := namespace(t)
+	ns := namespace(t) // the pool's namespace, and the requests' (an operator's own)
+	r := start(t, ns)
 	credential(t, ns, "aws-shared-1", map[string]string{"hyperscalerType": "aws", "shared": "true"})
 	credential(t, ns, "aws-shared-2", map[string]string{"hyperscalerType": "aws", "shared": "true"})
 	credential(t, ns, "aws-a", map[string]string{"hyperscalerType": "aws"})
@@ -175,8 +180,8 @@ func TestNoCredentialIsClaimedTwice(t *testing.T) {
 		for i := range 30 {
 			credential(t, ns, fmt.Sprintf("gcp-%02d", i), map[string]string{"hyperscalerType": "gcp"})
 		}
-		start(t)
-		start(t)
+		start(t, ns)
+		start(t, ns)
 		claimRace(t, ns, func(name string) map[string]string { return secret(t, ns, name).Labels })
 	})
 	t.Run("garden", func(t *testing.T) {
@@ -206,5 +211,89 @@ func claimRace(t *testing.T, ns string, labelsOf func(name string) map[string]st
 		if tenant := labelsOf(got)["tenantName"]; tenant != name {
 			t.Errorf("%s labelled for %q, assigned to %s", got, tenant, name)
 		}
+	}
+}
+
+// TestPoolIsNeverTheRequestingNamespace: alice puts a Secret in her own namespace, labelled
+// as a pool credential and named like bob's CredentialsBinding; her request never gets it
+// (the name would become her Shoot's credentialsBindingName in the shared project). Only
+// the operator's pool namespace serves.
+func TestPoolIsNeverTheRequestingNamespace(t *testing.T) {
+	pool, alice := namespace(t), namespace(t)
+	start(t, pool)
+	credential(t, alice, "bobs-binding", map[string]string{"hyperscalerType": "aws", "shared": "true"})
+	credential(t, alice, "bobs-dedicated", map[string]string{"hyperscalerType": "aws"})
+	request(t, alice, "shared", "aws", "shared")
+	request(t, alice, "dedicated", "aws", "globalaccount:alice")
+	for _, name := range []string{"shared", "dedicated"} {
+		if got := waitReason(t, alice, name, cp.ReasonPoolExhausted).Status.GardenerSecretName; got != "" {
+			t.Errorf("%s: assigned %q from the requesting namespace", name, got)
+		}
+	}
+	if l := secret(t, alice, "bobs-dedicated").Labels; l["tenantName"] != "" {
+		t.Errorf("a Secret of the requesting namespace was claimed: %v", l)
+	}
+	credential(t, pool, "aws-pool", map[string]string{"hyperscalerType": "aws", "shared": "true"})
+	if got := waitReason(t, alice, "shared", cp.ReasonAssigned).Status.GardenerSecretName; got != "aws-pool" {
+		t.Errorf("got %q, want aws-pool from the pool namespace", got)
+	}
+}
+
+// TestClaimedCredentialIsNotHandedToAnotherTenant: a dedicated credential claimed from
+// one namespace records it; a request from another namespace naming the same global
+// account is not given it, nor one labelled tenantName with no claim record, nor (through
+// a forged status) may it mark it dirty.
+func TestClaimedCredentialIsNotHandedToAnotherTenant(t *testing.T) {
+	pool, bob, alice := namespace(t), namespace(t), namespace(t)
+	credential(t, pool, "aws-bob", map[string]string{"hyperscalerType": "aws"})
+	credential(t, pool, "aws-unrecorded", map[string]string{"hyperscalerType": "aws", "tenantName": "acct9"})
+	start(t, pool)
+	request(t, bob, "bob", "aws", "globalaccount:acct1")
+	if got := waitReason(t, bob, "bob", cp.ReasonAssigned).Status.GardenerSecretName; got != "aws-bob" {
+		t.Fatalf("bob got %q", got)
+	}
+	if by := secret(t, pool, "aws-bob").Annotations[cp.AnnotationClaimedBy]; by != bob+"/bob" {
+		t.Errorf("claim record %q, want %s/bob", by, bob)
+	}
+	request(t, alice, "alice", "aws", "globalaccount:acct1")
+	request(t, alice, "alice9", "aws", "globalaccount:acct9")
+	for _, name := range []string{"alice", "alice9"} {
+		if got := waitReason(t, alice, name, cp.ReasonPoolExhausted).Status.GardenerSecretName; got != "" {
+			t.Errorf("%s: handed %q", name, got)
+		}
+	}
+	// A forged status naming bob's credential is not kept, and deleting the request does
+	// not release bob's credential.
+	sr := &cp.SubscriptionRequest{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: alice, Name: "alice"}, sr); err != nil {
+		t.Fatal(err)
+	}
+	sr.Status.GardenerSecretName = "aws-bob"
+	if err := env.Client.Status().Update(ctx, sr); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(ctx, sr); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "alice's request to go", 30*time.Second, func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKey{Namespace: alice, Name: "alice"}, &cp.SubscriptionRequest{}))
+	})
+	if l := secret(t, pool, "aws-bob").Labels; l["dirty"] != "" || l["tenantName"] != "acct1" {
+		t.Errorf("bob's credential after alice's release: %v", l)
+	}
+}
+
+// TestPoolNamespaceFlagIsValidated: a --subscription-pool-namespace that is not a
+// namespace name stops the manager with a one-line error naming the flag.
+func TestPoolNamespaceFlagIsValidated(t *testing.T) {
+	c := Controller(garden.DefaultOptions())
+	fs := pflag.NewFlagSet("manager", pflag.ContinueOnError)
+	c.AddFlags(fs)
+	if err := fs.Parse([]string{"--subscription-pool-namespace=Tenant_A"}); err != nil {
+		t.Fatal(err)
+	}
+	err := c.Setup(nil) // refused before the manager is used
+	if err == nil || !strings.HasPrefix(err.Error(), `--subscription-pool-namespace="Tenant_A": not a namespace name`) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("Setup: %v", err)
 	}
 }

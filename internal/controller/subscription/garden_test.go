@@ -178,6 +178,12 @@ func TestGardenPoolDedicatedLifecycle(t *testing.T) {
 	binding(t, project, "gcp-a", map[string]string{"hyperscalerType": "gcp"})
 	binding(t, project, "gcp-b-internal", map[string]string{"hyperscalerType": "gcp", "internal": "true"})
 	binding(t, project, "gcp-c-internal-ga", map[string]string{"hyperscalerType": "gcp", "internal": "true", "tenantName": "internal-ga"})
+	// Assigned by hand, the operator records the tenant (namespace) too.
+	internal := getBinding(t, project, "gcp-c-internal-ga")
+	internal.SetAnnotations(map[string]string{cp.AnnotationClaimedBy: ns + "/internal-ga"})
+	if err := env.Client.Update(ctx, internal); err != nil {
+		t.Fatal(err)
+	}
 	binding(t, project, "gcp-eu", map[string]string{"hyperscalerType": "gcp", "euAccess": "true"})
 	binding(t, project, "os-eu-de-1", map[string]string{"hyperscalerType": "openstack_eu-de-1", "shared": "true"})
 	binding(t, project, "os-any", map[string]string{"hyperscalerType": "openstack", "shared": "true"})

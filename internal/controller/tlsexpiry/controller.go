@@ -7,14 +7,15 @@ package tlsexpiry
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
@@ -29,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/trustplane/trustplane/internal/controller/secretchecksum"
 	"github.com/trustplane/trustplane/internal/manager"
 	"github.com/trustplane/trustplane/internal/podcert"
 )
@@ -44,24 +46,67 @@ var (
 	notAfterGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "trustplane_tls_secret_not_after_seconds",
 		Help: "Expiry (Unix time) of each kubernetes.io/tls Secret's leaf certificate."}, []string{"namespace", "name"})
 	stateGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "trustplane_tls_secret_states",
-		Help: "kubernetes.io/tls Secrets by state (fresh, overdue_for_refresh, expired, invalid)."}, []string{"state"})
+		Help: "kubernetes.io/tls Secrets by state (fresh, overdue_for_refresh, expired, invalid, too_large)."}, []string{"state"})
 )
 
 func init() { metrics.Registry.MustRegister(notAfterGauge, stateGauge) }
 
+// DefaultMaxCertificateBytes is the --secret-max-certificate-bytes default. A leaf
+// certificate with its chain is a few KiB (an RSA-4096 leaf and two intermediates are
+// about 6 KiB of PEM); 64 KiB leaves ample room and still keeps a tenant from making the
+// manager parse and fingerprint megabytes per Secret.
+const DefaultMaxCertificateBytes = 64 << 10
+
+// minMaxCertificateBytes is the smallest limit accepted: below it a single RSA-4096
+// certificate would not fit.
+const minMaxCertificateBytes = 4 << 10
+
+// Options are the controller's flags.
+type Options struct {
+	// MaxCertificateBytes is the largest tls.crt that is parsed; larger ones are left out
+	// with a Warning event on the Secret.
+	MaxCertificateBytes int
+	// Clock decides when a certificate is overdue or expired.
+	Clock clock.PassiveClock
+}
+
+// DefaultOptions are the flag defaults.
+func DefaultOptions() Options {
+	return Options{MaxCertificateBytes: DefaultMaxCertificateBytes, Clock: clock.RealClock{}}
+}
+
+// AddFlags registers the options as flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&o.MaxCertificateBytes, "secret-max-certificate-bytes", o.MaxCertificateBytes, "Largest tls.crt of a kubernetes.io/tls Secret whose expiry is watched; a larger one is left out with a Warning event CertificateTooLarge on the Secret.")
+}
+
+// Validate checks the options before anything connects.
+func (o *Options) Validate() error {
+	if o.MaxCertificateBytes < minMaxCertificateBytes {
+		return fmt.Errorf("--secret-max-certificate-bytes=%d: must be at least %d (one RSA-4096 certificate)", o.MaxCertificateBytes, minMaxCertificateBytes)
+	}
+	return nil
+}
+
 // Controller is the registry entry for `trustplane manager`.
 func Controller() manager.Controller {
+	opts := DefaultOptions()
 	return manager.Controller{
 		Name: Name, Help: "Warning events and metrics when kubernetes.io/tls Secrets are overdue for renewal or expired",
-		Setup: func(mgr ctrl.Manager) error { _, err := Setup(mgr, clock.RealClock{}); return err },
+		AddFlags: opts.AddFlags,
+		Setup:    func(mgr ctrl.Manager) error { _, err := Setup(mgr, opts); return err },
 	}
 }
 
 // Reconciler watches one Secret's certificate.
 type Reconciler struct {
+	// Reader reads Secrets: the controller's own cache, which holds them as strip left
+	// them, or any reader of whole Secrets (their certificate is then derived on read).
 	Reader   client.Reader
 	Recorder events.EventRecorder
 	Clock    clock.PassiveClock
+	// MaxCertificateBytes is --secret-max-certificate-bytes.
+	MaxCertificateBytes int
 
 	mu    sync.Mutex
 	certs map[types.NamespacedName]*tracked
@@ -69,7 +114,7 @@ type Reconciler struct {
 
 // tracked is what is known of a Secret's current certificate.
 type tracked struct {
-	fingerprint                    [32]byte
+	fingerprint                    string
 	refreshAt, notAfter            time.Time
 	state                          string
 	emittedOverdue, emittedExpired bool
@@ -77,33 +122,33 @@ type tracked struct {
 
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 
-// Setup adds the controller, with a cache of TLS Secrets stripped to their certificate.
-func Setup(mgr ctrl.Manager, c clock.PassiveClock) (*Reconciler, error) {
+// Setup adds the controller, with its own cache of kubernetes.io/tls Secrets (selected by
+// the API server: no other type ever reaches the process) that keeps of each only what
+// its certificate says (see strip).
+func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
 	secrets, err := cache.New(mgr.GetConfig(), cache.Options{
 		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		// Lists that are not streamed come in stripped pages too (see StripListPages).
+		NewInformer: secretchecksum.StripListPages(Transform(opts.MaxCertificateBytes), secretchecksum.ListPageBytes),
 		ByObject: map[client.Object]cache.ByObject{&corev1.Secret{}: {
 			Field:     fields.OneTermEqualSelector("type", string(corev1.SecretTypeTLS)),
-			Transform: keepCertificate,
+			Transform: Transform(opts.MaxCertificateBytes),
 		}},
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the TLS Secret cache: %w", err)
 	}
 	if err := mgr.Add(secrets); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("adding the TLS Secret cache: %w", err)
 	}
-	r := &Reconciler{Reader: secrets, Recorder: mgr.GetEventRecorder("trustplane-" + Name), Clock: c, certs: map[types.NamespacedName]*tracked{}}
+	r := &Reconciler{Reader: secrets, Recorder: mgr.GetEventRecorder("trustplane-" + Name), Clock: opts.Clock,
+		MaxCertificateBytes: opts.MaxCertificateBytes, certs: map[types.NamespacedName]*tracked{}}
 	return r, ctrl.NewControllerManagedBy(mgr).Named(Name).
 		WatchesRawSource(source.Kind(secrets, client.Object(&corev1.Secret{}), &handler.EnqueueRequestForObject{})).
 		Complete(r)
-}
-
-func keepCertificate(obj any) (any, error) {
-	if s, ok := obj.(*corev1.Secret); ok {
-		s.Data = map[string][]byte{corev1.TLSCertKey: s.Data[corev1.TLSCertKey]}
-		s.ManagedFields = nil
-	}
-	return obj, nil
 }
 
 // Reconcile checks one Secret and comes back at its next threshold.
@@ -114,26 +159,34 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			r.forget(req.NamespacedName)
 			return reconcile.Result{}, nil
 		}
-		return reconcile.Result{}, err
+		return reconcile.Result{}, fmt.Errorf("reading Secret %s: %w", req.Name, err)
 	}
-	crt := secret.Data[corev1.TLSCertKey]
+	cert := certificateOf(secret, r.MaxCertificateBytes)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	t := r.certs[req.NamespacedName]
-	if fp := sha256.Sum256(crt); t == nil || t.fingerprint != fp {
-		leaf, err := leafOf(crt)
-		if err != nil {
-			r.setState(req.NamespacedName, t, &tracked{fingerprint: fp, state: "invalid"})
+	if t == nil || t.fingerprint != cert.SHA256 {
+		switch cert.Problem {
+		case problemTooLarge:
+			// A new oversized certificate: said once, on the Secret (its owner can act),
+			// never parsed.
+			r.setState(req.NamespacedName, t, &tracked{fingerprint: cert.SHA256, state: stateTooLarge})
+			notAfterGauge.DeleteLabelValues(req.Namespace, req.Name)
+			r.Recorder.Eventf(secret, nil, corev1.EventTypeWarning, ReasonTooLarge, "Check",
+				"tls.crt is %d bytes, above --secret-max-certificate-bytes=%d: its expiry is not watched", cert.Bytes, r.MaxCertificateBytes)
+			return reconcile.Result{}, nil
+		case problemInvalid:
+			r.setState(req.NamespacedName, t, &tracked{fingerprint: cert.SHA256, state: stateInvalid})
 			notAfterGauge.DeleteLabelValues(req.Namespace, req.Name)
 			return reconcile.Result{}, nil // the JWKS and checksum systems report bad certificates
 		}
-		lifetime := leaf.NotAfter.Sub(leaf.NotBefore)
-		next := &tracked{fingerprint: fp, notAfter: leaf.NotAfter, refreshAt: leaf.NotBefore.Add(lifetime * 2 / 3)}
+		lifetime := cert.NotAfter.Sub(cert.NotBefore)
+		next := &tracked{fingerprint: cert.SHA256, notAfter: cert.NotAfter, refreshAt: cert.NotBefore.Add(lifetime * 2 / 3)}
 		r.setState(req.NamespacedName, t, next) // a new certificate: both warnings may come again
 		t = next
-		notAfterGauge.WithLabelValues(req.Namespace, req.Name).Set(float64(leaf.NotAfter.Unix()))
+		notAfterGauge.WithLabelValues(req.Namespace, req.Name).Set(float64(cert.NotAfter.Unix()))
 	}
-	if t.state == "invalid" {
+	if t.state == stateInvalid || t.state == stateTooLarge {
 		return reconcile.Result{}, nil
 	}
 	now := r.Clock.Now()
@@ -186,7 +239,7 @@ func leafOf(crt []byte) (*x509.Certificate, error) {
 	for rest := crt; ; {
 		var b *pem.Block
 		if b, rest = pem.Decode(rest); b == nil {
-			return nil, fmt.Errorf("no certificate")
+			return nil, errors.New("no certificate")
 		}
 		if b.Type == "CERTIFICATE" {
 			return x509.ParseCertificate(b.Bytes)

@@ -66,7 +66,7 @@ func TestOncePerCertificateAtTheThresholds(t *testing.T) {
 	start := time.Now().Truncate(time.Second)
 	clk := clocktesting.NewFakeClock(start)
 	rec := events.NewFakeRecorder(20)
-	r := &Reconciler{Reader: env.Client, Recorder: rec, Clock: clk, certs: map[types.NamespacedName]*tracked{}}
+	r := &Reconciler{Reader: env.Client, Recorder: rec, Clock: clk, MaxCertificateBytes: DefaultMaxCertificateBytes, certs: map[types.NamespacedName]*tracked{}}
 	putTLS(t, "web-tls", start, 3*time.Hour) // refresh point +2h, overdue +2h10m, expiry +3h
 	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "default", Name: "web-tls"}}
 	seen := map[string]int{}
@@ -103,7 +103,9 @@ func TestOncePerCertificateAtTheThresholds(t *testing.T) {
 // TestEventsReachTheSecretThroughTheManager runs the controller for real.
 func TestEventsReachTheSecretThroughTheManager(t *testing.T) {
 	putTLS(t, "old-tls", time.Now().Add(-3*time.Hour), 2*time.Hour) // already expired
-	env.RunManager(t, func(mgr ctrl.Manager) error { _, err := Setup(mgr, clocktesting.NewFakeClock(time.Now())); return err })
+	opts := DefaultOptions()
+	opts.Clock = clocktesting.NewFakeClock(time.Now())
+	env.RunManager(t, func(mgr ctrl.Manager) error { _, err := Setup(mgr, opts); return err })
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		list := &corev1.EventList{}

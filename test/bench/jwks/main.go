@@ -12,10 +12,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -61,31 +59,13 @@ type bench struct {
 
 func run() error {
 	ctx := context.Background()
-	env, err := testenv.Start()
+	tb, err := testenv.StartBench("bench-jwks")
 	if err != nil {
 		return err
 	}
-	defer func() { _ = env.Stop() }()
-	// Ctrl-C still stops kube-apiserver and etcd; the manager dies with its parent.
-	interrupted := make(chan os.Signal, 1)
-	signal.Notify(interrupted, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-interrupted
-		_ = env.Stop()
-		os.Exit(130)
-	}()
-	dir, err := os.MkdirTemp("", "bench-jwks")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	b := &bench{env: env, c: env.Client, kubeconfig: filepath.Join(dir, "kubeconfig"), binary: filepath.Join(dir, "trustplane")}
-	if err := os.WriteFile(b.kubeconfig, env.Environment().KubeConfig, 0o600); err != nil {
-		return err
-	}
-	if out, err := exec.Command("go", "build", "-o", b.binary, "./cmd/trustplane").CombinedOutput(); err != nil {
-		return fmt.Errorf("building trustplane: %w\n%s", err, out)
-	}
+	defer tb.Close()
+	env := tb.Env
+	b := &bench{env: env, c: env.Client, kubeconfig: tb.Kubeconfig, binary: tb.Binary}
 	for range 16 {
 		key, _ := testcerts.NewKey(testcerts.P256)
 		chain, err := testcerts.NewChain(key, "bench", time.Now().Add(-time.Hour), time.Now().Add(365*24*time.Hour))
@@ -313,7 +293,7 @@ type managerProcess struct {
 }
 
 func (b *bench) startManager() (*managerProcess, error) {
-	metrics, probes := freeAddr(), freeAddr()
+	metrics, probes := testenv.BenchAddr(), testenv.BenchAddr()
 	cmd := exec.Command(b.binary, "manager", "--kubeconfig", b.kubeconfig, "--controllers", "jwks",
 		"--leader-elect=false", "--metrics-bind-address", metrics, "--health-probe-bind-address", probes,
 		"--jwks-server-bind-address", "0")
@@ -366,32 +346,11 @@ func (m *managerProcess) waitReconciles(n int) error {
 }
 
 // peakRSS is the manager process's high-water resident set size.
-func (m *managerProcess) peakRSS() int64 {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", m.cmd.Process.Pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if strings.HasPrefix(line, "VmHWM:") {
-			kb, _ := strconv.ParseInt(strings.Fields(line)[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
+func (m *managerProcess) peakRSS() int64 { return testenv.PeakRSS(m.cmd.Process.Pid) }
 
 func (m *managerProcess) stop() {
 	_ = m.cmd.Process.Signal(os.Interrupt)
 	_ = m.cmd.Wait()
-}
-
-func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func numCPU() int {

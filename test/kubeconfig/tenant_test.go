@@ -1,0 +1,182 @@
+package kubeconfig
+
+// Tests of issue 17 through the controller on the real API servers: a tenant cannot make
+// the operator act beyond the tenant's own rights — no kubeconfig for another tenant's
+// Shoot, no rule over the ceiling's escalation routes, no lifetime over the maximum.
+
+import (
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
+	kubeconfigctrl "github.com/trustplane/trustplane/internal/controller/kubeconfig"
+	"github.com/trustplane/trustplane/internal/garden"
+	"github.com/trustplane/trustplane/internal/shoot"
+)
+
+// nothingIssued: no kubeconfig in the status, none published.
+func nothingIssued(t *testing.T, kr *operatorv1alpha1.KubeconfigRequest) {
+	t.Helper()
+	if kr.Status.Kubeconfig != "" || kr.Status.GrantedIn != nil {
+		t.Errorf("%s: issued (granted in %v)", kr.Name, kr.Status.GrantedIn)
+	}
+	err := mgmt.Client.Get(ctx, client.ObjectKey{Namespace: kr.Namespace, Name: kr.Name + "-kubeconfig"}, &corev1.Secret{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("%s: published Secret: %v", kr.Name, err)
+	}
+}
+
+func readyMessage(kr *operatorv1alpha1.KubeconfigRequest) string {
+	if c := meta.FindStatusCondition(kr.Status.Conditions, "Ready"); c != nil {
+		return c.Message
+	}
+	return ""
+}
+
+// TestForgedShootNameIsRefused: alice's Cluster status names bob's Shoot (a forged
+// status.shootName that passes admission); then it names her own Shoot's name, but that
+// Shoot is labelled as bob's Cluster's. Both are refused (Stalled, ShootMismatch) without
+// asking the garden for an admin kubeconfig, and nothing is issued.
+func TestForgedShootNameIsRefused(t *testing.T) {
+	const project = "garden-tenants"
+	var adminRequests atomic.Int32
+	srv := fakeGarden(t, project, &adminRequests)
+	params := shoot.DefaultParams()
+	params.Namespace = project
+	setupWith(t, kubeconfigctrl.DefaultOptions(), func(mgr ctrl.Manager) (*garden.Garden, error) {
+		return garden.New(mgr, &rest.Config{Host: srv.URL}, params, 10*time.Minute)
+	})
+	bobsShoot, alicesShoot := shoot.Name(ns, "t17-bob"), shoot.Name(ns, "t17-alice")
+	createShoot(t, project, bobsShoot, ns, "t17-bob")
+	alice := &operatorv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "t17-alice"}}
+	createAll(t, alice, roleRequest(ns, "t17-alice-reader", "t17-alice"))
+	markProvisioned(t, alice, bobsShoot)
+	kr := waitConditions(t, ns, "t17-alice-reader", "Ready=False/ShootMismatch", "Stalled=True/ShootMismatch")
+	if m := readyMessage(kr); !strings.Contains(m, bobsShoot) || !strings.Contains(m, alicesShoot) {
+		t.Errorf("message %q: should name the forged and the derived shoot", m)
+	}
+	nothingIssued(t, kr)
+
+	// Her own Shoot's name, but the Shoot there is someone else's.
+	createShoot(t, project, alicesShoot, ns, "t17-bob")
+	markProvisioned(t, alice, alicesShoot)
+	waitFor(t, "the owner labels to be checked", func() bool {
+		kr = waitConditions(t, ns, "t17-alice-reader", "Ready=False/ShootMismatch", "Stalled=True/ShootMismatch")
+		return strings.Contains(readyMessage(kr), "labelled")
+	})
+	nothingIssued(t, kr)
+	if n := adminRequests.Load(); n != 0 {
+		t.Errorf("%d admin kubeconfigs asked for a shoot that is not the Cluster's", n)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestShootNameIsValidatedAtAdmission: status.shootName is refused at admission unless it
+// has the form of the Shoot names the Cluster controller derives.
+func TestShootNameIsValidatedAtAdmission(t *testing.T) {
+	c := &operatorv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "t17-admission"}}
+	createAll(t, c)
+	c.Status.ShootName = "bobs-shoot"
+	err := mgmt.Client.Status().Update(ctx, c)
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "status.shootName") || !strings.Contains(err.Error(), "e.g. c-1a2b3c4") {
+		t.Errorf("status.shootName %q: %v", c.Status.ShootName, err)
+	}
+	c.Status.ShootName = shoot.Name(ns, c.Name)
+	if err := mgmt.Client.Status().Update(ctx, c); err != nil {
+		t.Errorf("a derived shoot name is refused: %v", err)
+	}
+}
+
+// TestCeilingDeniesEscalationRoutes: one request per escalation route, each Denied
+// (Stalled) naming its route, nothing issued; exec in the tenant's own namespace passes.
+func TestCeilingDeniesEscalationRoutes(t *testing.T) {
+	setup(t)
+	role := func(namespace string, groups, resources, verbs []string) operatorv1alpha1.KubeconfigRequestSpec {
+		return operatorv1alpha1.KubeconfigRequestSpec{Cluster: "target", Expiration: 3600, Role: &operatorv1alpha1.RoleSpec{Namespace: namespace,
+			Rules: []operatorv1alpha1.PolicyRule{{APIGroups: groups, Resources: resources, Verbs: verbs}}}}
+	}
+	cluster := func(groups, resources, verbs []string) operatorv1alpha1.KubeconfigRequestSpec {
+		return operatorv1alpha1.KubeconfigRequestSpec{Cluster: "target", Expiration: 3600, ClusterRole: &operatorv1alpha1.ClusterRoleSpec{
+			Rules: []operatorv1alpha1.PolicyRule{{APIGroups: groups, Resources: resources, Verbs: verbs}}}}
+	}
+	core := []string{""}
+	cases := map[string]struct {
+		spec  operatorv1alpha1.KubeconfigRequestSpec
+		route string
+	}{
+		"t17-secrets":     {role("team", core, []string{"secrets"}, []string{"list"}), "secrets"},
+		"t17-token":       {role("team", core, []string{"serviceaccounts/token"}, []string{"create"}), "serviceaccount-token"},
+		"t17-exec":        {role("kube-system", core, []string{"pods/exec"}, []string{"create", "get"}), "pods-exec"},
+		"t17-attach":      {role(kubeconfigctrl.TargetNamespace, core, []string{"pods/attach"}, []string{"create"}), "pods-attach"},
+		"t17-portforward": {cluster(core, []string{"pods/portforward"}, []string{"create"}), "pods-portforward"},
+		"t17-ephemeral":   {role("kube-system", core, []string{"pods/ephemeralcontainers"}, []string{"patch"}), "pods-ephemeralcontainers"},
+		"t17-pods":        {role(kubeconfigctrl.TargetNamespace, core, []string{"pods"}, []string{"create"}), "workloads"},
+		"t17-deployments": {cluster([]string{"apps"}, []string{"deployments"}, []string{"create"}), "workloads"},
+		"t17-nodes-proxy": {cluster(core, []string{"nodes/proxy"}, []string{"get"}), "nodes-proxy"},
+		"t17-csr-approve": {cluster([]string{"certificates.k8s.io"}, []string{"certificatesigningrequests/approval"}, []string{"update"}), "csr-approval"},
+		"t17-signers":     {cluster([]string{"certificates.k8s.io"}, []string{"signers"}, []string{"approve", "sign"}), "csr-approval"},
+		"t17-webhooks":    {cluster([]string{"admissionregistration.k8s.io"}, []string{"mutatingwebhookconfigurations"}, []string{"create"}), "admission-webhooks"},
+		"t17-pv":          {cluster(core, []string{"persistentvolumes"}, []string{"create"}), "persistentvolumes"},
+		"t17-escalate":    {cluster([]string{"rbac.authorization.k8s.io"}, []string{"roles"}, []string{"escalate"}), `verb "escalate"`},
+		"t17-bind":        {role("team", []string{"rbac.authorization.k8s.io"}, []string{"rolebindings"}, []string{"bind"}), `verb "bind"`},
+		"t17-impersonate": {cluster(core, []string{"users"}, []string{"impersonate"}), `verb "impersonate"`},
+		"t17-wildcard":    {cluster([]string{"*"}, []string{"*"}, []string{"get"}), "secrets"},
+	}
+	for name, tc := range cases {
+		createAll(t, &operatorv1alpha1.KubeconfigRequest{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: tc.spec})
+	}
+	createAll(t, &operatorv1alpha1.KubeconfigRequest{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "t17-exec-own"},
+		Spec: role("team", core, []string{"pods/exec"}, []string{"create"})})
+	for name, tc := range cases {
+		kr := waitConditions(t, ns, name, "Ready=False/Denied", "Stalled=True/Denied")
+		if m := readyMessage(kr); !strings.Contains(m, tc.route) {
+			t.Errorf("%s: message %q does not name %s", name, m, tc.route)
+		}
+		nothingIssued(t, kr)
+	}
+	waitConditions(t, ns, "t17-exec-own", "Ready=True/Issued")
+}
+
+// TestExpirationOverTheMaximumIsRefused: over --kubeconfig-max-expiration, Stalled with
+// ExpirationTooLong and nothing issued; over a year, refused at admission.
+func TestExpirationOverTheMaximumIsRefused(t *testing.T) {
+	opts := kubeconfigctrl.DefaultOptions()
+	opts.MaxExpiration = time.Hour
+	setupWith(t, opts, nil)
+	long := roleRequest(ns, "t17-long", "target")
+	long.Spec.Expiration = 7200
+	ok := roleRequest(ns, "t17-hour", "target")
+	createAll(t, long, ok)
+	kr := waitConditions(t, ns, "t17-long", "Ready=False/ExpirationTooLong", "Stalled=True/ExpirationTooLong")
+	if m := readyMessage(kr); !strings.Contains(m, "7200s") || !strings.Contains(m, "--kubeconfig-max-expiration=1h0m0s") {
+		t.Errorf("message %q", m)
+	}
+	nothingIssued(t, kr)
+	waitConditions(t, ns, "t17-hour", "Ready=True/Issued")
+
+	tooLong := roleRequest(ns, "t17-year", "target")
+	tooLong.Spec.Expiration = 400 * 24 * 3600
+	if err := mgmt.Client.Create(ctx, tooLong); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.expiration") {
+		t.Errorf("expiration of 400 days: %v", err)
+	}
+}
