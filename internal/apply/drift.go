@@ -3,6 +3,7 @@ package apply
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +13,27 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
+// extractors are the kinds whose owned fields can be extracted: client-go's typed
+// Extract function of each, and a new apply configuration of its type.
+var extractors = map[reflect.Type]struct {
+	extract func(obj client.Object, fieldOwner string) (any, error)
+	empty   func() any
+}{
+	reflect.TypeFor[*corev1.ConfigMap](): {
+		func(o client.Object, m string) (any, error) {
+			return corev1ac.ExtractConfigMap(o.(*corev1.ConfigMap), m)
+		},
+		func() any { return &corev1ac.ConfigMapApplyConfiguration{} }},
+	reflect.TypeFor[*corev1.Service](): {
+		func(o client.Object, m string) (any, error) { return corev1ac.ExtractService(o.(*corev1.Service), m) },
+		func() any { return &corev1ac.ServiceApplyConfiguration{} }},
+	reflect.TypeFor[*appsv1.Deployment](): {
+		func(o client.Object, m string) (any, error) {
+			return appsv1ac.ExtractDeployment(o.(*appsv1.Deployment), m)
+		},
+		func() any { return &appsv1ac.DeploymentApplyConfiguration{} }},
+}
+
 // Owned is the part of current that fieldOwner owns, as server-side apply records it in
 // managedFields, with the values current holds: what fieldOwner would apply to get exactly
 // this object. A field that another manager changed (kubectl edit, scale, another
@@ -19,20 +41,11 @@ import (
 //
 // Only the kinds controllers of this project write are known; another kind is an error.
 func Owned(current client.Object, fieldOwner string) (any, error) {
-	var (
-		ac  any
-		err error
-	)
-	switch o := current.(type) {
-	case *corev1.ConfigMap:
-		ac, err = corev1ac.ExtractConfigMap(o, fieldOwner)
-	case *corev1.Service:
-		ac, err = corev1ac.ExtractService(o, fieldOwner)
-	case *appsv1.Deployment:
-		ac, err = appsv1ac.ExtractDeployment(o, fieldOwner)
-	default:
+	kind, ok := extractors[reflect.TypeOf(current)]
+	if !ok {
 		return nil, fmt.Errorf("extracting the fields %s owns: kind %T is not supported", fieldOwner, current)
 	}
+	ac, err := kind.extract(current, fieldOwner)
 	if err != nil {
 		return nil, fmt.Errorf("extracting the fields %s owns in %s: %w", fieldOwner, current.GetName(), err)
 	}
@@ -54,7 +67,7 @@ func Drifted(c client.Client, current, desired client.Object, fieldOwner string)
 	if err != nil {
 		return true, fmt.Errorf("encoding the owned fields of %s: %w", current.GetName(), err)
 	}
-	want, err := typedConfiguration(c, desired, owned)
+	want, err := typedConfiguration(c, desired, extractors[reflect.TypeOf(current)].empty())
 	if err != nil {
 		return true, err
 	}
@@ -94,9 +107,9 @@ func prune(v any) bool {
 	return false
 }
 
-// typedConfiguration is desired as an apply configuration of the same Go type as like,
-// encoded: the same normalisation the extracted side went through.
-func typedConfiguration(c client.Client, desired client.Object, like any) ([]byte, error) {
+// typedConfiguration is desired decoded into typed (an empty apply configuration of its
+// kind) and encoded again: the same normalisation the extracted side went through.
+func typedConfiguration(c client.Client, desired client.Object, typed any) ([]byte, error) {
 	u, err := Configuration(c, desired)
 	if err != nil {
 		return nil, err
@@ -104,15 +117,6 @@ func typedConfiguration(c client.Client, desired client.Object, like any) ([]byt
 	raw, err := json.Marshal(u.Object)
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s: %w", desired.GetName(), err)
-	}
-	var typed any
-	switch like.(type) {
-	case *corev1ac.ConfigMapApplyConfiguration:
-		typed = &corev1ac.ConfigMapApplyConfiguration{}
-	case *corev1ac.ServiceApplyConfiguration:
-		typed = &corev1ac.ServiceApplyConfiguration{}
-	case *appsv1ac.DeploymentApplyConfiguration:
-		typed = &appsv1ac.DeploymentApplyConfiguration{}
 	}
 	if err := json.Unmarshal(raw, typed); err != nil {
 		return nil, fmt.Errorf("decoding %s as an apply configuration: %w", desired.GetName(), err)

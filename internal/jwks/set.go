@@ -83,13 +83,16 @@ func Plan(current Key, previous []PublishedKey, p Policy, now time.Time) (next [
 	if p.MaxKeys > 0 && len(retired) > p.MaxKeys-1 {
 		retired = retired[:p.MaxKeys-1] // the oldest retirements leave first
 	}
-	return append(next, retired...), earliestRemoval(retired, p.OldKeysTTL)
+	return append(next, retired...), EarliestRemoval(retired, p.OldKeysTTL)
 }
 
-// earliestRemoval is when the first of the retired keys is due to go (zero if none).
-func earliestRemoval(retired []PublishedKey, ttl time.Duration) time.Time {
+// EarliestRemoval is when the first retired key of keys is due to go (zero if none).
+func EarliestRemoval(keys []PublishedKey, ttl time.Duration) time.Time {
 	var first time.Time
-	for _, k := range retired {
+	for _, k := range keys {
+		if k.RetiredAt == nil {
+			continue
+		}
 		if at := k.RetiredAt.Add(ttl); first.IsZero() || at.Before(first) {
 			first = at
 		}

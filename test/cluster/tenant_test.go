@@ -92,18 +92,7 @@ func clusterCondition(t testing.TB, namespace, name, condition string) *metav1.C
 }
 
 func clusterWarnings(t *testing.T, namespace, name, reason string) []eventsv1.Event {
-	t.Helper()
-	list := &eventsv1.EventList{}
-	if err := mgmt.Client.List(ctx, list, client.InNamespace(namespace)); err != nil {
-		t.Fatal(err)
-	}
-	var out []eventsv1.Event
-	for _, e := range list.Items {
-		if e.Regarding.Name == name && e.Reason == reason && e.Type == corev1.EventTypeWarning {
-			out = append(out, e)
-		}
-	}
-	return out
+	return testenv.WarningEvents(t, mgmt.Client, namespace, name, reason)
 }
 
 // fastRetries keeps the tests' backoff short; everything else is the default.

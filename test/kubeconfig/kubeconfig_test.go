@@ -486,18 +486,7 @@ func waitConditions(t *testing.T, namespace, name string, want ...string) *opera
 }
 
 func warningEvents(t *testing.T, namespace, name, reason string) []eventsv1.Event {
-	t.Helper()
-	list := &eventsv1.EventList{}
-	if err := mgmt.Client.List(ctx, list, client.InNamespace(namespace)); err != nil {
-		t.Fatal(err)
-	}
-	var out []eventsv1.Event
-	for _, e := range list.Items {
-		if e.Regarding.Name == name && e.Reason == reason && e.Type == corev1.EventTypeWarning {
-			out = append(out, e)
-		}
-	}
-	return out
+	return testenv.WarningEvents(t, mgmt.Client, namespace, name, reason)
 }
 
 // refusedSecretCreates counts the management API server's 403 answers to Secret creates.

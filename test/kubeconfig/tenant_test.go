@@ -6,7 +6,6 @@ package kubeconfig
 
 import (
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,13 +13,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
 	kubeconfigctrl "github.com/trustplane/trustplane/internal/controller/kubeconfig"
-	"github.com/trustplane/trustplane/internal/garden"
 	"github.com/trustplane/trustplane/internal/shoot"
 )
 
@@ -49,13 +45,7 @@ func readyMessage(kr *operatorv1alpha1.KubeconfigRequest) string {
 // asking the garden for an admin kubeconfig, and nothing is issued.
 func TestForgedShootNameIsRefused(t *testing.T) {
 	const project = "garden-tenants"
-	var adminRequests atomic.Int32
-	srv := fakeGarden(t, project, &adminRequests)
-	params := shoot.DefaultParams()
-	params.Namespace = project
-	setupWith(t, kubeconfigctrl.DefaultOptions(), func(mgr ctrl.Manager) (*garden.Garden, error) {
-		return garden.New(mgr, &rest.Config{Host: srv.URL}, params, 10*time.Minute)
-	})
+	adminRequests := setupWithFakeGarden(t, project)
 	bobsShoot, alicesShoot := shoot.Name(ns, "t17-bob"), shoot.Name(ns, "t17-alice")
 	createShoot(t, project, bobsShoot, ns, "t17-bob")
 	alice := &operatorv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "t17-alice"}}

@@ -200,13 +200,7 @@ func markProvisioned(t *testing.T, cluster *operatorv1alpha1.Cluster, shootName 
 // through the shoot's admin kubeconfig.
 func TestClusterNotReadyUntilTheClusterIsProvisioned(t *testing.T) {
 	const project = "garden-test"
-	var adminRequests atomic.Int32
-	srv := fakeGarden(t, project, &adminRequests)
-	params := shoot.DefaultParams()
-	params.Namespace = project
-	setupWith(t, kubeconfigctrl.DefaultOptions(), func(mgr ctrl.Manager) (*garden.Garden, error) {
-		return garden.New(mgr, &rest.Config{Host: srv.URL}, params, 10*time.Minute)
-	})
+	adminRequests := setupWithFakeGarden(t, project)
 	cluster := &operatorv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gardened"}}
 	createAll(t, cluster, roleRequest(ns, "early", "gardened"))
 	kr := waitConditions(t, ns, "early", "Ready=False/ClusterNotReady", "Reconciling=True/ClusterNotReady")
@@ -226,4 +220,18 @@ func TestClusterNotReadyUntilTheClusterIsProvisioned(t *testing.T) {
 	}
 	kc := clientFrom(t, kr)
 	testenv.Eventually(t, "the kubeconfig to get pods in team", 10*time.Second, func() bool { return canGetPods(t, kc) })
+}
+
+// setupWithFakeGarden runs the controller against a fake garden for project and returns
+// the count of admin kubeconfigs it was asked for.
+func setupWithFakeGarden(t *testing.T, project string) *atomic.Int32 {
+	t.Helper()
+	adminRequests := &atomic.Int32{}
+	srv := fakeGarden(t, project, adminRequests)
+	params := shoot.DefaultParams()
+	params.Namespace = project
+	setupWith(t, kubeconfigctrl.DefaultOptions(), func(mgr ctrl.Manager) (*garden.Garden, error) {
+		return garden.New(mgr, &rest.Config{Host: srv.URL}, params, 10*time.Minute)
+	})
+	return adminRequests
 }

@@ -208,13 +208,8 @@ func planSet(cfg *jwksv1alpha1.JWKSConfig, key jwks.Key, previous []jwks.Publish
 		return nil, nil, time.Time{}, err
 	}
 	if len(kept) < len(next) {
-		// The removal that was due belonged to a key that no longer fits.
-		nextRemoval = time.Time{}
-		for _, k := range kept[1:] {
-			if at := k.RetiredAt.Add(policy.OldKeysTTL); nextRemoval.IsZero() || at.Before(nextRemoval) {
-				nextRemoval = at
-			}
-		}
+		// The removal that was due may belong to a key that no longer fits.
+		nextRemoval = jwks.EarliestRemoval(kept, policy.OldKeysTTL)
 	}
 	return kept, doc, nextRemoval, nil
 }
@@ -268,7 +263,11 @@ func (r *Reconciler) removeRenamed(ctx context.Context, cfg *jwksv1alpha1.JWKSCo
 	}
 	for i := range renamed {
 		old := &renamed[i]
-		if err := r.Client.Delete(ctx, old, client.Preconditions{UID: ptrTo(old.UID)}); client.IgnoreNotFound(err) != nil {
+		err := r.Client.Delete(ctx, old, client.Preconditions{UID: ptrTo(old.UID)})
+		if apierrors.IsNotFound(err) {
+			continue // deleted by an earlier reconcile; the cache had not seen it go
+		}
+		if err != nil {
 			return status.WriteFailed("delete", old, err)
 		}
 		r.Recorder.Eventf(cfg, old, corev1.EventTypeNormal, "ConfigMapMoved", "Delete", "The set moved to ConfigMap %q; deleted %q", jwksConfigMapName(cfg), old.Name)

@@ -22,11 +22,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
@@ -43,6 +45,7 @@ var (
 
 func main() {
 	flag.Parse()
+	ctrl.SetLogger(logr.Discard()) // the rollout stand-in's controller logs nothing worth reading
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-jwks:", err)
 		os.Exit(1)
