@@ -204,7 +204,8 @@ func startManager(t *testing.T) string {
 	server, probes := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	mgr := testenv.StartProcess(t, testenv.Binary(t), "manager", "--controllers=jwks", "--leader-elect=false",
 		"--kubeconfig="+env.AdminKubeconfig(t), "--metrics-bind-address=0",
-		"--health-probe-bind-address="+probes, "--jwks-server-bind-address="+server)
+		"--health-probe-bind-address="+probes, "--jwks-server-bind-address="+server,
+		"--jwks-server-trusted-proxies=127.0.0.1/32") // nginx, the proxy in front, forwards the host
 	mgr.WaitHTTP200(t, "http://"+probes+"/readyz", 60*time.Second)
 	return server
 }

@@ -26,6 +26,12 @@ func init() {
 // tlsSecret stores a certificate of alice's for a JWKSConfig to publish.
 func tlsSecret(t *testing.T, alice *tenant, name string) {
 	t.Helper()
+	tlsSecretIn(t, alice.client, alice.namespace, name)
+}
+
+// tlsSecretIn stores a fresh certificate in namespace as c's user.
+func tlsSecretIn(t *testing.T, c client.Client, namespace, name string) {
+	t.Helper()
 	key, err := testcerts.NewKey(testcerts.P256)
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +40,7 @@ func tlsSecret(t *testing.T, alice *tenant, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustCreate(t, alice.client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: alice.namespace, Name: name}, Type: corev1.SecretTypeTLS,
+	mustCreate(t, c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Type: corev1.SecretTypeTLS,
 		Data: map[string][]byte{corev1.TLSCertKey: chain.PEM(), corev1.TLSPrivateKeyKey: chain.KeyPEM()}})
 }
 

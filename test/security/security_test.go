@@ -89,6 +89,9 @@ func mustCreate(t *testing.T, c client.Client, obj client.Object) {
 	}
 }
 
+// shipped is the manager TestATenantCannot runs, for the cases that talk to it.
+var shipped *managerProcess
+
 // managerProcess is the manager as shipped, under its own ServiceAccount.
 type managerProcess struct {
 	jwksServer string
@@ -130,7 +133,7 @@ func unchanged(t *testing.T, obj client.Object) {
 // TestATenantCannot runs every attempt against one manager; each case has its own
 // objects, so they run in parallel.
 func TestATenantCannot(t *testing.T) {
-	startManager(t)
+	shipped = startManager(t)
 	alice := newTenant(t, "alice", aliceNamespace)
 	newTenant(t, "bob", bobNamespace)
 	t.Run("group", func(t *testing.T) {

@@ -34,6 +34,18 @@ const (
 	// ReasonNginxUnavailable (Reconciling): the set is written, and the nginx Deployment
 	// does not have all its replicas updated and available yet.
 	ReasonNginxUnavailable = "NginxUnavailable"
+	// ReasonIssuerInUse (Stalled, or Reconciling while a released issuer is held for its
+	// namespace): spec.issuer is served by another JWKSConfig. An issuer (host and path)
+	// is served by one JWKSConfig only, the first to claim it, whichever is older; nothing
+	// is published for this one until the issuer is free.
+	ReasonIssuerInUse = "IssuerInUse"
+	// ReasonIssuerNotAllowed (Stalled): the operator binds spec.issuer's host or path to
+	// another namespace (--jwks-issuer-namespaces).
+	ReasonIssuerNotAllowed = "IssuerNotAllowed"
+	// ReasonOverLimit (Stalled): a field asks for more than the operator allows
+	// (--jwks-max-cache-max-age, --jwks-nginx-max-replicas, --jwks-nginx-max-resources);
+	// the message names the field and the limit. The published set is unchanged.
+	ReasonOverLimit = "OverLimit"
 )
 
 var _ conditions.Object = &JWKSConfig{}

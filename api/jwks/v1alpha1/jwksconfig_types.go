@@ -93,7 +93,9 @@ type JWKSConfigSpec struct {
 	// +optional
 	Algorithm string `json:"algorithm,omitempty"`
 
-	// cacheMaxAge is the Cache-Control max-age that the servers send with the set.
+	// cacheMaxAge is the Cache-Control max-age that the servers send with the set, at
+	// most the operator's --jwks-max-cache-max-age (default 24h; longer stalls with
+	// OverLimit).
 	// +kubebuilder:default="5m"
 	// +optional
 	CacheMaxAge *Duration `json:"cacheMaxAge,omitempty"`
@@ -103,7 +105,10 @@ type JWKSConfigSpec struct {
 	// `/<namespace>/<name>/.well-known/openid-configuration` and on the issuer's own path
 	// (`<issuer path>/.well-known/openid-configuration`), nginx on every path ending in
 	// `/.well-known/openid-configuration`, and the JWKS ConfigMap holds it under
-	// `openid-configuration`. See docs/jwks.md, "Discovery behind a proxy".
+	// `openid-configuration`. See docs/jwks.md, "Discovery behind a proxy". An issuer
+	// (host and path) is served by one JWKSConfig only: the first to claim it, whichever
+	// is older; another stalls with IssuerInUse, and the operator can bind issuers to
+	// namespaces (IssuerNotAllowed).
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') && isURL(self) && url(self).getHostname() != '' && !self.contains('@') && !self.contains('?') && !self.contains('#')",message="must be an https URL with a host and no user, query or fragment, such as https://idp.example or https://idp.example/tenants/a"
 	// +optional
@@ -124,9 +129,11 @@ type NginxSpec struct {
 	// +optional
 	Enabled *bool `json:"enabled,omitempty"`
 
-	// replicas is the number of nginx pods.
+	// replicas is the number of nginx pods, at most 20 (the operator's
+	// --jwks-nginx-max-replicas, default 5, may allow fewer: more stall with OverLimit).
 	// +kubebuilder:default=2
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=20
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
 
@@ -137,13 +144,18 @@ type NginxSpec struct {
 
 // NginxResources are the nginx container's requests and limits, as in a Pod.
 type NginxResources struct {
-	// limits are the most the container may use, e.g. {memory: 64Mi}.
-	// +kubebuilder:validation:MaxProperties=16
+	// limits are the most the container may use, e.g. {memory: 64Mi}: cpu, memory and
+	// ephemeral-storage only, each at most the operator's --jwks-nginx-max-resources
+	// (default cpu=1, memory=512Mi, ephemeral-storage=1Gi; more stall with OverLimit).
+	// +kubebuilder:validation:MaxProperties=3
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k in ['cpu', 'memory', 'ephemeral-storage'])",message="only cpu, memory and ephemeral-storage, such as {cpu: 100m, memory: 64Mi}"
 	// +optional
 	Limits map[corev1.ResourceName]Quantity `json:"limits,omitempty"`
 
-	// requests are what the scheduler reserves, e.g. {cpu: 10m, memory: 16Mi}.
-	// +kubebuilder:validation:MaxProperties=16
+	// requests are what the scheduler reserves, e.g. {cpu: 10m, memory: 16Mi}: cpu,
+	// memory and ephemeral-storage only, each within --jwks-nginx-max-resources.
+	// +kubebuilder:validation:MaxProperties=3
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k in ['cpu', 'memory', 'ephemeral-storage'])",message="only cpu, memory and ephemeral-storage, such as {cpu: 10m, memory: 16Mi}"
 	// +optional
 	Requests map[corev1.ResourceName]Quantity `json:"requests,omitempty"`
 }

@@ -63,6 +63,10 @@ type Reconciler struct {
 	// NginxImage is the image of every nginx Deployment: the operator's choice, never a
 	// tenant's (--jwks-nginx-image).
 	NginxImage string
+	// Claims records which JWKSConfig serves an issuer (issuer.go).
+	Claims *IssuerClaims
+	// Limits bound what a JWKSConfig author may ask for: the operator's settings.
+	Limits Limits
 
 	parsed sync.Map // types.NamespacedName → parsedCert
 }
@@ -134,6 +138,12 @@ func (r *Reconciler) stallOnInputError(err error) error {
 // publish computes the set for the current certificate and makes the cluster match it.
 func (r *Reconciler) publish(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, now time.Time) (ctrl.Result, error) {
 	if err := validateSpec(cfg); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.Limits.check(cfg); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.claimIssuer(ctx, cfg, now); err != nil {
 		return ctrl.Result{}, err
 	}
 	key, err := r.currentKey(ctx, cfg, now)
@@ -354,7 +364,11 @@ func (r *Reconciler) checkServed(ctx context.Context, cfg *jwksv1alpha1.JWKSConf
 	if client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("getting ConfigMap %s: %w", jwksConfigMapName(cfg), err)
 	}
-	if err != nil || cm.Data[jwks.DocumentKey] != string(doc) || cm.Labels[OwnerLabel] != cfg.Name {
+	serves, serr := r.Claims.Serves(ctx, cfg)
+	if serr != nil {
+		return serr
+	}
+	if err != nil || !serves || cm.Data[jwks.DocumentKey] != string(doc) || cm.Labels[OwnerLabel] != cfg.Name {
 		return status.Waiting(jwksv1alpha1.ReasonServerSyncing, "the set is written to ConfigMap %q; waiting for trustplane's server to answer it", jwksConfigMapName(cfg))
 	}
 	if !nginxEnabled(cfg) {
@@ -500,6 +514,9 @@ func (r *Reconciler) finalize(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig)
 		objs = append(objs, set)
 	}
 	if err := r.deleteOwned(ctx, r.APIReader, cfg, objs...); err != nil {
+		return err
+	}
+	if err := r.releaseIssuers(ctx, cfg, "", r.Clock.Now()); err != nil {
 		return err
 	}
 	patch := client.MergeFrom(cfg.DeepCopy())

@@ -97,6 +97,7 @@ func newDirectReconciler(t *testing.T, throttle time.Duration) *directReconciler
 	d.Reconciler = &Reconciler{
 		Client: c, Owned: base, APIReader: base,
 		Recorder: d.events, Clock: d.clock, Throttle: NewThrottle(throttle), NginxImage: DefaultNginxImage,
+		Claims: &IssuerClaims{Namespace: "default", Reader: base},
 	}
 	return d
 }

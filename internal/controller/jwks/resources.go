@@ -39,6 +39,8 @@ const (
 	defaultMaxAge  = 5 * time.Minute
 	defaultTTL     = 720 * time.Hour
 	defaultMaxKeys = 3
+	// defaultReplicas is spec.nginx.replicas's default (the CRD's too).
+	defaultReplicas int32 = 2
 )
 
 // spec accessors apply the API defaults also to objects stored before a default existed.
@@ -202,7 +204,7 @@ func desiredDeployment(c *jwksv1alpha1.JWKSConfig, image string) *appsv1.Deploym
 			Name: c.Name, Namespace: c.Namespace, Labels: labelsFor(c), OwnerReferences: ownerRef(c),
 		},
 		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(ptr.Deref(n.Replicas, 2)),
+			Replicas: ptr.To(ptr.Deref(n.Replicas, defaultReplicas)),
 			Selector: &metav1.LabelSelector{MatchLabels: podLabels(c)},
 			// Never fewer serving pods than asked for while the config changes.
 			Strategy: appsv1.DeploymentStrategy{
@@ -266,4 +268,64 @@ func desiredService(c *jwksv1alpha1.JWKSConfig) *corev1.Service {
 			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP}},
 		},
 	}
+}
+
+// Limits are the operator's bounds on what a JWKSConfig author may ask for: the
+// manager runs nginx in her namespace with its own rights, and servers and caches keep
+// the set for cacheMaxAge. Zero values are no bound.
+type Limits struct {
+	// MaxCacheMaxAge bounds spec.cacheMaxAge (--jwks-max-cache-max-age).
+	MaxCacheMaxAge time.Duration
+	// NginxMaxReplicas bounds spec.nginx.replicas (--jwks-nginx-max-replicas).
+	NginxMaxReplicas int32
+	// NginxMaxResources bounds each request and limit of the nginx container, by
+	// resource name; a resource it does not name may not be asked for
+	// (--jwks-nginx-max-resources).
+	NginxMaxResources corev1.ResourceList
+}
+
+// check refuses a spec over the limits, naming each field and its limit.
+func (l Limits) check(c *jwksv1alpha1.JWKSConfig) error {
+	var problems []string
+	if age := cacheMaxAge(c); l.MaxCacheMaxAge > 0 && age > l.MaxCacheMaxAge {
+		problems = append(problems, fmt.Sprintf("spec.cacheMaxAge %v is over the operator's maximum %v (--jwks-max-cache-max-age)", age, l.MaxCacheMaxAge))
+	}
+	if n := ptr.Deref(c.Spec.Nginx.Replicas, defaultReplicas); l.NginxMaxReplicas > 0 && nginxEnabled(c) && n > l.NginxMaxReplicas {
+		problems = append(problems, fmt.Sprintf("spec.nginx.replicas %d is over the operator's maximum %d (--jwks-nginx-max-replicas)", n, l.NginxMaxReplicas))
+	}
+	if l.NginxMaxResources != nil && nginxEnabled(c) {
+		problems = append(problems, l.resourceProblems("limits", c.Spec.Nginx.Resources.Limits)...)
+		problems = append(problems, l.resourceProblems("requests", c.Spec.Nginx.Resources.Requests)...)
+	}
+	if len(problems) > 0 {
+		return &jwks.InputError{Reason: jwksv1alpha1.ReasonOverLimit, Message: strings.Join(problems, "; ")}
+	}
+	return nil
+}
+
+func (l Limits) resourceProblems(field string, values map[corev1.ResourceName]jwksv1alpha1.Quantity) []string {
+	var problems []string
+	for _, name := range slices.Sorted(maps.Keys(values)) {
+		q, err := values[name].Parse()
+		if err != nil {
+			continue // validateSpec reports it
+		}
+		limit, ok := l.NginxMaxResources[name]
+		switch {
+		case !ok:
+			problems = append(problems, fmt.Sprintf("spec.nginx.resources.%s[%s]: the operator allows only %s (--jwks-nginx-max-resources)", field, name, resourceNames(l.NginxMaxResources)))
+		case q.Cmp(limit) > 0:
+			problems = append(problems, fmt.Sprintf("spec.nginx.resources.%s[%s] %s is over the operator's maximum %s (--jwks-nginx-max-resources)", field, name, q.String(), limit.String()))
+		}
+	}
+	return problems
+}
+
+func resourceNames(l corev1.ResourceList) string {
+	names := make([]string, 0, len(l))
+	for n := range l {
+		names = append(names, string(n))
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
 }

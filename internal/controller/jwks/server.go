@@ -1,7 +1,6 @@
 package jwks
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -10,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -35,18 +35,26 @@ import (
 //
 // The first two are what a proxy that maps an issuer's root to /<namespace>/<name>/
 // forwards; the last two what a path-preserving proxy forwards, with the issuer's own URL
-// path (see issuerFor). jwks_uri in the discovery document is always <issuer>/jwks.json,
-// which resolves either way.
+// path (see configFor). jwks_uri in the discovery document is always <issuer>/jwks.json,
+// which resolves either way. A JWKSConfig with an issuer is served only while it holds
+// that issuer's claim (issuer.go): one issuer, one JWKSConfig.
 //
 // It needs no leader election: every replica serves, and a change reaches it through
 // the watch, within a second. Answers carry an ETag (If-None-Match → 304), Cache-Control
-// and CORS headers, the same as nginx's.
+// (never more than the operator's maximum), Vary on what routed them, and CORS headers.
 type Server struct {
 	// Addr is the listen address.
 	Addr string
 	// Configs reads JWKSConfigs, with IssuerPathIndex; ConfigMaps reads the published
 	// ConfigMaps.
 	Configs, ConfigMaps client.Reader
+	// Claims says which JWKSConfig holds an issuer.
+	Claims *IssuerClaims
+	// TrustedProxies are the peers whose X-Forwarded-Host is believed
+	// (--jwks-server-trusted-proxies); from anyone else only Host counts.
+	TrustedProxies []netip.Prefix
+	// MaxCacheMaxAge caps the max-age sent (--jwks-max-cache-max-age); 0: no cap.
+	MaxCacheMaxAge time.Duration
 	// Metrics counts responses; may be nil.
 	Metrics *Metrics
 }
@@ -125,7 +133,7 @@ func (s *Server) serveSet(w http.ResponseWriter, req *http.Request, prefix strin
 	if !ok {
 		return
 	}
-	s.writeJSON(w, req, doc, cacheMaxAge(cfg))
+	s.writeJSON(w, req, doc, s.maxAge(cfg))
 }
 
 func (s *Server) serveDiscovery(w http.ResponseWriter, req *http.Request, prefix string) {
@@ -143,12 +151,24 @@ func (s *Server) serveDiscovery(w http.ResponseWriter, req *http.Request, prefix
 		s.writeError(w, http.StatusInternalServerError, "no discovery document can be made for this issuer")
 		return
 	}
-	s.writeJSON(w, req, body, cacheMaxAge(cfg))
+	s.writeJSON(w, req, body, s.maxAge(cfg))
+}
+
+// maxAge is the JWKSConfig's cacheMaxAge, never more than the operator allows (the
+// controller refuses a longer one; this covers what was stored before the limit).
+func (s *Server) maxAge(cfg *jwksv1alpha1.JWKSConfig) time.Duration {
+	if s.MaxCacheMaxAge > 0 {
+		return min(cacheMaxAge(cfg), s.MaxCacheMaxAge)
+	}
+	return cacheMaxAge(cfg)
 }
 
 // lookup finds the JWKSConfig a request's path prefix names (what comes before
 // /jwks.json or the discovery path) and its published document.
 func (s *Server) lookup(w http.ResponseWriter, req *http.Request, prefix string) (*jwksv1alpha1.JWKSConfig, []byte, bool) {
+	// The host asked for routes the request (configFor): a shared cache must not answer
+	// one host with what it stored for another.
+	w.Header().Set("Vary", s.vary())
 	cfg, err := s.configFor(req, prefix)
 	if err != nil {
 		log.FromContext(req.Context()).Error(err, "finding the JWKSConfig of a request", "path", req.URL.Path)
@@ -168,61 +188,136 @@ func (s *Server) lookup(w http.ResponseWriter, req *http.Request, prefix string)
 	return cfg, []byte(cm.Data[jwks.DocumentKey]), true
 }
 
-// configFor resolves a path prefix: /<namespace>/<name> of an existing JWKSConfig (the
-// canonical route, what a root-mapping proxy forwards) first, else the issuer whose URL
-// path it is (issuerFor). nil when there is none.
+// configFor resolves a path prefix to the JWKSConfig to serve, nil when there is none:
+//  1. the JWKSConfig whose issuer is exactly the host asked for and this path;
+//  2. /<namespace>/<name> of an existing JWKSConfig (the canonical route, what a
+//     root-mapping proxy forwards);
+//  3. the JWKSConfig whose issuer has this path and the host's name (ports aside), or,
+//     when the host names none (a proxy that rewrote Host), the only one with this path.
+//
+// Only JWKSConfigs that hold their issuer's claim take part, so age, a later object or
+// a forged header never decides who answers for an issuer.
 func (s *Server) configFor(req *http.Request, prefix string) (*jwksv1alpha1.JWKSConfig, error) {
-	if ns, name, ok := strings.Cut(strings.TrimPrefix(prefix, "/"), "/"); ok && ns != "" && name != "" && !strings.Contains(name, "/") {
-		cfg := &jwksv1alpha1.JWKSConfig{}
-		err := s.Configs.Get(req.Context(), types.NamespacedName{Namespace: ns, Name: name}, cfg)
-		if err == nil {
-			return cfg, nil
-		}
-		if !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("reading JWKSConfig %s/%s: %w", ns, name, err)
+	path := strings.TrimSuffix(prefix, "/")
+	candidates, err := s.issuerCandidates(req, path)
+	if err != nil {
+		return nil, err
+	}
+	host := s.requestHost(req)
+	wanted := hostKey(host) + path
+	for i := range candidates {
+		if issuerKeyOf(&candidates[i]) == wanted {
+			return &candidates[i], nil
 		}
 	}
-	return s.issuerFor(req, prefix)
+	if cfg, err := s.canonical(req, prefix); cfg != nil || err != nil {
+		return cfg, err
+	}
+	sameName := slices.DeleteFunc(slices.Clone(candidates), func(c jwksv1alpha1.JWKSConfig) bool { return !issuerHostIs(&c, host) })
+	switch {
+	case len(sameName) == 1:
+		return &sameName[0], nil
+	case len(sameName) == 0 && len(candidates) == 1:
+		return &candidates[0], nil
+	}
+	return nil, nil // none, or ambiguous: the proxy must forward the host
 }
 
-// issuerFor finds the JWKSConfig whose issuer has the URL path prefix. Several may claim
-// one path (on different hosts, or by mistake): those whose issuer's host is the one the
-// client asked for (X-Forwarded-Host, set by the proxy, else Host) are preferred, and of
-// what is left the oldest wins, so the answer is deterministic and a JWKSConfig created
-// later cannot take over an issuer already in use.
-func (s *Server) issuerFor(req *http.Request, prefix string) (*jwksv1alpha1.JWKSConfig, error) {
-	list := &jwksv1alpha1.JWKSConfigList{}
-	if err := s.Configs.List(req.Context(), list, client.MatchingFields{IssuerPathIndex: strings.TrimSuffix(prefix, "/")}); err != nil {
-		return nil, fmt.Errorf("listing JWKSConfigs by issuer path: %w", err)
-	}
-	candidates := list.Items
-	if len(candidates) > 1 {
-		if sameHost := slices.DeleteFunc(slices.Clone(candidates), func(c jwksv1alpha1.JWKSConfig) bool {
-			return !issuerHostIs(&c, requestHost(req))
-		}); len(sameHost) > 0 {
-			candidates = sameHost
-		}
-	}
-	if len(candidates) == 0 {
+// canonical is the JWKSConfig /<namespace>/<name> names, if it exists and may be served.
+func (s *Server) canonical(req *http.Request, prefix string) (*jwksv1alpha1.JWKSConfig, error) {
+	ns, name, ok := strings.Cut(strings.TrimPrefix(prefix, "/"), "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
 		return nil, nil
 	}
-	oldest := slices.MinFunc(candidates, func(a, b jwksv1alpha1.JWKSConfig) int {
-		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
-			return c
+	cfg := &jwksv1alpha1.JWKSConfig{}
+	if err := s.Configs.Get(req.Context(), types.NamespacedName{Namespace: ns, Name: name}, cfg); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
 		}
-		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
-	})
-	return &oldest, nil
+		return nil, fmt.Errorf("reading JWKSConfig %s/%s: %w", ns, name, err)
+	}
+	if ok, err := s.Claims.Serves(req.Context(), cfg); !ok || err != nil {
+		return nil, err
+	}
+	return cfg, nil
 }
 
-// requestHost is the host the client asked for: the first X-Forwarded-Host (a proxy
-// that rewrites Host sets it), else Host.
-func requestHost(req *http.Request) string {
-	if fwd := req.Header.Get("X-Forwarded-Host"); fwd != "" {
+// issuerCandidates are the JWKSConfigs whose issuer has the URL path and that hold
+// their issuer's claim.
+func (s *Server) issuerCandidates(req *http.Request, path string) ([]jwksv1alpha1.JWKSConfig, error) {
+	list := &jwksv1alpha1.JWKSConfigList{}
+	if err := s.Configs.List(req.Context(), list, client.MatchingFields{IssuerPathIndex: path}); err != nil {
+		return nil, fmt.Errorf("listing JWKSConfigs by issuer path: %w", err)
+	}
+	served := list.Items[:0]
+	for i := range list.Items {
+		ok, err := s.Claims.Serves(req.Context(), &list.Items[i])
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			served = append(served, list.Items[i])
+		}
+	}
+	return served, nil
+}
+
+// requestHost is the host the client asked for: the first X-Forwarded-Host when the
+// peer is a proxy the operator trusts, else Host. From anyone else X-Forwarded-Host is
+// ignored: it would let a client pick another tenant's issuer (and poison a cache).
+func (s *Server) requestHost(req *http.Request) string {
+	if fwd := req.Header.Get("X-Forwarded-Host"); fwd != "" && s.fromTrustedProxy(req) {
 		first, _, _ := strings.Cut(fwd, ",")
 		return strings.TrimSpace(first)
 	}
 	return req.Host
+}
+
+func (s *Server) fromTrustedProxy(req *http.Request) bool {
+	peer, err := netip.ParseAddrPort(req.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	for _, p := range s.TrustedProxies {
+		if p.Contains(peer.Addr().Unmap()) {
+			return true
+		}
+	}
+	return false
+}
+
+// vary names the request headers that route a request.
+func (s *Server) vary() string {
+	if len(s.TrustedProxies) > 0 {
+		return "Host, X-Forwarded-Host"
+	}
+	return "Host"
+}
+
+// ParseTrustedProxies reads CIDRs (or single addresses) of trusted proxies.
+func ParseTrustedProxies(entries []string) ([]netip.Prefix, error) {
+	prefixes := make([]netip.Prefix, 0, len(entries))
+	for _, e := range entries {
+		p, err := netip.ParsePrefix(e)
+		if err != nil {
+			a, aerr := netip.ParseAddr(e)
+			if aerr != nil {
+				return nil, fmt.Errorf("trusted proxy %q is not a CIDR or an IP address, e.g. 10.0.0.0/8", e)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		prefixes = append(prefixes, p.Masked())
+	}
+	return prefixes, nil
+}
+
+// hostKey is the host part of an issuer key for a request's host.
+func hostKey(host string) string {
+	key, err := jwks.IssuerKey("https://" + host)
+	if err != nil {
+		return ""
+	}
+	return key
 }
 
 // issuerHostIs compares host names without case; a port counts only when both name one,

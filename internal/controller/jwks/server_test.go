@@ -6,12 +6,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -44,7 +46,8 @@ func get(t *testing.T, url string, header ...string) (answer, []byte) {
 }
 
 func TestNativeServer(t *testing.T) {
-	mgr := startManager(t)
+	// The test plays the proxy in front, on loopback: its X-Forwarded-Host counts.
+	mgr := startManager(t, func(o *Options) { o.TrustedProxies = []string{"127.0.0.1/32"} })
 	ns := newNamespace(t)
 	first := newChain(t, testcerts.P256)
 	putSecret(t, ns, "tls", tlsData(first))
@@ -131,10 +134,13 @@ func TestETagMatching(t *testing.T) {
 type routedConfig struct {
 	ns, name, issuer string
 	created          time.Time
+	cacheMaxAge      *jwksv1alpha1.Duration
 }
 
 // routingServer is a Server over a fake client that holds configs, each with a set of a
-// key of its own, and indexes them as Setup does. It returns the kid of each config.
+// key of its own, and indexes them as Setup does. Each config claims its issuer in
+// order, as the controller would: the first of an issuer holds it. It returns the kid of
+// each config.
 func routingServer(t *testing.T, configs ...routedConfig) (*Server, client.Client, map[string]string) {
 	t.Helper()
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).
@@ -143,16 +149,25 @@ func routingServer(t *testing.T, configs ...routedConfig) (*Server, client.Clien
 	for _, rc := range configs {
 		kids[rc.ns+"/"+rc.name] = addRoutedConfig(t, c, rc)
 	}
-	return &Server{Configs: c, ConfigMaps: c}, c, kids
+	return &Server{Configs: c, ConfigMaps: c, Claims: &IssuerClaims{Namespace: claimsNamespace, Reader: c}}, c, kids
 }
+
+// claimsNamespace holds the routing tests' issuer claims.
+const claimsNamespace = "trustplane-system"
 
 func addRoutedConfig(t *testing.T, c client.Client, rc routedConfig) string {
 	t.Helper()
 	ctx := context.Background()
 	kid, doc := expectedDoc(t, newChain(t, testcerts.P256))
 	cfg := &jwksv1alpha1.JWKSConfig{
-		ObjectMeta: metav1.ObjectMeta{Namespace: rc.ns, Name: rc.name, CreationTimestamp: metav1.NewTime(rc.created)},
-		Spec:       jwksv1alpha1.JWKSConfigSpec{CertificateSecret: "tls", Issuer: rc.issuer},
+		ObjectMeta: metav1.ObjectMeta{Namespace: rc.ns, Name: rc.name, CreationTimestamp: metav1.NewTime(rc.created), UID: types.UID(rc.ns + "-" + rc.name)},
+		Spec:       jwksv1alpha1.JWKSConfigSpec{CertificateSecret: "tls", Issuer: rc.issuer, CacheMaxAge: rc.cacheMaxAge},
+	}
+	if key := issuerKeyOf(cfg); key != "" {
+		claims := &IssuerClaims{Namespace: claimsNamespace}
+		if err := c.Create(ctx, claims.desiredClaim(cfg, key)); client.IgnoreAlreadyExists(err) != nil {
+			t.Fatal(err)
+		}
 	}
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: rc.ns, Name: jwksConfigMapName(cfg), Labels: map[string]string{OwnerLabel: rc.name}},
@@ -195,11 +210,11 @@ type discoveryDoc struct {
 func TestServerRoutesByIssuerPath(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	s, _, kids := routingServer(t,
-		routedConfig{"default", "issuer", "https://idp.example/default/issuer", t0},
-		routedConfig{"team", "a", "https://idp.example/tenants/a", t0},
-		routedConfig{"team", "slash", "https://idp.example/slash/", t0},
-		routedConfig{"team", "root", "https://idp.example", t0},
-		routedConfig{"team", "none", "", t0},
+		routedConfig{ns: "default", name: "issuer", issuer: "https://idp.example/default/issuer", created: t0},
+		routedConfig{ns: "team", name: "a", issuer: "https://idp.example/tenants/a", created: t0},
+		routedConfig{ns: "team", name: "slash", issuer: "https://idp.example/slash/", created: t0},
+		routedConfig{ns: "team", name: "root", issuer: "https://idp.example", created: t0},
+		routedConfig{ns: "team", name: "none", issuer: "", created: t0},
 	)
 	h := s.Handler()
 	for _, tc := range []struct {
@@ -247,7 +262,7 @@ func TestServerRoutesByIssuerPath(t *testing.T) {
 // TestServerKeepsHTTPSemanticsOnIssuerPaths: ETag/304, Cache-Control, CORS, HEAD and
 // OPTIONS are the same on an issuer's own path as on the canonical route.
 func TestServerKeepsHTTPSemanticsOnIssuerPaths(t *testing.T) {
-	s, _, _ := routingServer(t, routedConfig{"team", "a", "https://idp.example/tenants/a", time.Now()})
+	s, _, _ := routingServer(t, routedConfig{ns: "team", name: "a", issuer: "https://idp.example/tenants/a", created: time.Now()})
 	h := s.Handler()
 	for _, path := range []string{"/tenants/a/jwks.json", "/tenants/a/.well-known/openid-configuration"} {
 		rec := serve(h, http.MethodGet, path)
@@ -270,46 +285,98 @@ func TestServerKeepsHTTPSemanticsOnIssuerPaths(t *testing.T) {
 	}
 }
 
-// TestServerDisambiguatesAnIssuerPath: several JWKSConfigs may claim one path; the host
-// the client asked for picks among them, then the oldest wins, so a JWKSConfig created
-// later never takes an issuer over.
+// TestServerDisambiguatesAnIssuerPath: several JWKSConfigs may have one issuer path on
+// different hosts; the host the client asked for picks among them (X-Forwarded-Host only
+// from a trusted proxy). An issuer (host and path) is served by the JWKSConfig holding
+// its claim only: a later one with the same issuer never answers, whatever its age, and
+// a request no host decides between is refused rather than guessed.
 func TestServerDisambiguatesAnIssuerPath(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	s, c, kids := routingServer(t,
-		routedConfig{"team", "idp", "https://idp.example", t0},
-		routedConfig{"other", "idp", "https://other.example:8443/", t0.Add(time.Second)},
-		routedConfig{"late", "takeover", "https://IDP.example", t0.Add(time.Hour)},
-		// The same creation second: namespace, then name, decides.
-		routedConfig{"b", "x", "https://tie.example/shared", t0},
-		routedConfig{"a", "y", "https://tie.example/shared", t0},
+		routedConfig{ns: "team", name: "idp", issuer: "https://idp.example", created: t0.Add(time.Hour)},
+		routedConfig{ns: "other", name: "idp", issuer: "https://other.example:8443/", created: t0.Add(time.Second)},
+		// Older, but the issuer was claimed first by team/idp: never served.
+		routedConfig{ns: "early", name: "takeover", issuer: "https://IDP.example:443", created: t0},
+		routedConfig{ns: "b", name: "x", issuer: "https://tie.example/shared", created: t0.Add(time.Minute)},
+		routedConfig{ns: "a", name: "y", issuer: "https://tie.example/shared", created: t0},
 	)
+	s.TrustedProxies = mustParseProxies(t, "192.0.2.0/24") // httptest's peer
 	h := s.Handler()
 	for _, tc := range []struct {
 		path   string
 		header []string
-		config string
+		config string // "": refused
 	}{
 		{"/jwks.json", []string{"X-Forwarded-Host", "idp.example"}, "team/idp"},
 		{"/jwks.json", []string{"Host", "idp.example"}, "team/idp"},
 		{"/jwks.json", []string{"Host", "other.example:8443"}, "other/idp"},
 		{"/jwks.json", []string{"X-Forwarded-Host", "other.example"}, "other/idp"}, // no port: the name decides
-		{"/jwks.json", []string{"X-Forwarded-Host", "other.example:443"}, "team/idp"},
 		{"/jwks.json", []string{"X-Forwarded-Host", "other.example, proxy.internal", "Host", "idp.example"}, "other/idp"},
-		{"/jwks.json", []string{"X-Forwarded-Host", "unknown.example"}, "team/idp"}, // no host matches: the oldest
-		{"/jwks.json", nil, "team/idp"},
-		{"/shared/jwks.json", []string{"X-Forwarded-Host", "tie.example"}, "a/y"},
+		{"/jwks.json", []string{"X-Forwarded-Host", "other.example:443"}, ""}, // another port: neither
+		{"/jwks.json", []string{"X-Forwarded-Host", "unknown.example"}, ""},   // no host matches: ambiguous
+		{"/jwks.json", nil, ""},
+		{"/shared/jwks.json", []string{"X-Forwarded-Host", "tie.example"}, "b/x"},
+		{"/early/takeover/jwks.json", nil, ""}, // not even on its canonical route
+		{"/early/takeover/.well-known/openid-configuration", nil, ""},
 	} {
-		if rec := serve(h, http.MethodGet, tc.path, tc.header...); rec.Code != 200 || !strings.Contains(rec.Body.String(), kids[tc.config]) {
+		rec := serve(h, http.MethodGet, tc.path, tc.header...)
+		switch {
+		case tc.config == "" && rec.Code != http.StatusNotFound:
+			t.Errorf("%s %v: %d %s, want 404", tc.path, tc.header, rec.Code, rec.Body)
+		case tc.config != "" && (rec.Code != 200 || !strings.Contains(rec.Body.String(), kids[tc.config])):
 			t.Errorf("%s %v: %d, not %s's set", tc.path, tc.header, rec.Code, tc.config)
+		}
+		if got := rec.Header().Get("Vary"); got != "Host, X-Forwarded-Host" {
+			t.Errorf("%s %v: Vary %q", tc.path, tc.header, got)
 		}
 	}
 
-	// The canonical route wins over an issuer path when a JWKSConfig has that name.
-	if rec := serve(h, http.MethodGet, "/shared/jwks.json", "X-Forwarded-Host", "tie.example"); !strings.Contains(rec.Body.String(), kids["a/y"]) {
-		t.Fatalf("before: %s", rec.Body)
+	// The canonical route reaches a JWKSConfig without an issuer.
+	kid := addRoutedConfig(t, c, routedConfig{ns: "team", name: "plain", created: t0})
+	if rec := serve(h, http.MethodGet, "/team/plain/jwks.json"); !strings.Contains(rec.Body.String(), kid) {
+		t.Errorf("the canonical route did not reach team/plain: %d %s", rec.Code, rec.Body)
 	}
-	kid := addRoutedConfig(t, c, routedConfig{"team", "takeover", "", t0})
-	if rec := serve(h, http.MethodGet, "/team/takeover/jwks.json"); !strings.Contains(rec.Body.String(), kid) {
-		t.Errorf("the canonical route did not reach team/takeover: %d %s", rec.Code, rec.Body)
+}
+
+// TestServerTrustsForwardedHostOnlyFromProxies: bob's issuer is https://idp.example.com/bob;
+// alice's https://attacker.example/bob (another host, the same path) with a cacheMaxAge of
+// 99999h. A client's own X-Forwarded-Host never reaches alice's set under bob's URL, no
+// answer says max-age beyond the operator's maximum, and every answer varies on what
+// routed it.
+func TestServerTrustsForwardedHostOnlyFromProxies(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s, _, kids := routingServer(t,
+		routedConfig{ns: "bob", name: "idp", issuer: "https://idp.example.com/bob", created: t0},
+		routedConfig{ns: "alice", name: "idp", issuer: "https://attacker.example/bob", created: t0, cacheMaxAge: ptrTo(jwksv1alpha1.Duration("99999h"))},
+	)
+	s.MaxCacheMaxAge = 24 * time.Hour
+	h := s.Handler()
+	rec := serve(h, http.MethodGet, "/bob/jwks.json", "Host", "idp.example.com", "X-Forwarded-Host", "attacker.example")
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), kids["bob/idp"]) {
+		t.Fatalf("untrusted X-Forwarded-Host: %d %s, want bob's set", rec.Code, rec.Body)
 	}
+	if got := rec.Header().Get("Vary"); got != "Host" {
+		t.Errorf("Vary %q, want Host", got)
+	}
+
+	s.TrustedProxies = mustParseProxies(t, "192.0.2.1")
+	rec = serve(h, http.MethodGet, "/bob/jwks.json", "Host", "trustplane.internal", "X-Forwarded-Host", "attacker.example")
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), kids["alice/idp"]) {
+		t.Fatalf("trusted X-Forwarded-Host: %d %s, want alice's set (her own issuer)", rec.Code, rec.Body)
+	}
+	if got := rec.Header().Get("Cache-Control"); got != "public, max-age=86400" {
+		t.Errorf("Cache-Control %q, want the operator's maximum", got)
+	}
+	if got := rec.Header().Get("Vary"); got != "Host, X-Forwarded-Host" {
+		t.Errorf("Vary %q", got)
+	}
+}
+
+func mustParseProxies(t *testing.T, cidrs ...string) []netip.Prefix {
+	t.Helper()
+	p, err := ParseTrustedProxies(cidrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
+	"github.com/trustplane/trustplane/internal/jwks"
 	"github.com/trustplane/trustplane/internal/manager"
 )
 
@@ -55,6 +57,20 @@ type Options struct {
 	// NginxImage is the image of the nginx Deployments; it must run as a non-root user
 	// (uid 101, as nginxinc/nginx-unprivileged does) and listen on 8080.
 	NginxImage string
+	// IssuerNamespaces bind issuer hosts or path prefixes to namespaces
+	// ("host[/path]=namespace").
+	IssuerNamespaces []string
+	// IssuerClaimNamespace holds the issuer claims (the manager's namespace).
+	IssuerClaimNamespace string
+	// TrustedProxies are the CIDRs whose X-Forwarded-Host the JWKS server believes.
+	TrustedProxies []string
+	// MaxCacheMaxAge bounds spec.cacheMaxAge, and is how long a released issuer stays
+	// with its namespace.
+	MaxCacheMaxAge time.Duration
+	// NginxMaxReplicas bounds spec.nginx.replicas.
+	NginxMaxReplicas int32
+	// NginxMaxResources bounds the nginx container's requests and limits, by name.
+	NginxMaxResources map[string]string
 	// Clock is the time source (tests inject a fake one).
 	Clock clock.PassiveClock
 }
@@ -62,13 +78,17 @@ type Options struct {
 // DefaultOptions are the flag defaults.
 func DefaultOptions() Options {
 	return Options{
-		Workers:           4,
-		MinUpdateInterval: time.Minute,
-		RetryBaseDelay:    5 * time.Second,
-		RetryMaxDelay:     5 * time.Minute,
-		ServerBindAddress: ":8082",
-		NginxImage:        DefaultNginxImage,
-		Clock:             clock.RealClock{},
+		Workers:              4,
+		MinUpdateInterval:    time.Minute,
+		RetryBaseDelay:       5 * time.Second,
+		RetryMaxDelay:        5 * time.Minute,
+		ServerBindAddress:    ":8082",
+		NginxImage:           DefaultNginxImage,
+		IssuerClaimNamespace: manager.OwnNamespace(),
+		MaxCacheMaxAge:       24 * time.Hour,
+		NginxMaxReplicas:     5,
+		NginxMaxResources:    map[string]string{"cpu": "1", "memory": "512Mi", "ephemeral-storage": "1Gi"},
+		Clock:                clock.RealClock{},
 	}
 }
 
@@ -80,6 +100,28 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RetryMaxDelay, "jwks-retry-max-delay", o.RetryMaxDelay, "Longest retry delay after transient errors.")
 	fs.StringVar(&o.NginxImage, "jwks-nginx-image", o.NginxImage, "Image of the nginx Deployments that serve JWK Sets (non-root, uid 101, listening on 8080). An operator setting: JWKSConfig authors cannot choose what runs.")
 	fs.StringVar(&o.ServerBindAddress, "jwks-server-bind-address", o.ServerBindAddress, "Address of trustplane's own JWKS server (/<namespace>/<name>/jwks.json); '0' disables it.")
+	fs.StringSliceVar(&o.IssuerNamespaces, "jwks-issuer-namespaces", o.IssuerNamespaces, "Issuer hosts or path prefixes bound to one namespace, as host[/path]=namespace (e.g. idp.example.com/teams/a=team-a): only JWKSConfigs of that namespace may serve issuers under it (the longest prefix decides). Other issuers go to the first JWKSConfig that claims them.")
+	fs.StringVar(&o.IssuerClaimNamespace, "jwks-issuer-claim-namespace", o.IssuerClaimNamespace, "Namespace of the ConfigMaps that record which JWKSConfig serves an issuer (jwks-issuer-*); tenants must not be able to write there. Default: the manager's own namespace.")
+	fs.StringSliceVar(&o.TrustedProxies, "jwks-server-trusted-proxies", o.TrustedProxies, "CIDRs (or addresses) of the proxies whose X-Forwarded-Host the JWKS server believes, e.g. 10.0.0.0/8; from any other peer only Host routes a request.")
+	fs.DurationVar(&o.MaxCacheMaxAge, "jwks-max-cache-max-age", o.MaxCacheMaxAge, "Longest spec.cacheMaxAge a JWKSConfig may ask for (longer ones stall with OverLimit, and no server sends more); also how long an issuer given up by a namespace stays with it. 0: no limit.")
+	fs.Int32Var(&o.NginxMaxReplicas, "jwks-nginx-max-replicas", o.NginxMaxReplicas, "Most nginx replicas a JWKSConfig may ask for (more stall with OverLimit). 0: no limit.")
+	fs.StringToStringVar(&o.NginxMaxResources, "jwks-nginx-max-resources", o.NginxMaxResources, "Largest request or limit of the nginx container a JWKSConfig may ask for, per resource; resources not named may not be asked for (e.g. cpu=1,memory=512Mi,ephemeral-storage=1Gi).")
+}
+
+// limits parses the options' bounds.
+func (o *Options) limits() (Limits, error) {
+	l := Limits{MaxCacheMaxAge: o.MaxCacheMaxAge, NginxMaxReplicas: o.NginxMaxReplicas}
+	if len(o.NginxMaxResources) > 0 {
+		l.NginxMaxResources = corev1.ResourceList{}
+		for name, value := range o.NginxMaxResources {
+			q, err := resource.ParseQuantity(value)
+			if err != nil {
+				return Limits{}, fmt.Errorf("--jwks-nginx-max-resources %s=%s: not a quantity such as 500m or 512Mi", name, value)
+			}
+			l.NginxMaxResources[corev1.ResourceName(name)] = q
+		}
+	}
+	return l, nil
 }
 
 // Controller is the registry entry for `trustplane manager`.
@@ -103,12 +145,35 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if opts.NginxImage == "" {
 		return nil, fmt.Errorf("--jwks-nginx-image must name an image")
 	}
+	limits, err := opts.limits()
+	if err != nil {
+		return nil, err
+	}
+	bindings, err := jwks.ParseIssuerBindings(opts.IssuerNamespaces)
+	if err != nil {
+		return nil, fmt.Errorf("--jwks-issuer-namespaces: %w", err)
+	}
+	proxies, err := ParseTrustedProxies(opts.TrustedProxies)
+	if err != nil {
+		return nil, fmt.Errorf("--jwks-server-trusted-proxies: %w", err)
+	}
 	owned, err := newOwnedCache(mgr)
 	if err != nil {
 		return nil, err
 	}
 	if err := mgr.Add(owned); err != nil {
 		return nil, err
+	}
+	claimCache, err := newClaimCache(mgr, opts.IssuerClaimNamespace)
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(claimCache); err != nil {
+		return nil, err
+	}
+	claims := &IssuerClaims{Namespace: opts.IssuerClaimNamespace, Reader: claimCache, Bindings: bindings, Hold: opts.MaxCacheMaxAge}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &jwksv1alpha1.JWKSConfig{}, issuerKeyIndex, IssuerKeyIndexOf); err != nil {
+		return nil, fmt.Errorf("indexing JWKSConfigs by issuer: %w", err)
 	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &jwksv1alpha1.JWKSConfig{}, secretIndex, func(o client.Object) []string {
 		return []string{o.(*jwksv1alpha1.JWKSConfig).Spec.CertificateSecret}
@@ -130,6 +195,8 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		Throttle:   NewThrottle(opts.MinUpdateInterval),
 		Metrics:    defaultMetrics,
 		NginxImage: opts.NginxImage,
+		Claims:     claims,
+		Limits:     limits,
 	}
 	toOwner := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetLabels()[OwnerLabel]}}}
@@ -141,6 +208,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		WatchesRawSource(source.Kind(owned, client.Object(&corev1.ConfigMap{}), handler.EnqueueRequestsFromMapFunc(r.configsForConfigMap))).
 		WatchesRawSource(source.Kind(owned, client.Object(&appsv1.Deployment{}), toOwner)).
 		WatchesRawSource(source.Kind(owned, client.Object(&corev1.Service{}), toOwner)).
+		WatchesRawSource(source.Kind(claimCache, client.Object(&corev1.ConfigMap{}), handler.EnqueueRequestsFromMapFunc(r.configsForClaim))).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: opts.Workers,
 			RateLimiter:             RetryLimiter(opts.RetryBaseDelay, opts.RetryMaxDelay),
@@ -153,7 +221,8 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		if err := mgr.GetFieldIndexer().IndexField(context.Background(), &jwksv1alpha1.JWKSConfig{}, IssuerPathIndex, IssuerPath); err != nil {
 			return nil, fmt.Errorf("indexing JWKSConfigs by issuer path: %w", err)
 		}
-		srv := &Server{Addr: opts.ServerBindAddress, Configs: mgr.GetCache(), ConfigMaps: owned, Metrics: defaultMetrics}
+		srv := &Server{Addr: opts.ServerBindAddress, Configs: mgr.GetCache(), ConfigMaps: owned, Claims: claims,
+			TrustedProxies: proxies, MaxCacheMaxAge: opts.MaxCacheMaxAge, Metrics: defaultMetrics}
 		if err := mgr.Add(srv); err != nil {
 			return nil, err
 		}
@@ -174,6 +243,21 @@ func newOwnedCache(mgr ctrl.Manager) (cache.Cache, error) {
 		Scheme:               mgr.GetScheme(),
 		Mapper:               mgr.GetRESTMapper(),
 		DefaultLabelSelector: labels.NewSelector().Add(*hasOwner),
+	})
+}
+
+// newClaimCache is a cache of the issuer claims, in their namespace only.
+func newClaimCache(mgr ctrl.Manager, namespace string) (cache.Cache, error) {
+	isClaim, err := labels.NewRequirement(IssuerClaimLabel, selection.Exists, nil)
+	if err != nil {
+		return nil, err
+	}
+	return cache.New(mgr.GetConfig(), cache.Options{
+		HTTPClient:           mgr.GetHTTPClient(),
+		Scheme:               mgr.GetScheme(),
+		Mapper:               mgr.GetRESTMapper(),
+		DefaultNamespaces:    map[string]cache.Config{namespace: {}},
+		DefaultLabelSelector: labels.NewSelector().Add(*isClaim),
 	})
 }
 
