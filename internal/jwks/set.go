@@ -204,3 +204,40 @@ func DecodeRetirements(s string) (map[string]time.Time, error) {
 	}
 	return out, nil
 }
+
+// MaxRecordedJWKBytes is the most a key's recorded JWK (PublicJWK) takes: a usual chain
+// fits with its x5c; a longer one is recorded without it, so twenty keys stay well within
+// what an object's status can hold.
+const MaxRecordedJWKBytes = 8 * 1024
+
+// PublicJWK is the key's public JWK as JSON, to be recorded in status: as published, or,
+// when that is over MaxRecordedJWKBytes, without its certificate chain (x5c) and
+// thumbprints. "" if it cannot be encoded.
+func PublicJWK(k Key) string {
+	if out, err := json.Marshal(k.JWK); err == nil && len(out) <= MaxRecordedJWKBytes {
+		return string(out)
+	}
+	bare := jose.JSONWebKey{Key: k.JWK.Key, KeyID: k.JWK.KeyID, Algorithm: k.JWK.Algorithm, Use: k.JWK.Use}
+	out, err := json.Marshal(bare)
+	if err != nil {
+		return ""
+	}
+	return string(out)
+}
+
+// ParsePublicJWK reads PublicJWK's output back, checking that it is a valid public key
+// with the kid it is recorded under.
+func ParsePublicJWK(kid, data string) (Key, error) {
+	var k jose.JSONWebKey
+	if err := k.UnmarshalJSON([]byte(data)); err != nil {
+		return Key{}, fmt.Errorf("recorded key %s: %w", kid, err)
+	}
+	if !k.Valid() || !k.IsPublic() || k.KeyID != kid {
+		return Key{}, fmt.Errorf("recorded key %s is not a valid public key with that kid", kid)
+	}
+	key := Key{JWK: k}
+	if len(k.Certificates) > 0 {
+		key.NotAfter = k.Certificates[0].NotAfter
+	}
+	return key, nil
+}

@@ -58,7 +58,12 @@ func MarkWaiting(obj conditions.Object, reason, message string) {
 // reason, Stalled removed, observedGeneration left as it was. Ready=True for the current
 // generation stays, since what it achieved still holds (a published key set is still
 // served); otherwise Ready=False says why.
-func MarkRetrying(obj conditions.Object, reason, message string) {
+func MarkRetrying(obj conditions.Object, reason, message string) { MarkPending(obj, reason, message) }
+
+// MarkPending records work in progress while what the current generation achieved still
+// holds: Reconciling=True with the reason, Stalled removed, observedGeneration left as it
+// was, Ready=True for the current generation kept (otherwise Ready=False says why).
+func MarkPending(obj conditions.Object, reason, message string) {
 	set(obj, conditions.Reconciling, metav1.ConditionTrue, reason, message)
 	remove(obj, conditions.Stalled)
 	if !IsReadyForGeneration(obj) {

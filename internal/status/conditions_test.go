@@ -100,8 +100,13 @@ func TestOutcomesAsConditionsAndAsKstatusSeesThem(t *testing.T) {
 	MarkReady(obj, jwksv1alpha1.ReasonPublished, "published")
 	checkStatus(t, "recovered", obj, want{ready: "True/Published", observedGeneration: 2, kstatus: kstatus.CurrentStatus})
 
+	// A rotation waiting for the update interval: the previous set is still served.
+	record(Waiting(jwksv1alpha1.ReasonUpdateThrottled, "published at noon").KeepReady())
+	checkStatus(t, "waiting while what was achieved holds", obj, want{ready: "True/Published", reconciling: "True/UpdateThrottled", observedGeneration: 2, kstatus: kstatus.InProgressStatus})
+	MarkReady(obj, jwksv1alpha1.ReasonPublished, "published")
+
 	obj.Generation = 3
-	record(Waiting(jwksv1alpha1.ReasonUpdateThrottled, "published at noon"))
+	record(Waiting(jwksv1alpha1.ReasonUpdateThrottled, "published at noon").KeepReady())
 	checkStatus(t, "waiting on a later generation", obj, want{ready: "False/UpdateThrottled", reconciling: "True/UpdateThrottled", observedGeneration: 2, kstatus: kstatus.InProgressStatus})
 
 	// kstatus reads Ready=False as in progress: a health check keeps waiting for an object

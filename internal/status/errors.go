@@ -38,6 +38,7 @@ type Error struct {
 	err          error
 	requeueAfter time.Duration
 	warn         bool
+	keepReady    bool
 }
 
 func (e *Error) Error() string { return e.err.Error() }
@@ -50,6 +51,15 @@ func (e *Error) Reason() string { return e.reason }
 // After makes a Waiting error come back after d: for when time itself is awaited.
 func (e *Error) After(d time.Duration) *Error {
 	e.requeueAfter = d
+	return e
+}
+
+// KeepReady makes a Waiting error leave Ready=True for the current generation as it is:
+// what was achieved still holds while the wait lasts (the previous key set is served
+// while the next one waits for the end of the update interval). Reconciling=True says
+// what is pending, as kstatus reads it.
+func (e *Error) KeepReady() *Error {
+	e.keepReady = true
 	return e
 }
 

@@ -65,7 +65,11 @@ func (p *Patcher) Record(rec events.EventRecorder, err error) {
 	carrier := conditions.Reconciling
 	switch e.kind {
 	case waiting:
-		MarkWaiting(p.obj, e.reason, message)
+		if e.keepReady {
+			MarkPending(p.obj, e.reason, message)
+		} else {
+			MarkWaiting(p.obj, e.reason, message)
+		}
 	case retrying:
 		MarkRetrying(p.obj, e.reason, message)
 	case stalled, refused:

@@ -175,6 +175,13 @@ type PublishedKey struct {
 	// retiredAt is when the key stopped being the current key. Empty for the current key.
 	// +optional
 	RetiredAt *metav1.Time `json:"retiredAt,omitempty"`
+	// publicKey is the key as published, a public JWK (JSON; without x5c when that would
+	// take more than 8 KiB): what the controller publishes again when someone edits,
+	// empties or replaces the ConfigMap, so that a retired key never leaves the set before
+	// its TTL.
+	// +kubebuilder:validation:MaxLength=8192
+	// +optional
+	PublicKey string `json:"publicKey,omitempty"`
 }
 
 // JWKSConfigStatus is the observed state of a JWKSConfig.

@@ -174,17 +174,24 @@ func (r *Reconciler) publish(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, 
 	}
 	if cm == nil || r.drifted(cm, desired) {
 		id := types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Name}
-		if wait := r.Throttle.Wait(id, now, cm == nil); wait > 0 {
+		// Creating a set, or putting back one someone else changed, is never throttled:
+		// the interval spaces out this controller's own changes, not repairs.
+		repair := cm != nil && appliedBy(cm, FieldOwner) && !r.ownsDocument(cm)
+		if wait := r.Throttle.Wait(id, now, cm == nil || repair); wait > 0 {
 			log.FromContext(ctx).V(1).Info("ConfigMap update throttled", "wait", wait)
 			return ctrl.Result{}, status.Waiting(jwksv1alpha1.ReasonUpdateThrottled,
-				"the set changed within %v of its last update; the change is published at %s",
-				r.Throttle.Interval, now.Add(wait).UTC().Format(time.RFC3339)).After(wait)
+				"the set changed within %v of its last update; the change is published at %s, the previous set is served until then",
+				r.Throttle.Interval, now.Add(wait).UTC().Format(time.RFC3339)).After(wait).KeepReady()
 		}
 		if err := r.apply(ctx, desired); err != nil {
 			return ctrl.Result{}, err
 		}
-		if cm != nil { // creating a set is not an update: it does not start a window
+		if cm != nil && !repair { // creating a set is not an update: it does not start a window
 			r.Throttle.Wrote(id, now)
+		}
+		if repair {
+			r.Recorder.Eventf(cfg, cm, corev1.EventTypeWarning, "DriftReverted", "Publish",
+				"ConfigMap %q was changed by someone else; the published set (%d keys) was put back", cm.Name, len(next))
 		}
 		r.announce(cfg, previous, next)
 		cfg.Status.LastUpdateTime = &metav1.Time{Time: now}
@@ -322,16 +329,51 @@ func (r *Reconciler) claim(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, ob
 // manager), only the keys this JWKSConfig published (status.keys) are taken back: a key
 // slipped into the ConfigMap is never published. A ConfigMap handed over by labelling,
 // never written by this controller, is taken as it is.
+//
+// Whatever the ConfigMap says, the keys status.keys records (written by the manager only)
+// are taken back too: a ConfigMap edited, emptied or replaced never makes a retired key
+// inside its TTL leave the set (jwks.Plan drops what the policy says must go).
 func (r *Reconciler) restore(cfg *jwksv1alpha1.JWKSConfig, cm *corev1.ConfigMap) ([]jwks.PublishedKey, error) {
 	keys, err := restorePublished(cm)
-	if err != nil || cm == nil || !appliedBy(cm, FieldOwner) || r.ownsDocument(cm) {
-		return keys, err
+	if err != nil {
+		return nil, err
 	}
-	published := map[string]bool{}
-	for _, k := range cfg.Status.Keys {
-		published[k.KeyID] = true
+	if cm != nil && appliedBy(cm, FieldOwner) && !r.ownsDocument(cm) {
+		published := map[string]bool{}
+		for _, k := range cfg.Status.Keys {
+			published[k.KeyID] = true
+		}
+		keys = slices.DeleteFunc(keys, func(k jwks.PublishedKey) bool { return !published[k.KeyID()] })
 	}
-	return slices.DeleteFunc(keys, func(k jwks.PublishedKey) bool { return !published[k.KeyID()] }), nil
+	return append(keys, recordedKeys(cfg, keys)...), nil
+}
+
+// recordedKeys are the keys of status.keys that are not in keys, rebuilt from their
+// recorded public JWK (without x5c, which status does not keep).
+func recordedKeys(cfg *jwksv1alpha1.JWKSConfig, keys []jwks.PublishedKey) []jwks.PublishedKey {
+	have := map[string]bool{}
+	for _, k := range keys {
+		have[k.KeyID()] = true
+	}
+	var out []jwks.PublishedKey
+	for _, pk := range cfg.Status.Keys {
+		if have[pk.KeyID] || pk.PublicKey == "" {
+			continue
+		}
+		k, err := jwks.ParsePublicJWK(pk.KeyID, pk.PublicKey)
+		if err != nil {
+			continue // not ours to repair: status is written by this controller only
+		}
+		restored := jwks.PublishedKey{Key: k}
+		if pk.NotAfter != nil {
+			restored.NotAfter = pk.NotAfter.Time
+		}
+		if pk.RetiredAt != nil {
+			restored.RetiredAt = &pk.RetiredAt.Time
+		}
+		out = append(out, restored)
+	}
+	return out
 }
 
 // ownsDocument says whether this controller still owns the set in cm, with its value.
@@ -369,7 +411,7 @@ func (r *Reconciler) checkServed(ctx context.Context, cfg *jwksv1alpha1.JWKSConf
 		return serr
 	}
 	if err != nil || !serves || cm.Data[jwks.DocumentKey] != string(doc) || cm.Labels[OwnerLabel] != cfg.Name {
-		return status.Waiting(jwksv1alpha1.ReasonServerSyncing, "the set is written to ConfigMap %q; waiting for trustplane's server to answer it", jwksConfigMapName(cfg))
+		return status.Waiting(jwksv1alpha1.ReasonServerSyncing, "the set is written to ConfigMap %q; waiting for trustplane's server to answer it", jwksConfigMapName(cfg)).KeepReady()
 	}
 	if !nginxEnabled(cfg) {
 		return nil
@@ -382,10 +424,40 @@ func (r *Reconciler) checkServed(ctx context.Context, cfg *jwksv1alpha1.JWKSConf
 		return fmt.Errorf("getting Deployment %s: %w", cfg.Name, err)
 	}
 	if !rolledOut(d) {
-		return status.Waiting(jwksv1alpha1.ReasonNginxUnavailable, "nginx Deployment %q has %d of %d replicas updated and available",
-			cfg.Name, min(d.Status.UpdatedReplicas, d.Status.AvailableReplicas), ptr.Deref(d.Spec.Replicas, 1))
+		hint, err := r.unscheduledHint(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		return status.Waiting(jwksv1alpha1.ReasonNginxUnavailable, "nginx Deployment %q has %d of %d replicas updated and available%s",
+			cfg.Name, min(d.Status.UpdatedReplicas, d.Status.AvailableReplicas), ptr.Deref(d.Spec.Replicas, 1), hint).KeepReady()
 	}
 	return nil
+}
+
+// unscheduledHint says why nginx pods do not run when no node takes them (no nodes, or
+// none that fits, as under `make run`, which has no kubelet), and what to do instead;
+// "" when some pod has a node.
+func (r *Reconciler) unscheduledHint(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig) (string, error) {
+	pods := &corev1.PodList{}
+	if err := r.Owned.List(ctx, pods, client.InNamespace(cfg.Namespace), client.MatchingLabels(podLabels(cfg))); err != nil {
+		return "", fmt.Errorf("listing nginx pods: %w", err)
+	}
+	why := "no pods exist yet (is kube-controller-manager running?)"
+	if len(pods.Items) > 0 {
+		why = fmt.Sprintf("no node has taken its %d pod(s)", len(pods.Items))
+	}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if pod.Spec.NodeName != "" {
+			return "", nil
+		}
+		for _, c := range pod.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Message != "" {
+				why = fmt.Sprintf("no node can run its pods: %s", c.Message)
+			}
+		}
+	}
+	return "; " + why + ". Where no node can run nginx (a cluster without nodes, `make run`), set spec.nginx.enabled: false: trustplane's own server still serves the set", nil
 }
 
 // rolledOut is kubectl rollout status's test: the Deployment controller has seen the
@@ -611,7 +683,7 @@ func setKeyStatus(cfg *jwksv1alpha1.JWKSConfig, keys []jwks.PublishedKey) {
 	cfg.Status.KeyCount = int32(len(keys)) //nolint:gosec // a set holds a handful of keys
 	cfg.Status.Keys = make([]jwksv1alpha1.PublishedKey, 0, len(keys))
 	for _, k := range keys {
-		pk := jwksv1alpha1.PublishedKey{KeyID: k.KeyID(), Algorithm: k.JWK.Algorithm}
+		pk := jwksv1alpha1.PublishedKey{KeyID: k.KeyID(), Algorithm: k.JWK.Algorithm, PublicKey: jwks.PublicJWK(k.Key)}
 		if !k.NotAfter.IsZero() {
 			pk.NotAfter = &metav1.Time{Time: k.NotAfter.UTC()}
 		}

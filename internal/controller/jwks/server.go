@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -57,6 +58,8 @@ type Server struct {
 	MaxCacheMaxAge time.Duration
 	// Metrics counts responses; may be nil.
 	Metrics *Metrics
+
+	lastComplete sync.Map // types.NamespacedName → completeDoc
 }
 
 // IssuerPathIndex indexes JWKSConfigs by the URL path of spec.issuer without a trailing
@@ -181,12 +184,54 @@ func (s *Server) lookup(w http.ResponseWriter, req *http.Request, prefix string)
 	}
 	cm := &corev1.ConfigMap{}
 	err = s.ConfigMaps.Get(req.Context(), types.NamespacedName{Namespace: cfg.Namespace, Name: jwksConfigMapName(cfg)}, cm)
-	if err != nil || cm.Data[jwks.DocumentKey] == "" || cm.Labels[OwnerLabel] != cfg.Name {
+	if err != nil || cm.Labels[OwnerLabel] != cfg.Name || len(cfg.Status.Keys) == 0 {
 		s.writeError(w, http.StatusNotFound, "the JWK Set is not published yet")
 		return nil, nil, false
 	}
-	return cfg, []byte(cm.Data[jwks.DocumentKey]), true
+	doc, ok := s.servable(cfg, cm.Data[jwks.DocumentKey])
+	if !ok {
+		// Someone emptied or edited the ConfigMap, and no complete set was seen here yet:
+		// relying parties keep what they cached on a 503, never on an empty set.
+		w.Header().Set("Retry-After", "1")
+		s.writeError(w, http.StatusServiceUnavailable, "the published JWK Set is being repaired")
+		return nil, nil, false
+	}
+	return cfg, []byte(doc), true
 }
+
+// servable is the document to serve for cfg: the ConfigMap's when it holds every key
+// status.keys lists (the controller writes status only after the set), else the last
+// complete one this server saw, while the controller puts the set back. A set without
+// the current key, or without a retired key inside its TTL, is never served.
+func (s *Server) servable(cfg *jwksv1alpha1.JWKSConfig, doc string) (string, bool) {
+	id := types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Name}
+	if holdsKeys(doc, cfg.Status.Keys) {
+		s.lastComplete.Store(id, completeDoc{uid: cfg.UID, doc: doc})
+		return doc, true
+	}
+	if v, ok := s.lastComplete.Load(id); ok && v.(completeDoc).uid == cfg.UID && strings.Contains(v.(completeDoc).doc, kidField(cfg.Status.LastKeyID)) {
+		return v.(completeDoc).doc, true
+	}
+	return "", false
+}
+
+// completeDoc is the last document of a JWKSConfig that held every key of its status.
+type completeDoc struct {
+	uid types.UID
+	doc string
+}
+
+// holdsKeys says whether the document names every key (as go-jose writes a kid).
+func holdsKeys(doc string, keys []jwksv1alpha1.PublishedKey) bool {
+	for _, k := range keys {
+		if !strings.Contains(doc, kidField(k.KeyID)) {
+			return false
+		}
+	}
+	return true
+}
+
+func kidField(kid string) string { return `"kid":"` + kid + `"` }
 
 // configFor resolves a path prefix to the JWKSConfig to serve, nil when there is none:
 //  1. the JWKSConfig whose issuer is exactly the host asked for and this path;

@@ -162,6 +162,7 @@ func addRoutedConfig(t *testing.T, c client.Client, rc routedConfig) string {
 	cfg := &jwksv1alpha1.JWKSConfig{
 		ObjectMeta: metav1.ObjectMeta{Namespace: rc.ns, Name: rc.name, CreationTimestamp: metav1.NewTime(rc.created), UID: types.UID(rc.ns + "-" + rc.name)},
 		Spec:       jwksv1alpha1.JWKSConfigSpec{CertificateSecret: "tls", Issuer: rc.issuer, CacheMaxAge: rc.cacheMaxAge},
+		Status:     jwksv1alpha1.JWKSConfigStatus{LastKeyID: kid, Keys: []jwksv1alpha1.PublishedKey{{KeyID: kid}}},
 	}
 	if key := issuerKeyOf(cfg); key != "" {
 		claims := &IssuerClaims{Namespace: claimsNamespace}

@@ -218,8 +218,9 @@ func TestObservedGenerationFollowsOnlyReadyOrStalled(t *testing.T) {
 	check("published again", waitReady(t, ns, "gen", metav1.ConditionTrue, jwksv1alpha1.ReasonPublished), 2)
 }
 
-// TestThrottledUpdateSaysWhenItIsPublished: inside the update interval the JWKSConfig is
-// Reconciling, not Ready, says when the change goes out, and asks to come back then.
+// TestThrottledUpdateSaysWhenItIsPublished: inside the update interval the JWKSConfig
+// stays Ready (the previous set is served), is Reconciling, says when the change goes
+// out, and asks to come back then.
 func TestThrottledUpdateSaysWhenItIsPublished(t *testing.T) {
 	d := newDirectReconciler(t, time.Minute)
 	ns := newNamespace(t)
@@ -236,7 +237,7 @@ func TestThrottledUpdateSaysWhenItIsPublished(t *testing.T) {
 	publishAt := d.clock.Now().Add(50 * time.Second).UTC().Format(time.RFC3339)
 	cfg := getConfig(t, ns, "throttled")
 	ready, reconciling := readyCondition(cfg), condition(cfg, conditions.Reconciling)
-	if res.RequeueAfter != 50*time.Second || ready.Status != metav1.ConditionFalse || ready.Reason != jwksv1alpha1.ReasonUpdateThrottled ||
+	if res.RequeueAfter != 50*time.Second || ready.Status != metav1.ConditionTrue || ready.Reason != jwksv1alpha1.ReasonPublished ||
 		reconciling == nil || reconciling.Status != metav1.ConditionTrue || !strings.Contains(reconciling.Message, publishAt) {
 		t.Fatalf("throttled: requeue after %v, Ready %+v, Reconciling %+v (want the time %s)", res.RequeueAfter, ready, reconciling, publishAt)
 	}
