@@ -6,6 +6,7 @@ import "fmt"
 // are CamelCase and stable.
 const (
 	ReasonMissingCertificate  = "MissingCertificate"
+	ReasonMissingPrivateKey   = "MissingPrivateKey"
 	ReasonInvalidPEM          = "InvalidPEM"
 	ReasonNotACertificate     = "NotACertificate"
 	ReasonInvalidCertificate  = "InvalidCertificate"

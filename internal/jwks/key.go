@@ -169,3 +169,17 @@ func publicKeyOID(cert *x509.Certificate) string {
 	}
 	return spki.Algorithm.Algorithm.String()
 }
+
+// KeyIDOf is the kid ParseChain gives the chain's leaf key, whatever the certificate's
+// validity: what a Secret already holds, not what may be published.
+func KeyIDOf(pemChain []byte) (string, error) {
+	chain, err := parsePEMCertificates(pemChain)
+	if err != nil {
+		return "", err
+	}
+	thumb, err := (&jose.JSONWebKey{Key: chain[0].PublicKey}).Thumbprint(crypto.SHA256)
+	if err != nil {
+		return "", inputErrorf(ReasonUnsupportedKey, "computing the key thumbprint: %v", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(thumb), nil
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -27,6 +28,10 @@ type Policy struct {
 	// MaxKeys caps the set, the current key included; the keys retired longest ago go
 	// first. Zero or less means no cap.
 	MaxKeys int
+	// Signing is the kid of the key signers use (spec.signingSecret), when it is not the
+	// current key yet: it stays in the set, second, never retired, never removed (not by
+	// TTL, MaxKeys or size) until the current key is promoted; its TTL starts then.
+	Signing string
 }
 
 // MaxDocumentBytes is the most a published JWK Set may take. A ConfigMap holds at most
@@ -53,11 +58,17 @@ const MaxCertificateBytes = 64 * 1024
 // caller can come back on time even if nothing else changes.
 func Plan(current Key, previous []PublishedKey, p Policy, now time.Time) (next []PublishedKey, nextRemoval time.Time) {
 	next = []PublishedKey{{Key: current}}
+	seen := map[string]bool{current.KeyID(): true}
+	if i := slices.IndexFunc(previous, func(k PublishedKey) bool { return k.KeyID() == p.Signing }); p.Signing != current.KeyID() && i >= 0 {
+		signing := previous[i]
+		signing.RetiredAt = nil
+		next = append(next, signing)
+		seen[p.Signing] = true
+	}
 	if !p.KeepOldKeys {
 		return next, time.Time{}
 	}
 	var retired []PublishedKey
-	seen := map[string]bool{current.KeyID(): true}
 	for _, k := range previous {
 		if seen[k.KeyID()] {
 			continue
@@ -80,10 +91,19 @@ func Plan(current Key, previous []PublishedKey, p Policy, now time.Time) (next [
 	sort.SliceStable(retired, func(i, j int) bool {
 		return retired[i].RetiredAt.After(*retired[j].RetiredAt)
 	})
-	if p.MaxKeys > 0 && len(retired) > p.MaxKeys-1 {
-		retired = retired[:p.MaxKeys-1] // the oldest retirements leave first
+	if keep := max(p.MaxKeys-len(next), 0); p.MaxKeys > 0 && len(retired) > keep {
+		retired = retired[:keep] // the oldest retirements leave first
 	}
 	return append(next, retired...), EarliestRemoval(retired, p.OldKeysTTL)
+}
+
+// Kept is how many leading keys of a planned set MarshalWithin must never leave out: the
+// current key, and the signing key when it is not the current one (Plan puts it second).
+func Kept(keys []PublishedKey) int {
+	if len(keys) > 1 && keys[1].RetiredAt == nil {
+		return 2
+	}
+	return 1
 }
 
 // EarliestRemoval is when the first retired key of keys is due to go (zero if none).
@@ -100,12 +120,13 @@ func EarliestRemoval(keys []PublishedKey, ttl time.Duration) time.Time {
 	return first
 }
 
-// MarshalWithin renders keys (as Plan orders them: current first, then newest retirement
-// first) as a JWK Set of at most maxBytes, leaving out the keys retired longest ago until
-// it fits. It returns the keys that made it in. The current key is never left out: if it
-// alone is too large, that is an InputError (reason SetTooLarge).
+// MarshalWithin renders keys (as Plan orders them: current first, the signing key, then
+// newest retirement first) as a JWK Set of at most maxBytes, leaving out the keys retired
+// longest ago until it fits. It returns the keys that made it in. The current and the
+// signing key are never left out: if they alone are too large, that is an InputError
+// (reason SetTooLarge).
 func MarshalWithin(keys []PublishedKey, maxBytes int) ([]PublishedKey, []byte, error) {
-	for n := len(keys); n > 0; n-- {
+	for n := len(keys); n >= min(Kept(keys), len(keys)) && n > 0; n-- {
 		doc, err := Marshal(keys[:n])
 		if err != nil {
 			return nil, nil, err
@@ -114,7 +135,7 @@ func MarshalWithin(keys []PublishedKey, maxBytes int) ([]PublishedKey, []byte, e
 			return keys[:n], doc, nil
 		}
 	}
-	return nil, nil, inputErrorf(ReasonSetTooLarge, "the current certificate chain alone makes a JWK Set of more than %d bytes; publish a shorter chain", maxBytes)
+	return nil, nil, inputErrorf(ReasonSetTooLarge, "the current certificate chain (and the one being signed with) alone make a JWK Set of more than %d bytes; publish a shorter chain", maxBytes)
 }
 
 // Marshal renders keys as a JWK Set document. Equal input gives byte-identical output.

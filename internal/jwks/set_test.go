@@ -237,3 +237,40 @@ func TestMarshalWithinLeavesOutTheOldestUntilItFits(t *testing.T) {
 }
 
 func ptrTime(t time.Time) *time.Time { return &t }
+
+// TestTheSigningKeyNeverLeaves: while a newer key waits to be promoted to the signing
+// Secret, the key signers use stays in the set, second and not retired, whatever the
+// TTL, the cap or the byte budget; once it stops signing its TTL starts.
+func TestTheSigningKeyNeverLeaves(t *testing.T) {
+	policy := Policy{KeepOldKeys: true, OldKeysTTL: time.Hour, MaxKeys: 2}
+	signing, pending, newer := mustParse(t, newChain(t, testcerts.P256)), mustParse(t, newChain(t, testcerts.P256)), mustParse(t, newChain(t, testcerts.P256))
+	set, _ := Plan(signing, nil, policy, now)
+
+	policy.Signing = signing.KeyID()
+	set, _ = Plan(pending, roundTrip(t, set), policy, now.Add(time.Minute))
+	if got := kids(set); !slices.Equal(got, []string{pending.KeyID(), signing.KeyID()}) || set[1].RetiredAt != nil {
+		t.Fatalf("pending: %v, signing key retired at %v", got, set[1].RetiredAt)
+	}
+	// Replaced again before its promotion: the pending key is retired, and leaves first
+	// under the cap; the signing key stays, long past its TTL.
+	later := now.Add(48 * time.Hour)
+	set, _ = Plan(newer, roundTrip(t, set), policy, later)
+	if got := kids(set); !slices.Equal(got, []string{newer.KeyID(), signing.KeyID()}) || Kept(set) != 2 {
+		t.Fatalf("replaced before promotion: %v", got)
+	}
+	if kept, _, err := MarshalWithin(set, 10); err == nil || len(kept) != 0 {
+		t.Errorf("a budget for less than the signing key: kept %v, err %v", kids(kept), err)
+	}
+	// Promoted: the old signing key retires now, and its TTL counts from now.
+	policy.Signing = ""
+	promoted := later.Add(time.Minute)
+	set, due := Plan(newer, roundTrip(t, set), policy, promoted)
+	if got := kids(set); !slices.Equal(got, []string{newer.KeyID(), signing.KeyID()}) || !set[1].RetiredAt.Equal(promoted) || !due.Equal(promoted.Add(time.Hour)) {
+		t.Errorf("after promotion: %v, retired at %v, due %v", got, set[1].RetiredAt, due)
+	}
+	// Without keepOldKeys the signing key still stays until the promotion.
+	policy = Policy{Signing: signing.KeyID()}
+	if set, _ := Plan(newer, []PublishedKey{{Key: signing}}, policy, now); len(set) != 2 {
+		t.Errorf("keepOldKeys false dropped the signing key: %v", kids(set))
+	}
+}

@@ -280,6 +280,7 @@ func waitServed(t *testing.T, server, ns, name, kid string) {
 type proxyTLS struct {
 	conf   string // http-level ssl_certificate directives
 	client *http.Client
+	caPEM  []byte // the CA a relying party trusts the proxy with
 }
 
 func newProxyTLS(t *testing.T) proxyTLS {
@@ -311,7 +312,8 @@ func newProxyTLS(t *testing.T) proxyTLS {
 	roots := x509.NewCertPool()
 	roots.AddCert(ca.CA)
 	return proxyTLS{
-		conf: fmt.Sprintf("    ssl_certificate %s;\n    ssl_certificate_key %s;\n", certFile, keyFile),
+		caPEM: testcerts.CertPEM(ca.CA),
+		conf:  fmt.Sprintf("    ssl_certificate %s;\n    ssl_certificate_key %s;\n", certFile, keyFile),
 		client: &http.Client{
 			Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}},
 			Timeout:   10 * time.Second,

@@ -46,6 +46,14 @@ const (
 	// (--jwks-max-cache-max-age, --jwks-nginx-max-replicas, --jwks-nginx-max-resources);
 	// the message names the field and the limit. The published set is unchanged.
 	ReasonOverLimit = "OverLimit"
+	// ReasonKeyPublished (event): a new key is in the set, waiting to be copied to
+	// spec.signingSecret (the message says when).
+	ReasonKeyPublished = "KeyPublished"
+	// ReasonKeyPromoted (event): a key was copied to spec.signingSecret; signers use it now.
+	ReasonKeyPromoted = "KeyPromoted"
+	// ReasonAlgorithmUnsupported (Warning event): spec.issuer is set and the published
+	// algorithm is one kube-apiserver's JWT authenticator cannot verify (EdDSA).
+	ReasonAlgorithmUnsupported = "AlgorithmUnsupportedByKubeAPIServer"
 )
 
 var _ conditions.Object = &JWKSConfig{}

@@ -26,6 +26,20 @@ type JWKSConfigSpec struct {
 	// +required
 	CertificateSecret string `json:"certificateSecret"`
 
+	// signingSecret, when set, is a Secret in the same namespace that trustplane writes
+	// (type kubernetes.io/tls: tls.crt, tls.key, and ca.crt when the source has one) with
+	// the key signers must use. A new key of certificateSecret is published at once but
+	// copied here only once every server has served it for cacheMaxAge plus
+	// --jwks-promotion-margin, so no relying party that caches the set refuses a token
+	// signed with it; until then the key being signed with stays in the set. The first key,
+	// and any key with updateStrategy immediate, is copied at once. It must not be
+	// certificateSecret, nor a Secret someone else made (NameInUse). See docs/jwks.md,
+	// "Rotating without refused tokens".
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="must be a Secret name (a DNS subdomain: lower-case letters, digits, '-' and '.'), such as issuer-signing"
+	// +optional
+	SigningSecret string `json:"signingSecret,omitempty"`
+
 	// configMapName is the ConfigMap that receives the JWK Set under the data key
 	// `jwks.json`. Defaults to `<name>-jwks`. It must not be a ConfigMap that another
 	// JWKSConfig or anyone else made (the JWKSConfig stalls with reason NameInUse); an
@@ -222,6 +236,18 @@ type JWKSConfigStatus struct {
 	// +listType=atomic
 	// +optional
 	Keys []PublishedKey `json:"keys,omitempty"`
+	// signingKeyID is the kid of the key in spec.signingSecret: the one signers use.
+	// +optional
+	SigningKeyID string `json:"signingKeyID,omitempty"`
+	// pendingKeyID is the kid of a published key waiting to be copied to
+	// spec.signingSecret.
+	// +optional
+	PendingKeyID string `json:"pendingKeyID,omitempty"`
+	// pendingPromotionTime is when pendingKeyID is copied to spec.signingSecret: once
+	// every server has served it for cacheMaxAge plus the promotion margin. Empty while
+	// the key is not yet served everywhere.
+	// +optional
+	PendingPromotionTime *metav1.Time `json:"pendingPromotionTime,omitempty"`
 }
 
 // JWKSConfig publishes the public key of a TLS Secret as a JSON Web Key Set, in a
@@ -231,10 +257,14 @@ type JWKSConfigStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=jwks,categories=trustplane
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$') && size(self.metadata.name) <= 57",message="name must be a DNS label of at most 57 characters: it names the nginx Deployment and Service and the <name>-jwks ConfigMap"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.signingSecret) || self.spec.signingSecret != self.spec.certificateSecret",message="spec.signingSecret must name another Secret than spec.certificateSecret: trustplane writes it, and copies keys into it only once they are served",fieldPath=".spec.signingSecret"
 // +kubebuilder:validation:XValidation:rule="(has(self.spec.configMapName) && size(self.spec.configMapName) > 0 ? self.spec.configMapName : self.metadata.name + '-jwks') != (has(self.spec.nginxConfigMapName) && size(self.spec.nginxConfigMapName) > 0 ? self.spec.nginxConfigMapName : self.metadata.name + '-nginx')",message="spec.configMapName and spec.nginxConfigMapName must name different ConfigMaps (defaults <name>-jwks and <name>-nginx), such as issuer-jwks and issuer-nginx",fieldPath=".spec.configMapName"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Key ID",type=string,JSONPath=`.status.lastKeyID`,priority=1
 // +kubebuilder:printcolumn:name="Keys",type=integer,JSONPath=`.status.keyCount`
+// +kubebuilder:printcolumn:name="Signing",type=string,JSONPath=`.status.signingKeyID`,priority=1
+// +kubebuilder:printcolumn:name="Pending",type=string,JSONPath=`.status.pendingKeyID`,priority=1
+// +kubebuilder:printcolumn:name="Promotion",type=date,JSONPath=`.status.pendingPromotionTime`,priority=1
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type JWKSConfig struct {

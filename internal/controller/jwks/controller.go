@@ -67,6 +67,9 @@ type Reconciler struct {
 	Claims *IssuerClaims
 	// Limits bound what a JWKSConfig author may ask for: the operator's settings.
 	Limits Limits
+	// PromotionMargin is added to cacheMaxAge before a served key is promoted to
+	// spec.signingSecret (--jwks-promotion-margin).
+	PromotionMargin time.Duration
 
 	parsed sync.Map // types.NamespacedName → parsedCert
 }
@@ -81,7 +84,7 @@ type parsedCert struct {
 // +kubebuilder:rbac:groups=jwks.trustplane.io,resources=jwksconfigs,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=jwks.trustplane.io,resources=jwksconfigs/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=jwks.trustplane.io,resources=jwksconfigs/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups="",resources=configmaps;services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
@@ -158,7 +161,17 @@ func (r *Reconciler) publish(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, 
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	next, doc, nextRemoval, err := planSet(cfg, key, previous, now)
+	signing, err := r.signingState(ctx, cfg)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	keep, promoteAtOnce := signingPolicy(cfg, key.KeyID(), signing)
+	if keep != "" && !slices.ContainsFunc(previous, func(k jwks.PublishedKey) bool { return k.KeyID() == keep }) {
+		// The key signers use is not in the set any more (only a lost ConfigMap and status
+		// can do that): the current key, which is, signs from now on.
+		keep, promoteAtOnce = "", true
+	}
+	next, doc, nextRemoval, err := planSet(cfg, key, previous, keep, now)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -212,13 +225,22 @@ func (r *Reconciler) publish(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, 
 	if err := r.checkServed(ctx, cfg, doc); err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{RequeueAfter: nextWakeUp(now, nextRemoval, key.NotAfter)}, nil
+	promotion, err := r.promote(ctx, cfg, key.KeyID(), signing, promoteAtOnce, now)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	wake := nextWakeUp(now, nextRemoval, key.NotAfter)
+	if promotion > 0 {
+		wake = min(wake, promotion)
+	}
+	return ctrl.Result{RequeueAfter: wake}, nil
 }
 
 // planSet is the next set and its document: jwks.Plan under the spec's policy, within the
 // size a ConfigMap can hold (retired keys leave early, oldest first, to fit).
-func planSet(cfg *jwksv1alpha1.JWKSConfig, key jwks.Key, previous []jwks.PublishedKey, now time.Time) ([]jwks.PublishedKey, []byte, time.Time, error) {
+func planSet(cfg *jwksv1alpha1.JWKSConfig, key jwks.Key, previous []jwks.PublishedKey, signing string, now time.Time) ([]jwks.PublishedKey, []byte, time.Time, error) {
 	policy := policyOf(cfg)
+	policy.Signing = signing
 	next, nextRemoval := jwks.Plan(key, previous, policy, now)
 	kept, doc, err := jwks.MarshalWithin(next, jwks.MaxDocumentBytes)
 	if err != nil {
@@ -654,10 +676,6 @@ func hashOf(v any) string {
 
 // announce emits events for what changed in the set.
 func (r *Reconciler) announce(cfg *jwksv1alpha1.JWKSConfig, previous, next []jwks.PublishedKey) {
-	prevKids := map[string]bool{}
-	for _, k := range previous {
-		prevKids[k.KeyID()] = true
-	}
 	nextKids := map[string]bool{}
 	for _, k := range next {
 		nextKids[k.KeyID()] = true
@@ -671,10 +689,18 @@ func (r *Reconciler) announce(cfg *jwksv1alpha1.JWKSConfig, previous, next []jwk
 	default:
 		r.Recorder.Eventf(cfg, nil, corev1.EventTypeNormal, "Updated", "Publish", "Updated key %s", current)
 	}
-	for kid := range prevKids {
-		if !nextKids[kid] {
-			r.Recorder.Eventf(cfg, nil, corev1.EventTypeNormal, "KeyRemoved", "Remove", "Removed retired key %s", kid)
+	var removed []string
+	for _, k := range previous {
+		if !nextKids[k.KeyID()] {
+			removed = append(removed, k.KeyID())
 		}
+	}
+	if len(removed) > 0 {
+		r.Recorder.Eventf(cfg, nil, corev1.EventTypeNormal, "KeyRemoved", "Remove", "Removed retired key(s) %s", strings.Join(removed, ", "))
+	}
+	if cfg.Spec.Issuer != "" && next[0].JWK.Algorithm == "EdDSA" {
+		r.Recorder.Eventf(cfg, nil, corev1.EventTypeWarning, jwksv1alpha1.ReasonAlgorithmUnsupported, "Publish",
+			"Key %s is published for EdDSA, which kube-apiserver's JWT authenticator cannot verify (it takes RS*, ES* and PS*): use an RSA or ECDSA key for an issuer kube-apiserver trusts", current)
 	}
 }
 

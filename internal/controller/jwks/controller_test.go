@@ -400,7 +400,7 @@ func TestPrinterColumns(t *testing.T) {
 	for _, c := range crd.Spec.Versions[0].AdditionalPrinterColumns {
 		names = append(names, c.Name)
 	}
-	if got := strings.Join(names, ","); got != "Ready,Key ID,Keys,Reason,Age" {
+	if got := strings.Join(names, ","); got != "Ready,Key ID,Keys,Signing,Pending,Promotion,Reason,Age" {
 		t.Errorf("printer columns = %s", got)
 	}
 }

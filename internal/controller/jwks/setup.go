@@ -35,8 +35,8 @@ const Name = "jwks"
 // DefaultNginxImage is --jwks-nginx-image's default.
 const DefaultNginxImage = "nginxinc/nginx-unprivileged:1.29-alpine"
 
-// secretIndex indexes JWKSConfigs by the Secret they read, so a Secret event finds its
-// JWKSConfigs without listing them all.
+// secretIndex indexes JWKSConfigs by the Secrets they read and write (certificateSecret,
+// signingSecret), so a Secret event finds its JWKSConfigs without listing them all.
 const secretIndex = ".spec.certificateSecret"
 
 // objectNameIndex indexes JWKSConfigs by the names of the objects they write, so that
@@ -71,6 +71,9 @@ type Options struct {
 	NginxMaxReplicas int32
 	// NginxMaxResources bounds the nginx container's requests and limits, by name.
 	NginxMaxResources map[string]string
+	// PromotionMargin is added to cacheMaxAge before a served key is copied to
+	// spec.signingSecret.
+	PromotionMargin time.Duration
 	// Clock is the time source (tests inject a fake one).
 	Clock clock.PassiveClock
 }
@@ -87,6 +90,7 @@ func DefaultOptions() Options {
 		IssuerClaimNamespace: manager.OwnNamespace(),
 		MaxCacheMaxAge:       24 * time.Hour,
 		NginxMaxReplicas:     5,
+		PromotionMargin:      time.Minute,
 		NginxMaxResources:    map[string]string{"cpu": "1", "memory": "512Mi", "ephemeral-storage": "1Gi"},
 		Clock:                clock.RealClock{},
 	}
@@ -104,6 +108,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.IssuerClaimNamespace, "jwks-issuer-claim-namespace", o.IssuerClaimNamespace, "Namespace of the ConfigMaps that record which JWKSConfig serves an issuer (jwks-issuer-*); tenants must not be able to write there. Default: the manager's own namespace.")
 	fs.StringSliceVar(&o.TrustedProxies, "jwks-server-trusted-proxies", o.TrustedProxies, "CIDRs (or addresses) of the proxies whose X-Forwarded-Host the JWKS server believes, e.g. 10.0.0.0/8; from any other peer only Host routes a request.")
 	fs.DurationVar(&o.MaxCacheMaxAge, "jwks-max-cache-max-age", o.MaxCacheMaxAge, "Longest spec.cacheMaxAge a JWKSConfig may ask for (longer ones stall with OverLimit, and no server sends more); also how long an issuer given up by a namespace stays with it. 0: no limit.")
+	fs.DurationVar(&o.PromotionMargin, "jwks-promotion-margin", o.PromotionMargin, "With spec.signingSecret: how long after cacheMaxAge a key served by trustplane is copied to the signing Secret; covers the watch latency of the other replicas and kubelet's refresh of nginx's ConfigMap volume.")
 	fs.Int32Var(&o.NginxMaxReplicas, "jwks-nginx-max-replicas", o.NginxMaxReplicas, "Most nginx replicas a JWKSConfig may ask for (more stall with OverLimit). 0: no limit.")
 	fs.StringToStringVar(&o.NginxMaxResources, "jwks-nginx-max-resources", o.NginxMaxResources, "Largest request or limit of the nginx container a JWKSConfig may ask for, per resource; resources not named may not be asked for (e.g. cpu=1,memory=512Mi,ephemeral-storage=1Gi).")
 }
@@ -176,7 +181,11 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		return nil, fmt.Errorf("indexing JWKSConfigs by issuer: %w", err)
 	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &jwksv1alpha1.JWKSConfig{}, secretIndex, func(o client.Object) []string {
-		return []string{o.(*jwksv1alpha1.JWKSConfig).Spec.CertificateSecret}
+		c := o.(*jwksv1alpha1.JWKSConfig)
+		if c.Spec.SigningSecret != "" { // its loss or an edit brings the JWKSConfig back too
+			return []string{c.Spec.CertificateSecret, c.Spec.SigningSecret}
+		}
+		return []string{c.Spec.CertificateSecret}
 	}); err != nil {
 		return nil, fmt.Errorf("indexing JWKSConfigs by Secret: %w", err)
 	}
@@ -197,6 +206,8 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		NginxImage: opts.NginxImage,
 		Claims:     claims,
 		Limits:     limits,
+
+		PromotionMargin: opts.PromotionMargin,
 	}
 	toOwner := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetLabels()[OwnerLabel]}}}
