@@ -218,3 +218,41 @@ func TestSigningSecretBadInput(t *testing.T) {
 		t.Errorf("the signing Secret changed with its source gone: %q → %q", before, after)
 	}
 }
+
+// TestEventsARelyingPartyNeeds: an EdDSA key published for an issuer gets a Warning event
+// (kube-apiserver cannot verify EdDSA); keys removed in one write are named in one
+// KeyRemoved event.
+func TestEventsARelyingPartyNeeds(t *testing.T) {
+	startManager(t)
+	ns := newNamespace(t)
+	putSecret(t, ns, "ed-tls", tlsData(newChain(t, testcerts.Ed25519)))
+	newJWKSConfig(t, ns, "ed", "ed-tls", func(c *jwksv1alpha1.JWKSConfig) {
+		c.Spec.Issuer = "https://" + ns + ".ed.example"
+		c.Spec.Nginx.Enabled = ptrTo(false)
+	})
+	waitReady(t, ns, "ed", metav1.ConditionTrue, jwksv1alpha1.ReasonPublished)
+	testenv.Eventually(t, "the EdDSA warning", 10*time.Second, func() bool {
+		return len(eventsFor(t, ns, "ed", jwksv1alpha1.ReasonAlgorithmUnsupported)) == 1
+	})
+
+	chains := []testcerts.Chain{newChain(t, testcerts.P256), newChain(t, testcerts.P256), newChain(t, testcerts.P256), newChain(t, testcerts.P256)}
+	putSecret(t, ns, "tls", tlsData(chains[0]))
+	newJWKSConfig(t, ns, "many", "tls", func(c *jwksv1alpha1.JWKSConfig) { c.Spec.Nginx.Enabled = ptrTo(false) })
+	for i := 1; i < 3; i++ {
+		waitReady(t, ns, "many", metav1.ConditionTrue, jwksv1alpha1.ReasonPublished)
+		putSecret(t, ns, "tls", tlsData(chains[i]))
+		want, _ := expectedDoc(t, chains[i])
+		testenv.Eventually(t, "the rotation", 10*time.Second, func() bool { return getConfig(t, ns, "many").Status.LastKeyID == want })
+	}
+	old0, _ := expectedDoc(t, chains[0])
+	old1, _ := expectedDoc(t, chains[1])
+	cfg := getConfig(t, ns, "many")
+	cfg.Spec.UpdateStrategy = jwksv1alpha1.UpdateStrategyImmediate // both retired keys leave in one write
+	if err := env.Client.Update(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "one KeyRemoved naming both keys", 10*time.Second, func() bool {
+		events := eventsFor(t, ns, "many", "KeyRemoved")
+		return len(events) == 1 && strings.Contains(events[0].Note, old0) && strings.Contains(events[0].Note, old1)
+	})
+}
