@@ -41,7 +41,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -63,6 +62,7 @@ type Options struct {
 	VersionAnnotation      string
 	FailOpen               bool
 	Ingresses              bool
+	IngressClasses         checksum.IngressClassOptions
 	ReloadCommand          string
 	QuietPeriod            time.Duration
 	MetricsBindAddress     string
@@ -71,7 +71,8 @@ type Options struct {
 
 // DefaultOptions are the flag defaults; Tengine-Ingress is fail-open.
 func DefaultOptions() Options {
-	return Options{VersionAnnotation: checksum.DefaultVersionAnnotation, FailOpen: true, Ingresses: true, QuietPeriod: 200 * time.Millisecond,
+	return Options{VersionAnnotation: checksum.DefaultVersionAnnotation, FailOpen: true, Ingresses: true,
+		IngressClasses: checksum.DefaultIngressClassOptions(), QuietPeriod: 200 * time.Millisecond,
 		MetricsBindAddress: ":8080", HealthProbeBindAddress: ":8081"}
 }
 
@@ -83,6 +84,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.VersionAnnotation, "version-annotation", o.VersionAnnotation, "Annotation holding a Secret's version.")
 	fs.BoolVar(&o.FailOpen, "fail-open", o.FailOpen, "Trust the secrets when no SecretCheckSum exists (Tengine-Ingress's behaviour); false keeps the last verified set.")
 	fs.BoolVar(&o.Ingresses, "ingresses", o.Ingresses, "Also verify the Ingresses against the IngressCheckSums (reported in metrics and events).")
+	o.IngressClasses.AddFlags(fs, "")
 	fs.StringVar(&o.ReloadCommand, "reload-command", o.ReloadCommand, "Command run after the verified files change, e.g. 'nginx -s reload' (split on spaces, no shell). When it fails the previous files are put back and it is retried.")
 	fs.DurationVar(&o.QuietPeriod, "quiet-period", o.QuietPeriod, "Wait for this much quiet after a change before re-checking.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of /metrics; '0' disables it.")
@@ -129,9 +131,8 @@ var (
 		Help: "1 while a newly verified set waits for --reload-command to succeed."})
 )
 
-func init() {
-	metrics.Registry.MustRegister(consistentGauge, mismatchIDs, scopeMismatch, undecodable, servedSecrets, snapshotCorrupt, reloadFailures, reloadFailing)
-}
+// ownMetrics are registered when the agent starts, in its process only.
+var ownMetrics = []prometheus.Collector{consistentGauge, mismatchIDs, scopeMismatch, undecodable, servedSecrets, snapshotCorrupt, reloadFailures, reloadFailing}
 
 // Agent verifies the namespaces it follows.
 type Agent struct {
@@ -149,6 +150,7 @@ type Agent struct {
 	lastMismatch  map[string]string          // track → the last reported distrust, to report each once
 	undecodableOf map[string]map[string]bool // track → UIDs of objects reported undecodable
 	debounce      *debounce.Debouncer
+	classes       *ingressClasses // what the ingresses track's class rules read
 }
 
 // maxCheckDelay is the longest a check waits while changes keep coming.
@@ -166,6 +168,9 @@ func retryBackoff() workqueue.TypedRateLimiter[reconcile.Request] {
 // Run restores the last verified set from disk, then follows the API server until ctx ends.
 func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err := opts.Validate(); err != nil {
+		return err
+	}
+	if err := manager.RegisterMetrics(ownMetrics...); err != nil {
 		return err
 	}
 	logger := log.FromContext(ctx).WithName("dataplane")
@@ -229,7 +234,12 @@ func (a *Agent) setupController(mgr ctrl.Manager) error {
 	if a.opts.Ingresses {
 		b = b.Watches(&networkingv1.Ingress{}, everything).Watches(checksumObject(kindIngressCheckSum), everything)
 	}
-	return b.Complete(a)
+	c, err := b.Build(a)
+	if err != nil {
+		return err
+	}
+	a.classes = newIngressClasses(a.opts.IngressClasses.IgnoreIngressClass, mgr.GetAPIReader(), mgr.GetCache(), c, everything)
+	return nil
 }
 
 // cacheOptions follow the namespaces (none: all), and keep of each Secret only what a
@@ -309,12 +319,11 @@ func (a *Agent) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.R
 	if wait := a.debounce.Wait(reconcileKey.Name); wait > 0 {
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
+	var ingressErr error
 	if a.opts.Ingresses {
-		if err := a.verifyIngresses(ctx); err != nil {
-			return reconcile.Result{}, err
-		}
+		ingressErr = a.verifyIngresses(ctx) // never holds the secrets back
 	}
-	return reconcile.Result{}, a.verifySecrets(ctx)
+	return reconcile.Result{}, errors.Join(ingressErr, a.verifySecrets(ctx))
 }
 
 // verifySecrets writes the secrets to disk when they are trusted, and otherwise keeps
@@ -403,15 +412,21 @@ func (a *Agent) rollBack(ctx context.Context, reloadErr error, sum string, again
 	return reloadErr
 }
 
-// verifyIngresses checks the Ingresses against the IngressCheckSums.
+// verifyIngresses checks the Ingresses a Tengine-Ingress with the agent's class flags
+// keeps against the IngressCheckSums.
 func (a *Agent) verifyIngresses(ctx context.Context) error {
+	classes, readable, err := a.classes.lookup(ctx)
+	if !readable || err != nil {
+		return err
+	}
 	ingresses := &networkingv1.IngressList{}
 	if err := a.reader.List(ctx, ingresses); err != nil {
 		return fmt.Errorf("listing Ingresses: %w", err)
 	}
 	var ids []string
 	for _, ing := range ingresses.Items {
-		if id, err := checksum.IngressID(ing.Name, ing.Annotations, a.opts.VersionAnnotation); err == nil {
+		id, err := a.opts.IngressClasses.IngressIDOfClass(ing.Name, ing.Annotations, ing.Spec.IngressClassName, a.opts.VersionAnnotation, classes)
+		if err == nil {
 			ids = append(ids, id)
 		}
 	}

@@ -118,11 +118,13 @@ func putSecretData(t *testing.T, cl client.Client, namespace, name, version stri
 	}
 }
 
+// putIngress creates or updates a versioned Ingress of Tengine-Ingress's default class.
 func putIngress(t *testing.T, cl client.Client, name, version string) {
 	t.Helper()
 	ing := &networkingv1.Ingress{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{checksum.DefaultVersionAnnotation: version}},
-		Spec:       networkingv1.IngressSpec{DefaultBackend: &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{
+			checksum.DefaultVersionAnnotation: version, checksum.IngressClassAnnotation: checksum.DefaultIngressClass}},
+		Spec: networkingv1.IngressSpec{DefaultBackend: &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}},
 	}
 	if err := cl.Create(ctx, ing); err != nil {
 		cur := &networkingv1.Ingress{}

@@ -37,9 +37,15 @@ app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
 {{- end -}}
 
-{{/* The rules of a generated role in files/ (make manifests copies them there). */}}
+{{/* The rules of a generated role in files/ (make manifests copies them there): of its
+document of the given kind when a file holds several (the data plane's Role and
+ClusterRole), else of its first. */}}
 {{- define "trustplane.generatedRules" -}}
-{{- $role := .root.Files.Get .file | fromYaml -}}
-{{- if not $role.rules }}{{ fail (printf "%s has no rules: run make manifests" .file) }}{{ end -}}
-{{ toYaml $role.rules }}
+{{- $rules := list -}}
+{{- range $doc := splitList "\n---\n" (printf "\n%s" ($.root.Files.Get $.file)) -}}
+{{- $role := fromYaml $doc -}}
+{{- if and $role.rules (not $rules) (or (not $.kind) (eq $role.kind $.kind)) }}{{ $rules = $role.rules }}{{ end -}}
+{{- end -}}
+{{- if not $rules }}{{ fail (printf "%s has no %s rules: run make manifests" .file (.kind | default "")) }}{{ end -}}
+{{ toYaml $rules }}
 {{- end -}}

@@ -66,6 +66,7 @@ func (in *inputs) cache(mgr ctrl.Manager, namespaces []string) (cache.Cache, err
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Secret{}:             {Transform: in.stripSecret},
 			&networkingv1.Ingress{}:      {Transform: in.stripIngress},
+			&networkingv1.IngressClass{}: {Transform: stripIngressClass},
 			&tenginev1.SecretCheckSum{}:  {Label: ours},
 			&tenginev1.IngressCheckSum{}: {Label: ours},
 		},
@@ -87,11 +88,14 @@ func byNamespace(namespaces []string) map[string]cache.Config {
 	return out
 }
 
-// strip is the transform of every object in the cache: Secrets and Ingresses are
-// stripped, the checksum objects (ours only, by label) are kept.
+// strip is the transform of every object in the cache: Secrets, Ingresses and
+// IngressClasses are stripped, the checksum objects (ours only, by label) are kept.
 func (in *inputs) strip(obj any) (any, error) {
-	if ing, ok := obj.(*networkingv1.Ingress); ok {
-		return in.stripIngress(ing)
+	switch o := obj.(type) {
+	case *networkingv1.Ingress:
+		return in.stripIngress(o)
+	case *networkingv1.IngressClass:
+		return stripIngressClass(o)
 	}
 	return in.stripSecret(obj)
 }
@@ -182,15 +186,49 @@ func dataHash(data map[string][]byte) [sha256.Size]byte {
 	return out
 }
 
-// stripIngress keeps an Ingress's name and version annotation: all the formula reads.
+// stripIngress keeps what the formula and Tengine-Ingress's class rules read: the name,
+// the version annotation, the class annotation and spec.ingressClassName.
 func (in *inputs) stripIngress(obj any) (any, error) {
 	if ing, ok := obj.(*networkingv1.Ingress); ok {
+		annotations := versionOnly(ing.Annotations, in.versionAnnotation)
+		if class, ok := ing.Annotations[checksum.IngressClassAnnotation]; ok {
+			if annotations == nil {
+				annotations = map[string]string{}
+			}
+			annotations[checksum.IngressClassAnnotation] = boundedClass(class)
+		}
 		ing.ObjectMeta = metav1.ObjectMeta{
 			Name: ing.Name, Namespace: ing.Namespace, UID: ing.UID, ResourceVersion: ing.ResourceVersion,
 			CreationTimestamp: ing.CreationTimestamp, DeletionTimestamp: ing.DeletionTimestamp,
-			Annotations: versionOnly(ing.Annotations, in.versionAnnotation),
+			Annotations: annotations,
 		}
-		ing.Spec, ing.Status = networkingv1.IngressSpec{}, networkingv1.IngressStatus{}
+		ing.Spec = networkingv1.IngressSpec{IngressClassName: ing.Spec.IngressClassName}
+		ing.Status = networkingv1.IngressStatus{}
+	}
+	return obj, nil
+}
+
+// maxKeptClassBytes bounds the class annotation kept in the cache: as long as the longest
+// IngressClass name (a DNS subdomain), so that every value a class could have is kept
+// whole, while a tenant's 256 KiB annotation is cut (and then equals no class).
+const maxKeptClassBytes = 253
+
+func boundedClass(class string) string {
+	if len(class) <= maxKeptClassBytes {
+		return class
+	}
+	return strings.ToValidUTF8(class[:maxKeptVersionBytes], "") + "…"
+}
+
+// stripIngressClass keeps an IngressClass's name and spec.controller: all Tengine-Ingress's
+// class rules read of it.
+func stripIngressClass(obj any) (any, error) {
+	if class, ok := obj.(*networkingv1.IngressClass); ok {
+		class.ObjectMeta = metav1.ObjectMeta{
+			Name: class.Name, UID: class.UID, ResourceVersion: class.ResourceVersion,
+			CreationTimestamp: class.CreationTimestamp, DeletionTimestamp: class.DeletionTimestamp,
+		}
+		class.Spec = networkingv1.IngressClassSpec{Controller: class.Spec.Controller}
 	}
 	return obj, nil
 }

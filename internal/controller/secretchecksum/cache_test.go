@@ -88,11 +88,24 @@ func TestStripKeepsNoDataButTheOutcome(t *testing.T) {
 		t.Errorf("unversioned Secret: %v, parsed %v", err, counterValue(t, parsed)-before)
 	}
 
+	// Of an Ingress, what Tengine-Ingress's class rules read stays: its class name and
+	// class annotation (a tenant's huge one cut, so it equals no class); nothing else.
 	ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{"other": "x"}},
-		Spec: networkingv1.IngressSpec{IngressClassName: new("tengine")}}
+		Spec: networkingv1.IngressSpec{IngressClassName: new("tengine"), Rules: []networkingv1.IngressRule{{Host: "a.example.com"}}}}
 	out, _ := in.stripIngress(ing)
-	if got := out.(*networkingv1.Ingress); got.Annotations != nil || got.Spec.IngressClassName != nil {
+	if got := out.(*networkingv1.Ingress); got.Annotations != nil || got.Spec.IngressClassName == nil || *got.Spec.IngressClassName != "tengine" || got.Spec.Rules != nil {
 		t.Errorf("ingress kept: %v %+v", got.Annotations, got.Spec)
+	}
+	huge := strings.Repeat("t", 200_000)
+	ing = &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{checksum.IngressClassAnnotation: huge}}}
+	out, _ = in.stripIngress(ing)
+	if got := out.(*networkingv1.Ingress).Annotations[checksum.IngressClassAnnotation]; len(got) > 256 || got == huge {
+		t.Errorf("class annotation kept at %d bytes", len(got))
+	}
+	ing = &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{checksum.IngressClassAnnotation: "tengine"}}}
+	out, _ = in.stripIngress(ing)
+	if got := out.(*networkingv1.Ingress).Annotations; len(got) != 1 || got[checksum.IngressClassAnnotation] != "tengine" {
+		t.Errorf("class annotation kept as %v", got)
 	}
 }
 

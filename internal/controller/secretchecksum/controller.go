@@ -26,10 +26,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	tenginev1 "github.com/trustplane/trustplane/api/tengine/v1"
 	"github.com/trustplane/trustplane/internal/checksum"
 	"github.com/trustplane/trustplane/internal/debounce"
+	"github.com/trustplane/trustplane/internal/handlers"
 	"github.com/trustplane/trustplane/internal/manager"
 )
 
@@ -86,6 +88,9 @@ type Options struct {
 	VersionAnnotation string
 	// Ingresses also publishes IngressCheckSums.
 	Ingresses bool
+	// IngressClasses are the Tengine-Ingress class flags: only the Ingresses a
+	// Tengine-Ingress started with them keeps are counted.
+	IngressClasses checksum.IngressClassOptions
 	// MaxObjectBytes is the largest published object; beyond it the IDs are omitted.
 	MaxObjectBytes int
 	// QuietPeriod and MaxDelay batch a burst of changes into one publication.
@@ -97,8 +102,8 @@ type Options struct {
 // DefaultOptions are the flag defaults.
 func DefaultOptions() Options {
 	return Options{Scopes: []string{string(ScopeCluster)}, PublishNamespace: manager.OwnNamespace(),
-		VersionAnnotation: checksum.DefaultVersionAnnotation, Ingresses: true, MaxObjectBytes: defaultMaxObjectBytes,
-		QuietPeriod: time.Second, MaxDelay: 10 * time.Second, Clock: clock.RealClock{}}
+		VersionAnnotation: checksum.DefaultVersionAnnotation, Ingresses: true, IngressClasses: checksum.DefaultIngressClassOptions(),
+		MaxObjectBytes: defaultMaxObjectBytes, QuietPeriod: time.Second, MaxDelay: 10 * time.Second, Clock: clock.RealClock{}}
 }
 
 // AddFlags registers the options as flags.
@@ -110,6 +115,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	_ = fs.MarkHidden("secret-checksum-label-selector")
 	fs.StringVar(&o.VersionAnnotation, "secret-checksum-version-annotation", o.VersionAnnotation, "Annotation holding an object's version (Tengine-Ingress also uses fs.ingress.alibaba/version).")
 	fs.BoolVar(&o.Ingresses, "secret-checksum-ingresses", o.Ingresses, "Also publish IngressCheckSums.")
+	o.IngressClasses.AddFlags(fs, "secret-checksum-")
 	fs.IntVar(&o.MaxObjectBytes, "secret-checksum-max-object-bytes", o.MaxObjectBytes, "Largest published object; beyond it the IDs are left out of spec.ids (the checksum still holds) and a Warning says so. Keep it under etcd's --max-request-bytes.")
 	fs.DurationVar(&o.QuietPeriod, "secret-checksum-quiet-period", o.QuietPeriod, "Changes are published once the scope has been quiet this long (a burst → one publication).")
 	fs.DurationVar(&o.MaxDelay, "secret-checksum-max-delay", o.MaxDelay, "Longest a publication waits while changes keep coming.")
@@ -133,6 +139,9 @@ func (o *Options) Validate() error {
 	}
 	if o.publishes(ScopeCluster) && len(o.Namespaces) > 0 && !slices.Contains(o.Namespaces, o.PublishNamespace) {
 		return fmt.Errorf("--secret-checksum-publish-namespace=%s is not among --secret-checksum-namespaces: a Tengine-Ingress watching only those would never see the checksum", o.PublishNamespace)
+	}
+	if len(o.IngressClasses.IngressClass) > maxKeptClassBytes {
+		return fmt.Errorf("--secret-checksum-ingress-class is %d bytes long: an ingress class is at most %d", len(o.IngressClasses.IngressClass), maxKeptClassBytes)
 	}
 	if o.MaxObjectBytes < 1024 {
 		return fmt.Errorf("--secret-checksum-max-object-bytes=%d: too small to hold even the checksum", o.MaxObjectBytes)
@@ -168,16 +177,23 @@ type Reconciler struct {
 	mu        sync.Mutex
 	sets      map[publication]*checksum.Set
 	published map[publication]string // last checksum this process published
+
+	// ingressMu orders the Ingress and IngressClass handlers: each evaluates Ingresses
+	// against the classes cached at that moment, and the last evaluation must win.
+	ingressMu sync.Mutex
 }
 
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
-// +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses;ingressclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups=tengine.taobao.org,resources=secretchecksums;ingresschecksums,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Setup adds the controller to mgr.
 func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if err := manager.RegisterMetrics(defaultMetrics.collectors()...); err != nil {
 		return nil, err
 	}
 	r := &Reconciler{
@@ -195,12 +211,41 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	r.Reader = c
 	b := ctrl.NewControllerManagedBy(mgr).Named(Name).
 		WatchesRawSource(kindSource(c, &corev1.Secret{}, r.onSecret)).
-		WatchesRawSource(kindSource(c, &tenginev1.SecretCheckSum{}, onPublished[*tenginev1.SecretCheckSum](trackSecrets)))
+		WatchesRawSource(kindSource(c, &tenginev1.SecretCheckSum{}, onPublished[*tenginev1.SecretCheckSum](trackSecrets))).
+		WatchesRawSource(source.Func(r.queueStandingPublications))
 	if opts.Ingresses {
+		if err := indexIngressesByClass(c); err != nil {
+			return nil, err
+		}
 		b = b.WatchesRawSource(kindSource(c, &networkingv1.Ingress{}, r.onIngress)).
+			WatchesRawSource(kindSource(c, &networkingv1.IngressClass{}, r.onIngressClass)).
 			WatchesRawSource(kindSource(c, &tenginev1.IngressCheckSum{}, onPublished[*tenginev1.IngressCheckSum](trackIngresses)))
 	}
 	return r, b.Complete(r)
+}
+
+// queueStandingPublications queues, once at start, the publications that exist whatever
+// the inputs: the cluster scope's, and the namespace scope's of the namespaces named in
+// --secret-checksum-namespaces. Inputs queue only the publications they change, so
+// without this a cluster holding nothing that counts would get no checksum at all, not
+// even the MD5 of the empty string. Workers start once the caches have synced, so these
+// publish the complete sets.
+func (r *Reconciler) queueStandingPublications(_ context.Context, q handlers.Queue) error {
+	tracks := []string{trackSecrets}
+	if r.opts.Ingresses {
+		tracks = append(tracks, trackIngresses)
+	}
+	for _, track := range tracks {
+		if r.opts.publishes(ScopeCluster) {
+			q.Add(publication{track, ScopeCluster, r.opts.PublishNamespace}.request())
+		}
+		if r.opts.publishes(ScopeNamespace) {
+			for _, ns := range r.opts.Namespaces {
+				q.Add(publication{track, ScopeNamespace, ns}.request())
+			}
+		}
+	}
+	return nil
 }
 
 // Reconcile publishes one track ("secrets" or "ingresses") of one scope, or sends the
@@ -230,14 +275,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// Covering every namespace must not litter the ones without versioned objects.
 		return reconcile.Result{}, nil
 	}
-	newest := ""
+	newest, recordsScope := "", false
 	if len(published) > 0 {
 		newest = published[len(published)-1].checksum
+		recordsScope = published[len(published)-1].obj.GetAnnotations()[ScopeAnnotation] == r.scope(p).String()
 	}
 	r.mu.Lock()
 	last := r.published[p]
 	r.mu.Unlock()
-	if newest == sum || (last == sum && newest != "") {
+	// An object that does not record the scope it covers (an older version's, or one of
+	// another version annotation) is published again: a data plane diffs against the
+	// newest object of its own scope, and takes an unrecorded one for its own.
+	if recordsScope && (newest == sum || last == sum) {
 		// Nothing new: at most clean up leftovers of an interrupted publication.
 		return reconcile.Result{}, r.deleteOlder(ctx, published, 1)
 	}

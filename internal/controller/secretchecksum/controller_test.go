@@ -279,8 +279,9 @@ func TestIngressChecksum(t *testing.T) {
 	ns := namespace(t)
 	for name, version := range map[string]string{"web-12": "7", "api-0003": "2", "bad": "1"} {
 		ing := &networkingv1.Ingress{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{checksum.DefaultVersionAnnotation: version}},
-			Spec:       networkingv1.IngressSpec{DefaultBackend: &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "s", Port: networkingv1.ServiceBackendPort{Number: 80}}}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{
+				checksum.DefaultVersionAnnotation: version, checksum.IngressClassAnnotation: checksum.DefaultIngressClass}},
+			Spec: networkingv1.IngressSpec{DefaultBackend: &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "s", Port: networkingv1.ServiceBackendPort{Number: 80}}}},
 		}
 		if err := env.Client.Create(ctx, ing); err != nil {
 			t.Fatal(err)

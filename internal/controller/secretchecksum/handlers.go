@@ -2,10 +2,8 @@ package secretchecksum
 
 import (
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trustplane/trustplane/internal/checksum"
 	"github.com/trustplane/trustplane/internal/handlers"
 )
 
@@ -19,15 +17,6 @@ func (r *Reconciler) onSecret(old, cur *corev1.Secret, q handlers.Queue) {
 	}
 	id, err := r.inputs.secretID(cur)
 	r.record(trackSecrets, cur, id, err, q)
-}
-
-func (r *Reconciler) onIngress(old, cur *networkingv1.Ingress, q handlers.Queue) {
-	if cur == nil {
-		r.record(trackIngresses, old, "", nil, q)
-		return
-	}
-	id, err := checksum.IngressID(cur.Name, cur.Annotations, r.opts.VersionAnnotation)
-	r.record(trackIngresses, cur, id, err, q)
 }
 
 // record puts one object's ID into (or takes it out of) every publication it counts in,

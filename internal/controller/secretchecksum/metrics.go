@@ -2,7 +2,6 @@ package secretchecksum
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // Metrics are the control plane's Prometheus metrics.
@@ -33,6 +32,10 @@ var defaultMetrics = func() *Metrics {
 			Name: "trustplane_checksum_certificates_parsed_total", Help: "Secrets whose certificate and key were parsed (once per change of their data, never a full re-parse).",
 		}),
 	}
-	metrics.Registry.MustRegister(m.ids, m.idsOmitted, m.leftOut, m.publications, m.parsed)
 	return m
 }()
+
+// collectors are registered when the controller is set up: only the manager sets them.
+func (m *Metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.ids, m.idsOmitted, m.leftOut, m.publications, m.parsed}
+}

@@ -18,6 +18,9 @@ func TestOptionsSayWhatIsWrong(t *testing.T) {
 		"--secret-checksum-namespaces=web,api --secret-checksum-publish-namespace=web":     "",
 		"--secret-checksum-scopes=cluster,namespace --secret-checksum-namespaces=web":      "is not among",
 		"--secret-checksum-scopes=cluster,namespace --secret-checksum-publish-namespace=x": "",
+		"--secret-checksum-ingress-class=" + strings.Repeat("x", 254):                      "an ingress class is at most 253",
+		"--secret-checksum-ingress-class=internal --secret-checksum-watch-ingress-without-class --secret-checksum-ingress-class-by-name " +
+			"--secret-checksum-controller-class=example.com/gw --secret-checksum-ignore-ingress-class": "",
 	} {
 		opts := DefaultOptions()
 		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)

@@ -26,9 +26,9 @@ import (
 const reportsRequestName = "left-out-reports"
 
 // reporter tells the owners of versioned Secrets and Ingresses that the checksum leaves
-// them out, once per distinct problem. Unversioned objects are never reported: a data
-// plane does not count them either, and most are not meant for it (every cert-manager
-// "*-tls" Secret).
+// them out, once per distinct problem. Objects not meant for the checksum are never
+// reported: unversioned ones (every cert-manager "*-tls" Secret) and Ingresses of another
+// controller's class. A data plane does not count them either.
 //
 // Each report is an event whose name is derived from the object's UID and the problem,
 // so a new leader that reports the same problem again finds it already there
@@ -64,7 +64,7 @@ func newReporter(c client.Client, clk clock.PassiveClock, m *Metrics) *reporter 
 func (rp *reporter) observe(track string, obj client.Object, err error, q handlers.Queue) {
 	key := track + "/" + obj.GetNamespace() + "/" + obj.GetName()
 	now := leftOut{track: track}
-	if l, ok := checksum.IsLeftOut(err); ok && l.Reason != checksum.ReasonNotVersioned {
+	if l, ok := checksum.IsLeftOut(err); ok && !l.NotMeantForChecksum() {
 		now.reason, now.message = l.Reason, l.Message
 		now.regarding = reference(track, obj)
 	}

@@ -197,3 +197,32 @@ func TestTooManyIDsArePublishedWithoutThem(t *testing.T) {
 		t.Errorf("ids-omitted metric %v", v)
 	}
 }
+
+// TestObjectsNotRecordingTheirScopeArePublishedAgain: an older version's object (no scope
+// annotation) with the current checksum is replaced by one that says what it covers, or
+// an all-namespaces data plane would take it for its own and diff against it.
+func TestObjectsNotRecordingTheirScopeArePublishedAgain(t *testing.T) {
+	ns := namespace(t)
+	id := putSecret(t, ns, "site-1", "1", newCert(t))
+	old := &tenginev1.SecretCheckSum{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "secret-", Labels: map[string]string{ManagedByLabel: managedByValue}},
+		Spec:       tenginev1.SecretCheckSumSpec{Checksum: checksum.Sum([]string{id}), IDs: []string{id}, Timestamp: metav1.Now()},
+	}
+	if err := env.Client.Create(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	startManagerWith(t, func(o *Options) { o.Namespaces, o.Scopes = []string{ns}, []string{"namespace"} })
+	var got tenginev1.SecretCheckSum
+	testenv.Eventually(t, "the checksum published again, recording its scope", 20*time.Second, func() bool {
+		items := published(t, ns)
+		if len(items) != 1 {
+			return false
+		}
+		got = items[0]
+		return got.UID != old.UID
+	})
+	want := checksum.NewScope([]string{ns}, checksum.DefaultVersionAnnotation).String()
+	if got.Spec.Checksum != old.Spec.Checksum || got.Annotations[ScopeAnnotation] != want {
+		t.Errorf("republished %s with scope %q, want %s with %q", got.Spec.Checksum, got.Annotations[ScopeAnnotation], old.Spec.Checksum, want)
+	}
+}

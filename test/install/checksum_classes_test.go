@@ -1,0 +1,63 @@
+package install
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+
+	"github.com/trustplane/trustplane/internal/testenv"
+)
+
+// TestChartPassesTengineClassFlags: the chart's checksum values reach the manager as
+// the secret-checksum controller's Tengine class flags, which `trustplane manager` knows;
+// with sidecars, their ServiceAccounts may read IngressClasses.
+func TestChartPassesTengineClassFlags(t *testing.T) {
+	root := testenv.RepoRoot()
+	objs := testenv.DecodeYAML(t, run(t, root, tool(t, "helm"), "template", "trustplane", filepath.Join(root, "charts/trustplane"),
+		"--namespace", "trustplane-system", "--set", "dataplane.namespaces={web,edge}", "--set",
+		"checksum.ingressClass=internal,checksum.controllerClass=example.com/gateway,checksum.watchIngressWithoutClass=true,checksum.ingressClassByName=true,checksum.ignoreIngressClass=true"))
+	args := managerArgs(t, objs)
+	stdout, stderr, code := testenv.RunCommand(t, testenv.Binary(t), "manager", "--help")
+	if code != 0 {
+		t.Fatalf("trustplane manager --help: exit %d, %s", code, stderr)
+	}
+	for _, want := range []string{"--secret-checksum-ingress-class=internal", "--secret-checksum-controller-class=example.com/gateway",
+		"--secret-checksum-watch-ingress-without-class=true", "--secret-checksum-ingress-class-by-name=true", "--secret-checksum-ignore-ingress-class=true"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("the manager is not passed %s: %v", want, args)
+		}
+		if flag, _, _ := strings.Cut(want, "="); !strings.Contains(stdout, flag+" ") {
+			t.Errorf("trustplane manager does not know %s", flag)
+		}
+	}
+
+	var role *rbacv1.ClusterRole
+	var binding *rbacv1.ClusterRoleBinding
+	for _, obj := range objs {
+		switch {
+		case obj.GetKind() == "ClusterRole" && obj.GetName() == "trustplane-dataplane":
+			role = &rbacv1.ClusterRole{}
+			testenv.FromUnstructured(t, obj, role)
+		case obj.GetKind() == "ClusterRoleBinding" && obj.GetName() == "trustplane-dataplane":
+			binding = &rbacv1.ClusterRoleBinding{}
+			testenv.FromUnstructured(t, obj, binding)
+		}
+	}
+	if role == nil || len(role.Rules) != 1 || !slices.Equal(role.Rules[0].Resources, []string{"ingressclasses"}) ||
+		!slices.Equal(role.Rules[0].Verbs, []string{"get", "list", "watch"}) {
+		t.Fatalf("the sidecars' ClusterRole: %+v, want IngressClasses read only", role)
+	}
+	if binding == nil {
+		t.Fatal("no ClusterRoleBinding for the sidecars' ClusterRole")
+	}
+	var subjects []string
+	for _, s := range binding.Subjects {
+		subjects = append(subjects, s.Kind+" "+s.Namespace+"/"+s.Name)
+	}
+	if binding.RoleRef.Name != role.Name || !slices.Equal(subjects, []string{"ServiceAccount web/trustplane-dataplane", "ServiceAccount edge/trustplane-dataplane"}) {
+		t.Errorf("the sidecars' ClusterRoleBinding: %+v", binding)
+	}
+}
