@@ -4,7 +4,11 @@ SHELL := /usr/bin/env bash -o pipefail
 .DEFAULT_GOAL := help
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X github.com/trustplane/trustplane/internal/version.Version=$(VERSION)
+# The commit is stamped explicitly: Go's own stamp (vcs.revision) is never made by go run,
+# nor by go build with -buildvcs=false (which `go env GOFLAGS` may hold).
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X github.com/trustplane/trustplane/internal/version.Version=$(VERSION) \
+           -X github.com/trustplane/trustplane/internal/version.Commit=$(COMMIT)
 
 BIN            := $(CURDIR)/bin
 K8S_BIN        := $(BIN)/k8s
@@ -21,8 +25,7 @@ GO_TEST_FLAGS ?= -timeout 30m
 ##@ Everyday
 
 .PHONY: run
-run: k8s-bins ## Run every controller against a local control plane (or $$KUBECONFIG's cluster).
-	go build -ldflags '$(LDFLAGS)' -o $(BIN)/trustplane-run ./hack/run
+run: k8s-bins run-program ## Run every controller against a local control plane (or $$KUBECONFIG's cluster).
 	exec $(BIN)/trustplane-run --dir .local
 
 .PHONY: test
@@ -35,6 +38,10 @@ test: k8s-bins tools test-deps lint ## Lint, then run every test against a real 
 .PHONY: build
 build: ## Build bin/trustplane.
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/trustplane ./cmd/trustplane
+
+.PHONY: run-program
+run-program: ## Build bin/trustplane-run, the program behind make run (the trustplane CLI too, run as "trustplane").
+	go build -ldflags '$(LDFLAGS)' -o $(BIN)/trustplane-run ./hack/run
 
 .PHONY: manifests
 manifests: tools ## Generate deepcopy code, CRDs and RBAC from the Go markers.

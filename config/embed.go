@@ -39,13 +39,25 @@ func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	return crds, nil
 }
 
-//go:embed policy/role-aggregation.yaml
+//go:embed policy/role-aggregation.yaml policy/status-writers.yaml
 var policyFiles embed.FS
 
 // Policies returns the admission policies config/default installs (config/policy), for
 // `make run` to install them as a real install does.
 func Policies() ([]*unstructured.Unstructured, error) {
-	raw, err := policyFiles.ReadFile("policy/role-aggregation.yaml")
+	var out []*unstructured.Unstructured
+	for _, p := range []string{"policy/role-aggregation.yaml", "policy/status-writers.yaml"} {
+		objs, err := decodePolicies(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, objs...)
+	}
+	return out, nil
+}
+
+func decodePolicies(path string) ([]*unstructured.Unstructured, error) {
+	raw, err := policyFiles.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +68,7 @@ func Policies() ([]*unstructured.Unstructured, error) {
 		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
 			return out, nil
 		} else if err != nil {
-			return nil, fmt.Errorf("decoding config/policy: %w", err)
+			return nil, fmt.Errorf("decoding config/%s: %w", path, err)
 		}
 		if len(obj.Object) > 0 {
 			out = append(out, obj)

@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # Builds Go commands from one of the hack/ modules into an output folder, once: the build is
-# skipped while the module's go.mod/go.sum (and so every pinned version) are unchanged.
+# skipped while the recipe is unchanged: the module's go.mod/go.sum (and so every pinned
+# version) and, when the module has an ldflags.sh, the -ldflags it prints.
 # Usage: hack/build-cached.sh MODULE_DIR OUT_DIR PACKAGE...
 set -euo pipefail
 module_dir=$1 out_dir=$2
 shift 2
 stamp="$out_dir/.built-from"
-want=$(cat "$module_dir/go.mod" "$module_dir/go.sum" | sha256sum | cut -d' ' -f1)
+extra_ldflags=
+if [ -f "$module_dir/ldflags.sh" ]; then
+  extra_ldflags=$(cd "$module_dir" && bash ./ldflags.sh)
+fi
+# Without ldflags.sh the stamp is the hash of go.mod and go.sum alone, as it always was.
+want=$({ cat "$module_dir/go.mod" "$module_dir/go.sum"; [ -z "$extra_ldflags" ] || echo "$extra_ldflags"; } | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   missing=0
   for pkg in "$@"; do [ -x "$out_dir/$(basename "$pkg")" ] || missing=1; done
@@ -16,6 +22,6 @@ mkdir -p "$out_dir"
 out_abs=$(cd "$out_dir" && pwd)
 echo "building $* into $out_dir (first time takes a few minutes)" >&2
 start=$(date +%s)
-(cd "$module_dir" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$out_abs/" "$@")
+(cd "$module_dir" && CGO_ENABLED=0 go build -trimpath -ldflags="-s -w $extra_ldflags" -o "$out_abs/" "$@")
 echo "$want" > "$stamp"
 echo "built in $(( $(date +%s) - start ))s" >&2

@@ -22,3 +22,7 @@ cp "$out/config/components/dataplane-sidecar/role.yaml" "$out/charts/trustplane/
 # The admission policy that makes Role aggregation safe (config/policy) is not RBAC, but the
 # chart ships the same file: a copy inside the chart, like the agents' rules.
 cp config/policy/role-aggregation.yaml "$out/charts/trustplane/files/role-aggregation-policy.yaml"
+# So is the policy that keeps the status of trustplane's kinds the manager's to write.
+cp config/policy/status-writers.yaml "$out/charts/trustplane/files/status-writers-policy.yaml"
+# So is the policy that keeps the node agent's requests to its own node (config/node-agent).
+cp config/node-agent/pod-certificate-requests-policy.yaml "$out/charts/trustplane/files/node-agent-policy.yaml"

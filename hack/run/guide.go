@@ -10,10 +10,13 @@ import (
 	"github.com/trustplane/trustplane/internal/localcp"
 )
 
-// guide is what make run tells the developer once the manager is ready.
+// guide is what make run tells the developer once the manager is ready: commands to paste
+// into a shell, in blocks, with "#" comments between them. test/samples runs every one.
 type guide struct {
 	addrs localcp.Addresses
 	dir   string
+	// binDir holds the kubectl make run built: a newcomer may have none on the PATH.
+	binDir string
 	// local says make run started the cluster (rather than using $KUBECONFIG's).
 	local bool
 }
@@ -47,28 +50,51 @@ func answers200(ctx context.Context, url string) bool {
 func (g guide) String() string {
 	var b strings.Builder
 	b.WriteString("\ntrustplane is ready. In another terminal:\n\n")
+	fmt.Fprintf(&b, "  export PATH=%s:$PATH\n", g.binDir)
 	if g.local {
 		fmt.Fprintf(&b, "  export KUBECONFIG=%s\n", localcp.KubeconfigPath(g.dir))
 	}
 	b.WriteString("  kubectl apply -f config/samples/\n\n")
-	b.WriteString("then see what each system made of its sample (each file's comment says more):\n")
-	for _, line := range [][2]string{
-		{"JWKS", "kubectl -n default get jwksconfig issuer -o wide; curl -s http://" + g.addrs.JWKS + "/default/issuer/jwks.json"},
-		{"aggregation", "kubectl get clusterrole sample-monitoring -o yaml; kubectl -n team-a get role dev -o yaml"},
-		{"secret checksum", "kubectl -n edge get secretchecksums -o yaml"},
-		{"pod certificates", "kubectl -n apps get podcertificaterequests; ls " + localcp.PodCertDir(g.dir) + "/apps/web/*/"},
-		{"kubeconfigs", "kubectl -n default get clusters,kubeconfigrequests" + g.clusterSecretNote()},
-		{"subscriptions", "kubectl -n kcp-system get subscriptionrequests"},
-	} {
-		fmt.Fprintf(&b, "  %-17s %s\n", line[0], line[1])
-	}
-	fmt.Fprintf(&b, "\nMetrics: http://%s/metrics   Health: http://%s/readyz\n", g.addrs.Metrics, g.addrs.Probes)
+	b.WriteString("then see what each system made of its sample (each file's comment says more):\n\n")
+	writeBlock(&b, g.lookAt())
+	b.WriteString("\nand to take the samples away again (kubectl waits until everything is gone):\n\n")
+	writeBlock(&b, []string{"kubectl delete -f config/samples/"})
+	fmt.Fprintf(&b, "\nMetrics: http://%s/metrics (node agent: http://%s/metrics)   Health: http://%s/readyz\n",
+		g.addrs.Metrics, g.addrs.NodeAgentMetrics, g.addrs.Probes)
 	if g.local {
 		fmt.Fprintf(&b, "Press Ctrl-C to stop; the cluster's data stays in %s for the next 'make run'.\n\n", g.dir)
 	} else {
 		b.WriteString("Press Ctrl-C to stop.\n\n")
 	}
 	return b.String()
+}
+
+// lookAt is, for each system, a comment naming it and the commands that show its sample.
+func (g guide) lookAt() []string {
+	return []string{
+		"# JWKS",
+		"kubectl -n default get jwksconfig issuer -o wide",
+		"curl -s http://" + g.addrs.JWKS + "/default/issuer/jwks.json",
+		"# ClusterRole and Role aggregation",
+		"kubectl get clusterrole sample-monitoring -o yaml",
+		"kubectl -n team-a get role dev -o yaml",
+		"# Secret checksum: published in the manager's namespace",
+		"kubectl -n default get secretchecksums -o yaml",
+		"# Pod certificates",
+		"kubectl -n apps get podcertificaterequests",
+		"ls " + localcp.PodCertDir(g.dir) + "/apps/web/*/",
+		"# Brought-along cluster and kubeconfigs, one requested from another namespace" + g.clusterSecretNote(),
+		"kubectl get clusters,kubeconfigrequests -A",
+		"# Subscription pool",
+		"kubectl -n kcp-system get subscriptionrequests",
+	}
+}
+
+// writeBlock writes lines indented, as a block to paste.
+func writeBlock(b *strings.Builder, lines []string) {
+	for _, line := range lines {
+		fmt.Fprintf(b, "  %s\n", line)
+	}
 }
 
 // clusterSecretNote reminds that the Cluster sample's Secret is only made locally.

@@ -1,9 +1,10 @@
 // Command run is `make run`: it starts a local control plane (unless $KUBECONFIG names a
 // cluster), installs the CRDs, prepares what config/samples needs, and runs `trustplane
 // manager` with every controller in this process and `trustplane node-agent` for the
-// pod-certificate sample's Node as a child process. Ctrl-C (or SIGTERM) stops the agent
-// and the manager, then kube-apiserver and etcd; etcd's data stays in --dir, so objects
-// survive the next `make run`.
+// pod-certificate sample's Node as a child process, and finishes the deletion of that
+// Node's pods as its kubelet would. Ctrl-C (or SIGTERM) stops the agent and the manager,
+// then kube-controller-manager, kube-apiserver and etcd; etcd's data stays in --dir, so
+// objects survive the next `make run`.
 package main
 
 import (
@@ -46,10 +47,11 @@ func main() {
 	}
 	opts := options{addrs: localcp.DefaultAddresses()}
 	flag.StringVar(&opts.dir, "dir", ".local", "Directory for the local control plane's data and kubeconfig, and the node agent's pod certificates.")
-	flag.StringVar(&opts.binDir, "bin-dir", envOr("KUBEBUILDER_ASSETS", "bin/k8s"), "Directory with kube-apiserver and etcd.")
+	flag.StringVar(&opts.binDir, "bin-dir", envOr("KUBEBUILDER_ASSETS", "bin/k8s"), "Directory with kube-apiserver, etcd, kube-controller-manager and kubectl.")
 	flag.StringVar(&opts.addrs.Probes, "health-probe-bind-address", opts.addrs.Probes, "Address of the manager's /healthz and /readyz.")
 	flag.StringVar(&opts.addrs.Metrics, "metrics-bind-address", opts.addrs.Metrics, "Address of the manager's /metrics.")
 	flag.StringVar(&opts.addrs.JWKS, "jwks-server-bind-address", opts.addrs.JWKS, "Address of the manager's JWKS server.")
+	flag.StringVar(&opts.addrs.NodeAgentMetrics, "node-agent-metrics-bind-address", opts.addrs.NodeAgentMetrics, "Address of the node agent's /metrics.")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s [flags] [-- trustplane manager flags]\n", filepath.Base(os.Args[0]))
 		flag.PrintDefaults()
@@ -81,6 +83,9 @@ func run(opts options) error {
 	if err != nil {
 		return err
 	}
+	if opts.binDir, err = filepath.Abs(opts.binDir); err != nil {
+		return err
+	}
 	target, err := startTarget(dir, opts.binDir)
 	if err != nil {
 		return err
@@ -93,10 +98,11 @@ func run(opts options) error {
 }
 
 // runTrustplane runs the node agent as a child process and the manager in this process
-// until ctx ends or the agent dies (which stops the manager too); the agent is stopped
-// after the manager.
+// until ctx ends or the agent or kube-controller-manager dies (which stops the manager
+// too); the agent is stopped after the manager. Meanwhile it finishes the deletion of the
+// sample Node's pods.
 func runTrustplane(ctx context.Context, t *target, dir string, opts options) error {
-	agent, err := startChild("node-agent", localcp.NodeAgentArgs(t.kubeconfig, localcp.PodCertDir(dir)))
+	agent, err := startChild("node-agent", localcp.NodeAgentArgs(t.kubeconfig, localcp.PodCertDir(dir), opts.addrs.NodeAgentMetrics))
 	if err != nil {
 		return err
 	}
@@ -108,11 +114,17 @@ func runTrustplane(ctx context.Context, t *target, dir string, opts options) err
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	go func() {
-		<-agent.done
-		cancel(agent.exited())
+		select {
+		case <-agent.done:
+			cancel(agent.exited())
+		case <-t.controllerManagerExited():
+			cancel(t.local.ControllerManagerExit())
+		case <-ctx.Done():
+		}
 	}()
+	go finishPodDeletions(ctx, t.config)
 
-	go announceWhenReady(ctx, guide{addrs: opts.addrs, dir: dir, local: t.local != nil})
+	go announceWhenReady(ctx, guide{addrs: opts.addrs, dir: dir, binDir: opts.binDir, local: t.local != nil})
 	root := cli.NewRootCommand()
 	root.SetArgs(append(localcp.ManagerArgs(t.kubeconfig, opts.addrs), opts.managerArgs...))
 	if err := root.ExecuteContext(ctx); err != nil {
@@ -123,6 +135,16 @@ func runTrustplane(ctx context.Context, t *target, dir string, opts options) err
 		return cause
 	}
 	return nil
+}
+
+// finishPodDeletions stands in for the sample Node's kubelet in removing its terminating
+// pods, so that `kubectl delete -f config/samples/` finishes (see
+// localcp.FinishPodDeletions), until ctx ends.
+func finishPodDeletions(ctx context.Context, cfg *rest.Config) {
+	report := func(err error) { fmt.Fprintln(os.Stderr, "make run:", err) }
+	if err := localcp.FinishPodDeletions(ctx, cfg, localcp.SampleNodeName, report); err != nil {
+		report(fmt.Errorf("finishing the deletion of pods on node %s: %w", localcp.SampleNodeName, err))
+	}
 }
 
 // target is the cluster make run runs the controllers against.
@@ -148,12 +170,21 @@ func startTarget(dir, binDir string) (*target, error) {
 		fmt.Printf("running against the cluster of $KUBECONFIG at %s\n", cfg.Host)
 		return &target{config: cfg}, nil
 	}
-	fmt.Printf("starting a local kube-apiserver + etcd (data in %s) ...\n", dir)
+	fmt.Printf("starting a local kube-apiserver, etcd and kube-controller-manager (data in %s) ...\n", dir)
 	cp, err := localcp.Start(dir, binDir)
 	if err != nil {
 		return nil, err
 	}
 	return &target{config: cp.Config, kubeconfig: cp.KubeconfigPath, local: cp}, nil
+}
+
+// controllerManagerExited is closed when the local control plane's kube-controller-manager
+// ends; never for a cluster make run did not start.
+func (t *target) controllerManagerExited() <-chan struct{} {
+	if t.local == nil {
+		return nil
+	}
+	return t.local.ControllerManagerExited()
 }
 
 // stop stops the local control plane, if make run started one; its data stays.

@@ -45,7 +45,7 @@ func TestRerunInItsOwnShell(t *testing.T) {
 
 	admin := kubeClient(t, readKubeconfig(t, kubeconfig))
 	checkSampleClusterKubeconfig(t, admin)
-	if agents := processesMentioning(t, dir, "node-agent"); len(agents) != 1 {
+	if agents := processesMentioning(t, dir, "trustplane node-agent"); len(agents) != 1 {
 		t.Errorf("node agents running: %q, want one", agents)
 	}
 
@@ -78,7 +78,7 @@ func TestForeignClusterGetsNoLocalState(t *testing.T) {
 			t.Errorf("%s/%s exists (%v): a local control plane was started", dir, made, err)
 		}
 	}
-	if agents := processesMentioning(t, dir, "node-agent"); len(agents) != 1 {
+	if agents := processesMentioning(t, dir, "trustplane node-agent"); len(agents) != 1 {
 		t.Errorf("node agents running: %q, want one", agents)
 	}
 	ctx := context.Background()
@@ -99,38 +99,49 @@ func TestForeignClusterGetsNoLocalState(t *testing.T) {
 	}
 }
 
-// TestNodeAgentDeathStopsMakeRun: make run does not go on half working when its node
-// agent dies: it stops the manager and the control plane and fails, saying why.
-func TestNodeAgentDeathStopsMakeRun(t *testing.T) {
-	bin := runProgram(t)
-	dir := t.TempDir()
-	t.Setenv("KUBECONFIG", "")
-	addrs := freeAddresses(t)
-	p := testenv.StartProcess(t, bin, runArgs(dir, addrs)...)
-	p.WaitHTTP200(t, "http://"+addrs.Probes+"/readyz", 3*time.Minute)
+// TestDeathOfAHelperStopsMakeRun: make run does not go on half working when its node agent
+// or its kube-controller-manager dies: it stops the manager and the control plane and
+// fails, saying why.
+func TestDeathOfAHelperStopsMakeRun(t *testing.T) {
+	for _, tc := range []struct{ name, process, says string }{
+		// Not just "node-agent": make run's own flags name it too.
+		{"node agent", "trustplane node-agent", "make run: the node-agent exited: signal: killed"},
+		{"controller manager", "kube-controller-manager", "make run: kube-controller-manager exited: signal: killed; its log is "},
+	} {
+		// Every process of make run names the test's directory, which holds the subtest's
+		// name: that name must not contain what identifies the process.
+		t.Run(tc.name, func(t *testing.T) {
+			bin := runProgram(t)
+			dir := t.TempDir()
+			t.Setenv("KUBECONFIG", "")
+			addrs := freeAddresses(t)
+			p := testenv.StartProcess(t, bin, runArgs(dir, addrs)...)
+			p.WaitHTTP200(t, "http://"+addrs.Probes+"/readyz", 3*time.Minute)
 
-	agents := processesMentioning(t, dir, "node-agent")
-	if len(agents) != 1 {
-		t.Fatalf("node agents running: %q, want one", agents)
-	}
-	pid, err := strconv.Atoi(strings.SplitN(agents[0], ":", 2)[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	var exitErr error
-	testenv.Eventually(t, "make run to exit", time.Minute, func() bool {
-		var exited bool
-		exited, exitErr = p.Exited()
-		return exited
-	})
-	if exitErr == nil || !strings.Contains(p.Output(), "make run: the node-agent exited: signal: killed") {
-		t.Errorf("make run exited with %v; output:\n%s", exitErr, p.Output())
-	}
-	if left := processesMentioning(t, dir, ""); len(left) > 0 {
-		t.Errorf("still running after make run stopped: %q", left)
+			found := processesMentioning(t, dir, tc.process)
+			if len(found) != 1 {
+				t.Fatalf("%s processes running: %q, want one", tc.process, found)
+			}
+			pid, err := strconv.Atoi(strings.SplitN(found[0], ":", 2)[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			var exitErr error
+			testenv.Eventually(t, "make run to exit", time.Minute, func() bool {
+				var exited bool
+				exited, exitErr = p.Exited()
+				return exited
+			})
+			if exitErr == nil || !strings.Contains(p.Output(), tc.says) {
+				t.Errorf("make run exited with %v; output:\n%s", exitErr, p.Output())
+			}
+			if left := processesMentioning(t, dir, ""); len(left) > 0 {
+				t.Errorf("still running after make run stopped: %q", left)
+			}
+		})
 	}
 }
 
@@ -176,11 +187,12 @@ func runArgs(dir string, addrs localcp.Addresses) []string {
 		"--health-probe-bind-address", addrs.Probes,
 		"--metrics-bind-address", addrs.Metrics,
 		"--jwks-server-bind-address", addrs.JWKS,
+		"--node-agent-metrics-bind-address", addrs.NodeAgentMetrics,
 	}
 }
 
 func freeAddresses(t *testing.T) localcp.Addresses {
-	return localcp.Addresses{Metrics: testenv.FreeAddr(t), Probes: testenv.FreeAddr(t), JWKS: testenv.FreeAddr(t)}
+	return localcp.Addresses{Metrics: testenv.FreeAddr(t), Probes: testenv.FreeAddr(t), JWKS: testenv.FreeAddr(t), NodeAgentMetrics: testenv.FreeAddr(t)}
 }
 
 // processesMentioning lists the processes (but this one) whose command line contains

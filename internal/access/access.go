@@ -4,9 +4,12 @@
 package access
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -24,6 +27,11 @@ import (
 // unless the operator names them in Allow. A rule that reaches a route through a
 // wildcard ("*" in apiGroups, resources or verbs, "*/sub", "res/*") is refused as if it
 // named it: a wildcard grants whatever it matches, now and later.
+//
+// In certificates.k8s.io, where nearly every permission yields an identity (a node's, any
+// user's) or trust, the routes are an allow-list of resources: what is not known to be
+// harmless there — unknown resources and subresources, other verbs, wildcards — is the
+// route certificates-other, beside the routes that name what they lead to.
 type Ceiling struct {
 	// ForbiddenVerbs are never granted, on any resource (default: escalate, bind,
 	// impersonate).
@@ -58,9 +66,19 @@ type Route struct {
 	// Protected: only in the protected namespaces (and cluster-wide rules, which reach
 	// them).
 	Protected bool
+	// AllowOnly makes the route the allow-list of its Groups: it is reached by whatever a
+	// rule grants there beyond these resources and verbs (the ones known to yield no
+	// identity or trust) and beyond the other routes, which name what they reach. A
+	// wildcard resource or verb always goes beyond: it grants what the group adds later.
+	AllowOnly map[string][]string
 }
 
-var workloadVerbs = []string{"create", "update", "patch"}
+var (
+	workloadVerbs = []string{"create", "update", "patch"}
+	// certificates is where identities and trust are made: certificate signing requests,
+	// their approval and signing, pod certificates and trust bundles.
+	certificates = []string{"certificates.k8s.io"}
+)
 
 // Routes are the escalation routes the ceiling refuses unless allowed.
 var Routes = []Route{
@@ -73,10 +91,27 @@ var Routes = []Route{
 	{Name: "workloads", Why: "runs a pod that mounts any service account of the namespace", Groups: []string{"", "apps", "batch"},
 		Resources: []string{"pods", "replicationcontrollers", "deployments", "replicasets", "statefulsets", "daemonsets", "jobs", "cronjobs"}, Verbs: workloadVerbs, Protected: true},
 	{Name: "nodes-proxy", Why: "reaches the kubelet API (exec in any pod on the node, bypassing audit and admission)", Groups: []string{""}, Resources: []string{"nodes/proxy"}},
-	{Name: "csr-approval", Why: "approves certificate signing requests (client certificates for any identity)", Groups: []string{"certificates.k8s.io"},
+	{Name: "csr-approval", Why: "approves certificate signing requests (client certificates for any identity)", Groups: certificates,
 		Resources: []string{"certificatesigningrequests/approval", "signers"}, Verbs: []string{"update", "patch", "approve"}},
-	{Name: "csr-signing", Why: "signs certificate signing requests", Groups: []string{"certificates.k8s.io"},
+	{Name: "csr-signing", Why: "signs certificate signing requests", Groups: certificates,
 		Resources: []string{"certificatesigningrequests/status", "signers"}, Verbs: []string{"update", "patch", "sign"}},
+	// kube-controller-manager's csrapproving controller approves a kubelet client CSR
+	// (signer kubernetes.io/kube-apiserver-client-kubelet) when a SubjectAccessReview says
+	// its requester may create this subresource; the csrsigning controller then signs it.
+	{Name: "csr-nodeclient", Why: "has kube-controller-manager approve the requester's CSRs for any node's client certificate (O=system:nodes, CN=system:node:<any>): it authenticates as that node",
+		Groups: certificates, Resources: []string{"certificatesigningrequests/nodeclient"}, Verbs: []string{"create"}},
+	{Name: "csr-selfnodeclient", Why: "has kube-controller-manager approve the requester's CSRs for a node client certificate (O=system:nodes) in the requester's own name",
+		Groups: certificates, Resources: []string{"certificatesigningrequests/selfnodeclient"}, Verbs: []string{"create"}},
+	{Name: "trust-bundles", Why: "publishes the trust anchors of any signer (attest), or adds, replaces or removes the ClusterTrustBundles pods and clients verify certificates against",
+		Groups: certificates, Resources: []string{"clustertrustbundles", "signers"}, Verbs: []string{"create", "update", "patch", "delete", "deletecollection", "attest"}},
+	{Name: "pod-certificates", Why: "requests certificates in the name of any pod, service account and node of the namespace (the checks of kubelet's requests apply only to nodes), or writes issued ones",
+		Groups: certificates, Resources: []string{"podcertificaterequests", "podcertificaterequests/status"}, Verbs: workloadVerbs},
+	{Name: "certificates-other", Why: "is more than certificates.k8s.io grants without yielding an identity or trust", Groups: certificates,
+		AllowOnly: map[string][]string{
+			"certificatesigningrequests": {"get", "list", "watch", "create"}, // a plain CSR still needs an approver
+			"clustertrustbundles":        {"get", "list", "watch"},
+			"podcertificaterequests":     {"get", "list", "watch"},
+		}},
 	{Name: "admission-webhooks", Why: "reads or changes every object sent to the API server, or switches admission control off", Groups: []string{"admissionregistration.k8s.io"},
 		Resources: []string{"mutatingwebhookconfigurations", "validatingwebhookconfigurations", "validatingadmissionpolicies", "validatingadmissionpolicybindings",
 			"mutatingadmissionpolicies", "mutatingadmissionpolicybindings"}, Verbs: []string{"create", "update", "patch", "delete", "deletecollection"}},
@@ -133,7 +168,11 @@ func (c Ceiling) Check(rules []rbacv1.PolicyRule, namespace string) []string {
 			continue // a non-resource rule (nonResourceURLs) reaches no route
 		}
 		for _, route := range Routes {
-			if c.allows(route.Name) || (route.Protected && !protected) || !reaches(r, route) {
+			if c.allows(route.Name) || (route.Protected && !protected) {
+				continue
+			}
+			what, ok := reach(r, route)
+			if !ok {
 				continue
 			}
 			where := ""
@@ -143,10 +182,75 @@ func (c Ceiling) Check(rules []rbacv1.PolicyRule, namespace string) []string {
 					where = " cluster-wide (which includes " + strings.Join(c.ProtectedNamespaces, ", ") + ")"
 				}
 			}
-			problems = append(problems, fmt.Sprintf("rule %d reaches %s%s, which %s: not allowed (route %q)", i+1, routeWhat(route), where, route.Why, route.Name))
+			problems = append(problems, fmt.Sprintf("rule %d reaches %s%s, which %s: not allowed (route %q)", i+1, what, where, route.why(), route.Name))
 		}
 	}
 	return problems
+}
+
+// reach is what rule r grants of route, worded for the denial; false: nothing.
+func reach(r rbacv1.PolicyRule, route Route) (string, bool) {
+	if route.AllowOnly != nil {
+		return beyondAllowList(r, route)
+	}
+	return routeWhat(route), reaches(r, route)
+}
+
+// why is the route's Why, and for an allow-list what it lets through.
+func (route Route) why() string {
+	if route.AllowOnly == nil {
+		return route.Why
+	}
+	var allowed []string
+	for _, res := range slices.Sorted(maps.Keys(route.AllowOnly)) {
+		allowed = append(allowed, strings.Join(route.AllowOnly[res], "/")+" on "+res)
+	}
+	return route.Why + " (only " + strings.Join(allowed, ", ") + " pass; a wildcard also grants what the group adds later)"
+}
+
+// beyondAllowList is every resource and verb pair rule r grants in an allow-list route's
+// groups that neither its AllowOnly nor another route names.
+func beyondAllowList(r rbacv1.PolicyRule, route Route) (string, bool) {
+	var beyond []string
+	for _, group := range route.Groups {
+		via, ok := reachesGroup(r, group)
+		if !ok {
+			continue
+		}
+		var pairs []string
+		for _, res := range r.Resources {
+			for _, v := range r.Verbs {
+				v = strings.ToLower(v)
+				known := !strings.Contains(res, "*") && v != "*" && (slices.Contains(route.AllowOnly[res], v) || namedByARoute(group, res, v))
+				if !known {
+					pairs = append(pairs, v+" on "+res)
+				}
+			}
+		}
+		if len(pairs) > 0 {
+			beyond = append(beyond, strings.Join(pairs, ", ")+" in "+group+via)
+		}
+	}
+	return strings.Join(beyond, "; "), len(beyond) > 0
+}
+
+// reachesGroup says whether rule r grants anything in group, and how if through "*".
+func reachesGroup(r rbacv1.PolicyRule, group string) (via string, ok bool) {
+	switch {
+	case slices.Contains(r.APIGroups, group) || (len(r.APIGroups) == 0 && group == ""):
+		return "", true
+	case slices.Contains(r.APIGroups, "*"):
+		return ` (through apiGroups "*")`, true
+	}
+	return "", false
+}
+
+// namedByARoute says whether a route other than an allow-list names verb on resource in
+// group exactly: the operator allows it by that route's name.
+func namedByARoute(group, resource, verb string) bool {
+	return slices.ContainsFunc(Routes, func(o Route) bool {
+		return o.AllowOnly == nil && slices.Contains(o.Groups, group) && slices.Contains(o.Resources, resource) && (len(o.Verbs) == 0 || slices.Contains(o.Verbs, verb))
+	})
 }
 
 func routeWhat(route Route) string {
@@ -188,14 +292,69 @@ func resourceMatches(granted []string, want string) bool {
 	return false
 }
 
-// Kubeconfig renders a kubeconfig for a bearer token against server, trusting caData.
-func Kubeconfig(clusterName, server string, caData []byte, user, token string) ([]byte, error) {
+// Endpoint is where an issued kubeconfig reaches its cluster and what it trusts there: as
+// the operator's own connection to the target has them, so that the kubeconfig works
+// wherever that connection does.
+type Endpoint struct {
+	// Server is the API server's URL.
+	Server string
+	// CAData is the CA bundle (PEM) the server's certificate is verified against.
+	CAData []byte
+	// TLSServerName is the name the certificate is verified for, when not the server's host.
+	TLSServerName string
+}
+
+// Kubeconfig renders a kubeconfig for a bearer token against the endpoint.
+func Kubeconfig(clusterName string, at Endpoint, user, token string) ([]byte, error) {
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters[clusterName] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caData}
+	cfg.Clusters[clusterName] = &clientcmdapi.Cluster{Server: at.Server, CertificateAuthorityData: at.CAData, TLSServerName: at.TLSServerName}
 	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token}
 	cfg.Contexts[clusterName] = &clientcmdapi.Context{Cluster: clusterName, AuthInfo: user}
 	cfg.CurrentContext = clusterName
 	return clientcmd.Write(*cfg)
+}
+
+// EndpointOf is the endpoint of a kubeconfig Kubeconfig rendered: that of its current
+// context's cluster.
+func EndpointOf(kubeconfig []byte) (Endpoint, error) {
+	cfg, err := clientcmd.Load(kubeconfig)
+	if err != nil {
+		return Endpoint{}, err
+	}
+	kctx := cfg.Contexts[cfg.CurrentContext]
+	if kctx == nil || cfg.Clusters[kctx.Cluster] == nil {
+		return Endpoint{}, fmt.Errorf("current-context %q names no cluster", cfg.CurrentContext)
+	}
+	c := cfg.Clusters[kctx.Cluster]
+	return Endpoint{Server: c.Server, CAData: c.CertificateAuthorityData, TLSServerName: c.TLSServerName}, nil
+}
+
+// Moved says how the endpoint now differs from e, as an issued kubeconfig has it, in words
+// that name at most the servers' hosts (a server is a tenant's choice, maybe an internal
+// URL, and a CA bundle says nothing a reader needs); "" when it does not.
+func (e Endpoint) Moved(now Endpoint) string {
+	var changes []string
+	switch was, is := hostOf(e.Server), hostOf(now.Server); {
+	case was != is:
+		changes = append(changes, fmt.Sprintf("the server moved from %s to %s", was, is))
+	case e.Server != now.Server:
+		changes = append(changes, "the server's URL at "+is+" changed")
+	}
+	if !bytes.Equal(e.CAData, now.CAData) {
+		changes = append(changes, "the CA bundle changed")
+	}
+	if e.TLSServerName != now.TLSServerName {
+		changes = append(changes, "the TLS server name changed")
+	}
+	return strings.Join(changes, ", ")
+}
+
+// hostOf is the host[:port] of a server URL; "" for one without.
+func hostOf(server string) string {
+	if u, err := url.Parse(server); err == nil {
+		return u.Host
+	}
+	return ""
 }
 
 // AdministratorLabel marks the cluster-admin bindings made for a Cluster's administrators;

@@ -14,7 +14,7 @@ func TestCeiling(t *testing.T) {
 	rule := func(groups, resources, verbs []string) rbacv1.PolicyRule {
 		return rbacv1.PolicyRule{APIGroups: groups, Resources: resources, Verbs: verbs}
 	}
-	core, all := []string{""}, []string{"*"}
+	core, all, certs := []string{""}, []string{"*"}, []string{"certificates.k8s.io"}
 	for _, tc := range []struct {
 		name      string
 		rule      rbacv1.PolicyRule
@@ -60,6 +60,44 @@ func TestCeiling(t *testing.T) {
 		{"signers sign", rule([]string{"certificates.k8s.io"}, []string{"signers"}, []string{"sign"}), "", `route "csr-signing"`},
 		{"csr status", rule([]string{"certificates.k8s.io"}, []string{"certificatesigningrequests/status"}, []string{"patch"}), "", `route "csr-signing"`},
 		{"create csrs", rule([]string{"certificates.k8s.io"}, []string{"certificatesigningrequests"}, []string{"create", "get"}), "", ""},
+
+		// Issue 21: kube-controller-manager auto-approves node client certificates for
+		// whoever may create these subresources.
+		{"nodeclient", rule(certs, []string{"certificatesigningrequests/nodeclient"}, []string{"create"}), "", `route "csr-nodeclient"`},
+		{"the issue's request", rule(certs, []string{"certificatesigningrequests", "certificatesigningrequests/nodeclient"}, []string{"create"}), "", `route "csr-nodeclient"`},
+		{"nodeclient in a role", rule(certs, []string{"certificatesigningrequests/nodeclient"}, []string{"create"}), "team", `route "csr-nodeclient"`},
+		{"selfnodeclient", rule(certs, []string{"certificatesigningrequests/selfnodeclient"}, []string{"create"}), "", `route "csr-selfnodeclient"`},
+		{"nodeclient through group *", rule(all, []string{"certificatesigningrequests/nodeclient"}, []string{"create"}), "", `route "csr-nodeclient"`},
+		{"nodeclient through resource *", rule(certs, all, []string{"create"}), "", `route "csr-nodeclient"`},
+		{"selfnodeclient through resource *", rule(certs, all, []string{"create"}), "", `route "csr-selfnodeclient"`},
+		{"nodeclient through certificatesigningrequests/*", rule(certs, []string{"certificatesigningrequests/*"}, []string{"create"}), "", `route "csr-nodeclient"`},
+		{"selfnodeclient through */selfnodeclient", rule(certs, []string{"*/selfnodeclient"}, []string{"create"}), "", `route "csr-selfnodeclient"`},
+		{"nodeclient through verb *", rule(certs, []string{"certificatesigningrequests/nodeclient"}, all), "", `route "csr-nodeclient"`},
+		{"nodeclient through everything", rule(all, all, all), "", `route "csr-nodeclient"`},
+		{"read nodeclient", rule(certs, []string{"certificatesigningrequests/nodeclient"}, []string{"get"}), "", `route "certificates-other"`},
+		{"attest", rule(certs, []string{"signers"}, []string{"attest"}), "", `route "trust-bundles"`},
+		{"attest through group *", rule(all, []string{"signers"}, []string{"attest"}), "", `route "trust-bundles"`},
+		{"create clustertrustbundles", rule(certs, []string{"clustertrustbundles"}, []string{"create"}), "", `route "trust-bundles"`},
+		{"delete clustertrustbundles", rule(certs, []string{"clustertrustbundles"}, []string{"delete"}), "", `route "trust-bundles"`},
+		{"read clustertrustbundles", rule(certs, []string{"clustertrustbundles"}, []string{"get", "list", "watch"}), "", ""},
+		{"create podcertificaterequests", rule(certs, []string{"podcertificaterequests"}, []string{"create"}), "team", `route "pod-certificates"`},
+		{"podcertificaterequests status", rule(certs, []string{"podcertificaterequests/status"}, []string{"update"}), "team", `route "pod-certificates"`},
+		{"read podcertificaterequests", rule(certs, []string{"podcertificaterequests"}, []string{"list", "watch"}), "team", ""},
+		{"sign through group *", rule(all, []string{"signers"}, []string{"sign"}), "", `route "csr-signing"`},
+		{"approve through verb *", rule(certs, []string{"signers"}, all), "", `route "csr-approval"`},
+
+		// Anything else in certificates.k8s.io is refused: it is an allow-list.
+		{"update csrs", rule(certs, []string{"certificatesigningrequests"}, []string{"update"}), "", `update on certificatesigningrequests in certificates.k8s.io`},
+		{"delete csrs", rule(certs, []string{"certificatesigningrequests"}, []string{"delete"}), "", `route "certificates-other"`},
+		{"an unknown subresource", rule(certs, []string{"certificatesigningrequests/kubeletserving"}, []string{"create"}), "", `route "certificates-other"`},
+		{"a future resource", rule(certs, []string{"podidentities"}, []string{"get"}), "", `route "certificates-other"`},
+		{"read every resource of the group", rule(certs, all, []string{"get"}), "", `get on * in certificates.k8s.io`},
+		{"read every subresource of csrs", rule(certs, []string{"certificatesigningrequests/*"}, []string{"get"}), "", `route "certificates-other"`},
+		{"read every group", rule(all, all, []string{"list"}), "", `list on * in certificates.k8s.io (through apiGroups "*")`},
+		{"a resource in group *", rule(all, []string{"deployments"}, []string{"get"}), "", `route "certificates-other"`},
+		{"verb * on csrs", rule(certs, []string{"certificatesigningrequests"}, all), "", `* on certificatesigningrequests in certificates.k8s.io`},
+		{"signers get", rule(certs, []string{"signers"}, []string{"get"}), "", `route "certificates-other"`},
+		{"csrs in the core group", rule(core, []string{"certificatesigningrequests/nodeclient"}, []string{"create"}), "", ""},
 		{"mutating webhooks", rule([]string{"admissionregistration.k8s.io"}, []string{"mutatingwebhookconfigurations"}, []string{"create"}), "", `route "admission-webhooks"`},
 		{"delete validating webhooks", rule([]string{"admissionregistration.k8s.io"}, []string{"validatingwebhookconfigurations"}, []string{"delete"}), "", `route "admission-webhooks"`},
 		{"read webhooks", rule([]string{"admissionregistration.k8s.io"}, []string{"validatingwebhookconfigurations"}, []string{"get", "list"}), "", ""},
@@ -95,14 +133,93 @@ func TestCeilingAllowsWhatTheOperatorAllows(t *testing.T) {
 	}
 }
 
+// TestCertificatesRoutesAreAllowedByName: in certificates.k8s.io each permission a route
+// names passes once that route is allowed, without certificates-other; a wildcard needs
+// certificates-other too, since it also grants what the group adds later.
+func TestCertificatesRoutesAreAllowedByName(t *testing.T) {
+	certs := func(resource string, verbs ...string) []rbacv1.PolicyRule {
+		return []rbacv1.PolicyRule{{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{resource}, Verbs: verbs}}
+	}
+	for _, tc := range []struct {
+		route string
+		rules []rbacv1.PolicyRule
+	}{
+		{"csr-nodeclient", certs("certificatesigningrequests/nodeclient", "create")},
+		{"csr-selfnodeclient", certs("certificatesigningrequests/selfnodeclient", "create")},
+		{"csr-approval", certs("certificatesigningrequests/approval", "update", "patch")},
+		{"csr-approval", certs("signers", "approve")},
+		{"csr-signing", certs("certificatesigningrequests/status", "update")},
+		{"trust-bundles", certs("signers", "attest")},
+		{"trust-bundles", certs("clustertrustbundles", "create", "update", "delete")},
+		{"pod-certificates", certs("podcertificaterequests", "create")},
+		{"pod-certificates", certs("podcertificaterequests/status", "patch")},
+		{"certificates-other", certs("certificatesigningrequests", "update", "delete")},
+	} {
+		c := DefaultCeiling()
+		denied := strings.Join(c.Check(tc.rules, ""), "; ")
+		if !strings.Contains(denied, `route "`+tc.route+`"`) {
+			t.Errorf("%v by default: %q, want route %q", tc.rules[0], denied, tc.route)
+		}
+		c.Allow = []string{tc.route}
+		if p := c.Check(tc.rules, ""); len(p) != 0 {
+			t.Errorf("%v with %s allowed: %v", tc.rules[0], tc.route, p)
+		}
+	}
+
+	named := DefaultCeiling()
+	named.Allow = []string{"csr-nodeclient", "csr-selfnodeclient", "csr-approval", "csr-signing"}
+	if p := strings.Join(named.Check(certs("certificatesigningrequests/*", "create"), ""), "; "); !strings.Contains(p, `route "certificates-other"`) || strings.Contains(p, "csr-nodeclient") {
+		t.Errorf("certificatesigningrequests/* with every CSR route allowed: %q, want certificates-other only", p)
+	}
+	other := DefaultCeiling()
+	other.Allow = []string{"certificates-other"}
+	if p := strings.Join(other.Check(certs("certificatesigningrequests/*", "create"), ""), "; "); strings.Contains(p, "certificates-other") || !strings.Contains(p, "csr-nodeclient") {
+		t.Errorf("certificatesigningrequests/* with certificates-other allowed: %q, want the named routes still", p)
+	}
+}
+
 func TestKubeconfigRenders(t *testing.T) {
-	raw, err := Kubeconfig("target", "https://127.0.0.1:6443", []byte("CA"), "kcr", "tok")
+	at := Endpoint{Server: "https://127.0.0.1:6443", CAData: []byte("CA"), TLSServerName: "api.internal"}
+	raw, err := Kubeconfig("target", at, "kcr", "tok")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(raw)
-	if err != nil || cfg.Host != "https://127.0.0.1:6443" || cfg.BearerToken != "tok" || string(cfg.CAData) != "CA" {
+	if err != nil || cfg.Host != "https://127.0.0.1:6443" || cfg.BearerToken != "tok" || string(cfg.CAData) != "CA" || cfg.ServerName != "api.internal" {
 		t.Errorf("round trip: %+v %v", cfg, err)
+	}
+	if got, err := EndpointOf(raw); err != nil || got.Moved(at) != "" {
+		t.Errorf("EndpointOf: %+v %v, want %+v", got, err, at)
+	}
+}
+
+// TestEndpointMoved: every part of where a kubeconfig reaches its cluster counts, and the
+// words name the hosts at most, never a URL's path or the CA bundle's content.
+func TestEndpointMoved(t *testing.T) {
+	issued := Endpoint{Server: "https://127.0.0.1:6443/secret-path", CAData: []byte("CA one")}
+	for _, tc := range []struct {
+		name string
+		now  Endpoint
+		want string
+	}{
+		{"nothing", issued, ""},
+		{"port", Endpoint{Server: "https://127.0.0.1:7443/secret-path", CAData: []byte("CA one")}, "the server moved from 127.0.0.1:6443 to 127.0.0.1:7443"},
+		{"host", Endpoint{Server: "https://localhost:6443/secret-path", CAData: []byte("CA one")}, "the server moved from 127.0.0.1:6443 to localhost:6443"},
+		{"path only", Endpoint{Server: "https://127.0.0.1:6443/other", CAData: []byte("CA one")}, "the server's URL at 127.0.0.1:6443 changed"},
+		{"CA", Endpoint{Server: issued.Server, CAData: []byte("CA two")}, "the CA bundle changed"},
+		{"TLS server name", Endpoint{Server: issued.Server, CAData: []byte("CA one"), TLSServerName: "api"}, "the TLS server name changed"},
+		{"all", Endpoint{Server: "https://api.example:443", TLSServerName: "api"}, "the server moved from 127.0.0.1:6443 to api.example:443, the CA bundle changed, the TLS server name changed"},
+	} {
+		got := issued.Moved(tc.now)
+		if got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+		if strings.Contains(got, "secret-path") || strings.Contains(got, "CA one") || strings.Contains(got, "CA two") {
+			t.Errorf("%s: %q tells more than the hosts", tc.name, got)
+		}
+	}
+	if _, err := EndpointOf([]byte("current-context: nowhere")); err == nil {
+		t.Error("EndpointOf a kubeconfig without its context: no error")
 	}
 }
 

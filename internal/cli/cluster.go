@@ -9,6 +9,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/trustplane/trustplane/internal/status"
 )
 
 // clusterCommand is a subcommand that talks to a cluster: it gets --kubeconfig and the
@@ -24,7 +26,9 @@ func clusterCommand(use, short string, validate func() error, run func(ctx conte
 			if err := validate(); err != nil {
 				return err
 			}
-			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+			// A stalled object (a user's mistake) is logged at info, not as an error
+			// with a stack trace: its conditions and events say what to change.
+			ctrl.SetLogger(status.QuietTerminalErrors(zap.New(zap.UseFlagOptions(&zapOpts))))
 			cfg, err := config.GetConfig()
 			if err != nil {
 				return err

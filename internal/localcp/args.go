@@ -11,11 +11,13 @@ type Addresses struct {
 	Probes string
 	// JWKS is trustplane's own JWKS server.
 	JWKS string
+	// NodeAgentMetrics serves the node agent's Prometheus /metrics over plain HTTP.
+	NodeAgentMetrics string
 }
 
 // DefaultAddresses are the manager's usual ports, on loopback.
 func DefaultAddresses() Addresses {
-	return Addresses{Metrics: "127.0.0.1:8080", Probes: "127.0.0.1:8081", JWKS: "127.0.0.1:8082"}
+	return Addresses{Metrics: "127.0.0.1:8080", Probes: "127.0.0.1:8081", JWKS: "127.0.0.1:8082", NodeAgentMetrics: "127.0.0.1:8083"}
 }
 
 // ManagerArgs are the arguments of `trustplane manager` under make run: every controller,
@@ -32,16 +34,17 @@ func ManagerArgs(kubeconfig string, addrs Addresses) []string {
 }
 
 // NodeAgentArgs are the arguments of `trustplane node-agent` under make run: the agent of
-// the pod-certificate sample's Node, writing credential bundles under dir. It serves no
-// metrics and no probes, which would take two more ports for nothing make run reads.
-func NodeAgentArgs(kubeconfig, dir string) []string {
+// the pod-certificate sample's Node, writing credential bundles under dir and serving its
+// metrics (trustplane_podcertificate_states) on metricsAddr. It serves no probes: make
+// run watches the process itself.
+func NodeAgentArgs(kubeconfig, dir, metricsAddr string) []string {
 	args := []string{"node-agent",
 		"--node-name", SampleNodeName,
 		"--dir", dir,
 		// No kubelet runs under make run: the agent is the only one to serve the
 		// podCertificate volumes of the sample Node's pods.
 		"--serve-all-pods",
-		"--metrics-bind-address", "0",
+		"--metrics-bind-address", metricsAddr,
 		"--health-probe-bind-address", "0",
 	}
 	return withKubeconfig(args, kubeconfig)

@@ -1,11 +1,13 @@
-// Package localcp runs a local Kubernetes control plane (etcd + kube-apiserver built from
-// source) for `make run`. Unlike a test control plane, its state lives in a directory
-// and survives restarts, so objects created in one session are there in the next.
+// Package localcp runs a local Kubernetes control plane (etcd, kube-apiserver and the
+// kube-controller-manager controllers that finish deletions, built from source) for `make
+// run`. Unlike a test control plane, its state lives in a directory and survives
+// restarts, so objects created in one session are there in the next.
 package localcp
 
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -31,10 +33,12 @@ type ControlPlane struct {
 	KubeconfigPath string
 
 	env *envtest.Environment
+	cm  *controllerManager
 }
 
 // Start starts etcd with its data under dir/etcd and a kube-apiserver in front of it,
-// and writes an admin kubeconfig to dir/kubeconfig. binDir holds the binaries.
+// writes an admin kubeconfig to dir/kubeconfig and runs kube-controller-manager with
+// ControllerManagerControllers through it. binDir holds the binaries.
 func Start(dir, binDir string) (*ControlPlane, error) {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
@@ -70,17 +74,35 @@ func Start(dir, binDir string) (*ControlPlane, error) {
 		_ = env.Stop()
 		return nil, fmt.Errorf("writing kubeconfig: %w", err)
 	}
-	return &ControlPlane{Config: cfg, KubeconfigPath: kubeconfig, env: env}, nil
+	cm, err := startControllerManager(dir, binDir, kubeconfig)
+	if err != nil {
+		_ = env.Stop()
+		return nil, err
+	}
+	return &ControlPlane{Config: cfg, KubeconfigPath: kubeconfig, env: env, cm: cm}, nil
 }
 
 // KubeconfigPath is where Start writes the admin kubeconfig of the control plane in dir.
 func KubeconfigPath(dir string) string { return filepath.Join(dir, "kubeconfig") }
 
-// Stop stops kube-apiserver and etcd; the etcd data stays.
-func (cp *ControlPlane) Stop() error { return cp.env.Stop() }
+// Stop stops kube-controller-manager, then kube-apiserver and etcd; the etcd data stays.
+func (cp *ControlPlane) Stop() error {
+	return errors.Join(cp.cm.stop(), cp.env.Stop())
+}
+
+// ControllerManagerExited is closed when kube-controller-manager has ended, before Stop
+// too: from then on deletions are no longer finished.
+func (cp *ControlPlane) ControllerManagerExited() <-chan struct{} { return cp.cm.done }
+
+// ControllerManagerExit says how kube-controller-manager ended, once
+// ControllerManagerExited is closed.
+func (cp *ControlPlane) ControllerManagerExit() error {
+	return cp.cm.exit()
+}
 
 // killStale ends processes left over from an earlier run on the same directory: their
-// command lines name it (etcd's --data-dir, the API server's --cert-dir).
+// command lines name it (etcd's --data-dir, the API server's --cert-dir,
+// kube-controller-manager's --kubeconfig).
 func killStale(dir string) {
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	self := os.Getpid()
@@ -98,7 +120,7 @@ func killStale(dir string) {
 			continue
 		}
 		for _, a := range args[1:] {
-			if a == "--data-dir="+filepath.Join(dir, "etcd") || a == "--cert-dir="+filepath.Join(dir, "apiserver") {
+			if a == "--data-dir="+filepath.Join(dir, "etcd") || a == "--cert-dir="+filepath.Join(dir, "apiserver") || a == "--kubeconfig="+KubeconfigPath(dir) {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 				break
 			}
@@ -108,7 +130,7 @@ func killStale(dir string) {
 
 func isControlPlaneBinary(path string) bool {
 	base := filepath.Base(path)
-	return base == "etcd" || base == "kube-apiserver"
+	return base == "etcd" || base == "kube-apiserver" || base == "kube-controller-manager"
 }
 
 // InstallPolicies applies the admission policies a real install has (config/policy), so

@@ -8,3 +8,9 @@ package manager
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch;update
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+// The ValidatingAdmissionPolicy trustplane-status-writers (config/policy/status-writers.yaml)
+// lets only who holds this permission write the status of trustplane's kinds: no such
+// resource exists, the policy asks the authorizer for it.
+//
+// +kubebuilder:rbac:groups=trustplane.io,resources=status,verbs=update

@@ -20,9 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -40,11 +39,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/trustplane/trustplane/internal/atomicfile"
 	"github.com/trustplane/trustplane/internal/manager"
 	"github.com/trustplane/trustplane/internal/podcert"
 	"github.com/trustplane/trustplane/internal/scheme"
@@ -62,6 +61,9 @@ const (
 	ServeAgent = "agent"
 	// BundleFile is the file name of a credential bundle.
 	BundleFile = "credentialbundle.pem"
+	// ReasonBundlePathRefused is the Warning event on a pod whose bundle path below --dir
+	// holds something the agent did not make (a symbolic link, say): it writes nothing there.
+	ReasonBundlePathRefused = "BundlePathRefused"
 )
 
 // Options are the agent's flags.
@@ -138,12 +140,16 @@ func (m *fileMode) Set(s string) error {
 
 // Agent runs the manager for one node's pods.
 type Agent struct {
-	opts    Options
-	reader  client.Reader
-	manager *podcert.Manager
+	opts     Options
+	reader   client.Reader
+	manager  *podcert.Manager
+	files    *files
+	recorder events.EventRecorder
 
-	mu   sync.Mutex
-	uids map[types.NamespacedName]types.UID // pods seen, to forget them when they go
+	mu       sync.Mutex
+	uids     map[types.NamespacedName]types.UID       // pods seen, to forget them when they go
+	reported map[types.NamespacedName]map[string]bool // refused paths already reported, per pod
+	problems map[podcert.Key]string                   // the problem last reported of each projection
 }
 
 // Run serves until ctx ends.
@@ -170,9 +176,11 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err := manager.AddProbes(mgr, manager.CachesSynced(mgr)); err != nil {
 		return err
 	}
-	a := &Agent{opts: opts, reader: mgr.GetCache(), uids: map[types.NamespacedName]types.UID{}}
+	recorder := mgr.GetEventRecorder("trustplane-podcertificate-manager")
+	a := &Agent{opts: opts, reader: mgr.GetCache(), files: newFiles(opts.Dir, opts.BundleMode, opts.BundleGID), recorder: recorder,
+		uids: map[types.NamespacedName]types.UID{}, reported: map[types.NamespacedName]map[string]bool{}, problems: map[podcert.Key]string{}}
 	api := &clusterAPI{client: mgr.GetClient(), cache: mgr.GetCache(), apiReader: mgr.GetAPIReader(), nodeName: opts.NodeName}
-	a.manager = podcert.NewManager(api, mgr.GetEventRecorder("trustplane-podcertificate-manager"), opts.Clock, types.NodeName(opts.NodeName))
+	a.manager = podcert.NewManager(api, recorder, opts.Clock, types.NodeName(opts.NodeName))
 	if opts.Jitter != nil {
 		a.manager.SetJitter(opts.Jitter)
 	}
@@ -199,12 +207,12 @@ func (a *Agent) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 	pod := &corev1.Pod{}
 	if err := a.reader.Get(ctx, req.NamespacedName, pod); err != nil {
 		if apierrors.IsNotFound(err) {
-			return reconcile.Result{}, a.forget(req.NamespacedName)
+			return reconcile.Result{}, a.forget(ctx, req.NamespacedName)
 		}
 		return reconcile.Result{}, err
 	}
 	if pod.Spec.NodeName != a.opts.NodeName { // never another node's pod, whatever the cache says
-		return reconcile.Result{}, a.forget(req.NamespacedName)
+		return reconcile.Result{}, a.forget(ctx, req.NamespacedName)
 	}
 	// A terminating pod keeps and refreshes its credentials until it is gone, as with
 	// kubelet: a long graceful shutdown must not lose the pod's identity.
@@ -216,7 +224,7 @@ func (a *Agent) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 	// A pod that no longer asks (its opt-in annotation removed), or a new pod under a
 	// reused name, must not keep or inherit the old pod's credentials.
 	if known && (len(projections) == 0 || uid != pod.UID) {
-		if err := a.forget(req.NamespacedName); err != nil {
+		if err := a.forget(ctx, req.NamespacedName); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
@@ -226,19 +234,37 @@ func (a *Agent) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 	a.mu.Lock()
 	a.uids[req.NamespacedName] = pod.UID
 	a.mu.Unlock()
-	var errs []error
-	for key, src := range projections {
-		if err := a.manager.Handle(ctx, pod, key); err != nil {
-			errs = append(errs, err)
-		}
-		if err := a.writeBundle(key, src); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := a.handleProjections(ctx, pod, projections); err != nil {
 		return reconcile.Result{}, err
 	}
 	return reconcile.Result{RequeueAfter: a.opts.RefreshInterval}, nil
+}
+
+// handleProjections advances every projection of pod and writes the bundles it has. A
+// path the agent refuses to write through is reported, not retried: only its removal
+// helps, and the pod's other projections are served meanwhile.
+func (a *Agent) handleProjections(ctx context.Context, pod *corev1.Pod, projections map[podcert.Key]*corev1.PodCertificateProjection) error {
+	var errs []error
+	refusedAny := false
+	for key, src := range projections {
+		if err := a.handleProjection(ctx, pod, key, src); err != nil {
+			errs = append(errs, err)
+		}
+		var refused *refusedError
+		switch err := a.writeBundle(key, src); {
+		case errors.As(err, &refused):
+			a.refuse(ctx, pod, key, refused)
+			refusedAny = true
+		case err != nil:
+			errs = append(errs, err)
+		}
+	}
+	if !refusedAny { // a path cleared up and refused again later is reported again
+		a.mu.Lock()
+		delete(a.reported, types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name})
+		a.mu.Unlock()
+	}
+	return errors.Join(errs...)
 }
 
 // writeBundle writes, in the projection's directory, credentialbundle.pem and the
@@ -268,77 +294,52 @@ func (a *Agent) writeBundle(key podcert.Key, src *corev1.PodCertificateProjectio
 		files = append(files, file{filepath.Clean(f.name), f.content})
 	}
 	files = append(files, file{BundleFile, bundle})
-	dir := filepath.Join(a.opts.Dir, key.Namespace, key.PodName, key.VolumeName+"-"+strconv.Itoa(key.SourceIndex))
+	dir := filepath.Join(key.Namespace, key.PodName, key.VolumeName+"-"+strconv.Itoa(key.SourceIndex))
 	for _, f := range files {
-		name, content := f.name, f.content
-		path := filepath.Join(dir, name)
-		if err := a.mkdirs(filepath.Dir(path)); err != nil {
-			return err
-		}
-		if err := atomicfile.WriteFile(path, content, a.opts.BundleMode); err != nil {
-			return err
-		}
-		if err := a.own(path, a.opts.BundleMode); err != nil {
+		if err := a.files.write(filepath.Join(dir, f.name), f.content); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// mkdirs makes dir and its parents below the root with the bundle group and the search
-// bits matching the bundle mode (0640 files → 0750 directories).
-func (a *Agent) mkdirs(dir string) error {
-	rel, err := filepath.Rel(a.opts.Dir, dir)
-	if err != nil || !filepath.IsLocal(rel) {
-		return fmt.Errorf("directory %s is not below %s", dir, a.opts.Dir)
+// refuse reports, once per pod and path, a bundle path the agent does not write through
+// (a link planted in the pod's directory, say): in its log and as a Warning event on the
+// pod. Nothing a retry could fix, so it is not retried before the refresh interval.
+func (a *Agent) refuse(ctx context.Context, pod *corev1.Pod, key podcert.Key, refused *refusedError) {
+	name := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+	a.mu.Lock()
+	if a.reported[name] == nil {
+		a.reported[name] = map[string]bool{}
 	}
-	m := a.opts.BundleMode
-	mode := 0o700 | m&0o044 | (m&0o044)>>2 | m&0o011
-	// The root is the operator's (a hostPath, say): made when missing, never re-owned.
-	if err := os.MkdirAll(a.opts.Dir, mode); err != nil {
-		return fmt.Errorf("creating --dir: %w", err)
+	seen := a.reported[name][refused.Path]
+	a.reported[name][refused.Path] = true
+	a.mu.Unlock()
+	if seen {
+		return
 	}
-	path := a.opts.Dir
-	for _, part := range strings.Split(rel, string(filepath.Separator)) {
-		path = filepath.Join(path, part)
-		if err := os.Mkdir(path, mode); err != nil && !errors.Is(err, os.ErrExist) {
-			return err
-		}
-		if err := a.own(path, mode); err != nil {
-			return err
-		}
-	}
-	return nil
+	log.FromContext(ctx).Info("not writing a credential bundle", "volume", key.VolumeName, "path", refused.Path, "reason", refused.Why)
+	a.recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonBundlePathRefused, "WriteBundle",
+		"credential bundle of volume %s not written: %s below the agent's directory: %s", key.VolumeName, refused.Path, refused.Why)
 }
 
-// own gives path the bundle group and mode, when they differ (no umask in the way).
-func (a *Agent) own(path string, mode os.FileMode) error {
-	info, err := os.Lstat(path)
-	if err != nil {
-		return err
-	}
-	if a.opts.BundleGID >= 0 {
-		if st, ok := info.Sys().(*syscall.Stat_t); !ok || int(st.Gid) != a.opts.BundleGID {
-			if err := os.Lchown(path, -1, a.opts.BundleGID); err != nil {
-				return err
-			}
-		}
-	}
-	if info.Mode().Perm() != mode {
-		return os.Chmod(path, mode)
-	}
-	return nil
-}
-
-func (a *Agent) forget(pod types.NamespacedName) error {
+func (a *Agent) forget(ctx context.Context, pod types.NamespacedName) error {
 	a.mu.Lock()
 	uid, ok := a.uids[pod]
 	delete(a.uids, pod)
+	delete(a.reported, pod)
 	a.mu.Unlock()
+	a.forgetProblems(pod)
 	if ok {
 		a.manager.Forget(pod.Namespace, pod.Name, string(uid))
 	}
-	return os.RemoveAll(filepath.Join(a.opts.Dir, pod.Namespace, pod.Name))
+	err := a.files.removeAll(filepath.Join(pod.Namespace, pod.Name))
+	var refused *refusedError
+	if errors.As(err, &refused) { // a link on the way: nothing a retry could fix
+		log.FromContext(ctx).Info("not removing a pod's credentials", "path", refused.Path, "reason", refused.Why)
+		return nil
+	}
+	return err
 }
 
 // served is the pod as this agent serves it: with the annotation projection when opted

@@ -19,6 +19,7 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -33,6 +34,14 @@ type TerminalError struct{ State, Reason, Message string }
 
 func (e *TerminalError) Error() string {
 	return fmt.Sprintf("PodCertificateRequest %s: reason=%q message=%q", e.State, e.Reason, e.Message)
+}
+
+// ServiceAccountNotFoundError says the pod's ServiceAccount does not exist: a request
+// names it by UID, so none can be made until it does.
+type ServiceAccountNotFoundError struct{ Namespace, Name string }
+
+func (e *ServiceAccountNotFoundError) Error() string {
+	return fmt.Sprintf("ServiceAccount %q not found in namespace %s", e.Name, e.Namespace)
 }
 
 // Key names one projection: a podCertificate source of a projected volume of a pod.
@@ -63,11 +72,17 @@ type Manager struct {
 
 	mu    sync.Mutex
 	store map[Key]*record
+	// answered are the signers that have concluded a request of this manager (issued,
+	// denied or failed): a request pending for another signer may be waiting for nobody.
+	answered map[string]bool
 }
 
 type record struct {
 	mu    sync.Mutex
 	state state
+	// source is the projection the state was made for: a projection from pod annotations
+	// can change under a running pod, and a changed one starts again from Initial.
+	source *corev1.PodCertificateProjection
 }
 
 // NewManager returns a manager for nodeName.
@@ -75,7 +90,7 @@ func NewManager(api API, recorder events.EventRecorder, c clock.PassiveClock, no
 	return &Manager{api: api, recorder: recorder, clock: c, nodeName: nodeName,
 		// Jitter spreads requests over time; it need not be unpredictable.
 		jitter: func() time.Duration { return time.Duration(mathrand.Int64N(int64(maxJitter))) }, //nolint:gosec // not a secret
-		store:  map[Key]*record{}}
+		store:  map[Key]*record{}, answered: map[string]bool{}}
 }
 
 // SetJitter replaces the random jitter (tests).
@@ -108,6 +123,10 @@ func (m *Manager) Handle(ctx context.Context, pod *corev1.Pod, key Key) error {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	now := m.clock.Now()
+	if rec.source != nil && !apiequality.Semantic.DeepEqual(rec.source, source) {
+		rec.state = stateInitial{} // a request for another signer or key type than asked now
+	}
+	rec.source = source.DeepCopy()
 
 	switch st := rec.state.(type) {
 	case stateInitial:
@@ -128,7 +147,9 @@ func (m *Manager) Handle(ctx context.Context, pod *corev1.Pod, key Key) error {
 		}
 		if next := m.terminal(pod, pcr, st.privateKey); next != nil {
 			rec.state = next
+			return nil
 		}
+		m.reportUnanswered(ctx, pod, pcr, st, now)
 		return nil
 
 	case *stateDenied, *stateFailed:
@@ -168,6 +189,11 @@ func (m *Manager) Handle(ctx context.Context, pod *corev1.Pod, key Key) error {
 // terminal is the state a finished PCR leads to (nil while it is pending); Denied and
 // Failed send a Warning event.
 func (m *Manager) terminal(pod *corev1.Pod, pcr *certificatesv1.PodCertificateRequest, privateKey []byte) state {
+	if len(pcr.Status.Conditions) > 0 {
+		m.mu.Lock()
+		m.answered[pcr.Spec.SignerName] = true
+		m.mu.Unlock()
+	}
 	for _, cond := range pcr.Status.Conditions {
 		name := pcr.Namespace + "/" + pcr.Name
 		switch cond.Type {
@@ -206,6 +232,9 @@ func (m *Manager) warn(pod *corev1.Pod, st *issued, now time.Time) {
 // request generates a key and its proof of possession and creates the PCR.
 func (m *Manager) request(ctx context.Context, pod *corev1.Pod, src *corev1.PodCertificateProjection) ([]byte, *certificatesv1.PodCertificateRequest, error) {
 	saUID, err := m.api.ServiceAccountUID(ctx, pod.Namespace, pod.Spec.ServiceAccountName)
+	if apierrors.IsNotFound(err) {
+		return nil, nil, &ServiceAccountNotFoundError{Namespace: pod.Namespace, Name: pod.Spec.ServiceAccountName}
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("while fetching service account: %w", err)
 	}

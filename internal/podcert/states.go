@@ -52,6 +52,9 @@ type stateWait struct {
 	privateKey   []byte
 	pcrName      string
 	pcrAbandonAt time.Time
+	// eventEmittedForUnknownSigner: the request's signer was reported as one that has
+	// answered nothing here (trustplane's addition; kubelet says nothing while it waits).
+	eventEmittedForUnknownSigner bool
 }
 
 // stateDenied and stateFailed are permanent for the projection.

@@ -17,13 +17,20 @@
 //     the caller claims by labelling it.
 //   - internal=true credentials serve only the internal account they are labelled for.
 //   - release: a dedicated credential becomes dirty once no Shoot and no other request
-//     uses it; shared, internal and already dirty ones are left alone. An operator hands a
-//     cleaned one back by removing dirty (and tenantName, to free it for any account).
+//     uses it; shared, internal and already dirty ones are left alone, and so is one not
+//     labelled for the releasing request's account (a free one above all: it was never
+//     claimed). An operator hands a cleaned one back by removing dirty (and tenantName, to
+//     free it for any account).
+//
+// And one rule of trustplane's own: a namespace claims dedicated credentials only for the
+// global accounts the operator grants it (Granted), so that no tenant drains the pool by
+// asking for made-up accounts.
 package subscription
 
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 
@@ -149,11 +156,62 @@ func Choose(req Request, pool []Credential, usage map[string]int) (name string, 
 	case free != "":
 		return free, true, nil
 	}
+	return "", false, &ExhaustedError{Request: req, HyperscalerType: typ, Dirty: dirtyFor(req, sorted, typ)}
+}
+
+// ExhaustedError is ErrPoolExhausted with what a credential needs to serve the request,
+// and the dirty credentials that would, once cleaned and handed back.
+type ExhaustedError struct {
+	Request         Request
+	HyperscalerType string
+	// Dirty are the dirty credentials of the pool that would serve the request.
+	Dirty []string
+}
+
+func (e *ExhaustedError) Error() string {
 	kind := "shared"
-	if req.Tenant != "" {
+	if e.Request.Tenant != "" {
 		kind = "dedicated"
 	}
-	return "", false, fmt.Errorf("%w: no %s credential of pool %s%s that is not dirty", ErrPoolExhausted, kind, typ, euSuffix(req.EUAccess))
+	return fmt.Sprintf("%v: no %s credential of pool %s%s that is not dirty; a credential needs the labels %s",
+		ErrPoolExhausted, kind, e.HyperscalerType, euSuffix(e.Request.EUAccess), strings.Join(e.Labels(), ", "))
+}
+
+func (e *ExhaustedError) Unwrap() error { return ErrPoolExhausted }
+
+// Labels are the labels a credential needs to serve the request, as "key=value" (or
+// "no key" for one it must not have).
+func (e *ExhaustedError) Labels() []string {
+	labels := []string{cp.LabelHyperscalerType + "=" + e.HyperscalerType}
+	if e.Request.EUAccess {
+		labels = append(labels, cp.LabelEUAccess+"=true")
+	} else {
+		labels = append(labels, "no "+cp.LabelEUAccess)
+	}
+	if e.Request.Tenant == "" {
+		return append(labels, cp.LabelShared+"=true", "not "+cp.LabelInternal+"=true")
+	}
+	return append(labels, "not "+cp.LabelShared+"=true", "no "+cp.LabelTenantName+" (or "+cp.LabelTenantName+"="+e.Request.Tenant+")", "not "+cp.LabelDirty+"=true")
+}
+
+// dirtyFor are the dirty credentials that would serve req but for the dirty label.
+func dirtyFor(req Request, sorted []Credential, typ string) []string {
+	var out []string
+	for _, c := range sorted {
+		l := c.Labels
+		if !isTrue(l, cp.LabelDirty) {
+			continue
+		}
+		clean := maps.Clone(l)
+		delete(clean, cp.LabelDirty)
+		if !fitsPool(clean, typ, req.EUAccess) || isTrue(l, cp.LabelInternal) {
+			continue
+		}
+		if tenant, ok := l[cp.LabelTenantName]; req.Tenant == "" && isTrue(l, cp.LabelShared) || req.Tenant != "" && !isTrue(l, cp.LabelShared) && (!ok || tenant == req.Tenant) {
+			out = append(out, c.Name)
+		}
+	}
+	return out
 }
 
 func euSuffix(eu bool) string {
@@ -176,12 +234,16 @@ const (
 	WaitForShoot
 )
 
-// Released decides what releasing credential c means. otherUsers counts the Shoots and
-// requests that use it besides the releasing request and its own Shoot; ownShoot says
-// whether that Shoot still exists.
-func Released(c Credential, otherUsers int, ownShoot bool) Release {
+// Released decides what releasing credential c, assigned to req, means. otherUsers counts
+// the Shoots and requests that use it besides the releasing request and its own Shoot;
+// ownShoot says whether that Shoot still exists. Only a dedicated credential labelled for
+// req's account can have been claimed by req: any other (a free one, another account's,
+// a shared one named in a forged status) is kept as it is.
+func Released(req Request, c Credential, otherUsers int, ownShoot bool) Release {
 	l := c.Labels
 	switch {
+	case req.Tenant == "" || l[cp.LabelTenantName] != req.Tenant:
+		return Keep
 	case isTrue(l, cp.LabelShared), isTrue(l, cp.LabelInternal), isTrue(l, cp.LabelDirty):
 		return Keep
 	case ownShoot:
@@ -190,4 +252,31 @@ func Released(c Credential, otherUsers int, ownShoot bool) Release {
 		return Keep
 	}
 	return MarkDirty
+}
+
+// AnyAccount in a grant allows every global account.
+const AnyAccount = "*"
+
+// Granted says whether grants, the value of cp.AnnotationGlobalAccounts on a Namespace
+// (account ids separated by commas, or "*"), allows claiming a dedicated credential for
+// account. Blanks around an id are ignored; an empty value grants nothing.
+func Granted(grants, account string) bool {
+	for _, g := range strings.Split(grants, ",") {
+		if g = strings.TrimSpace(g); g == AnyAccount || (g != "" && g == account) {
+			return true
+		}
+	}
+	return false
+}
+
+// Grant is the value of cp.AnnotationGlobalAccounts that grants account besides what
+// grants already does: what the operator sets to let a waiting request claim.
+func Grant(grants, account string) string {
+	if Granted(grants, account) {
+		return grants
+	}
+	if strings.TrimSpace(grants) == "" {
+		return account
+	}
+	return strings.TrimRight(strings.TrimSpace(grants), ",") + "," + account
 }

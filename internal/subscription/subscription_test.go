@@ -2,6 +2,8 @@ package subscription
 
 import (
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -115,22 +117,102 @@ func TestFits(t *testing.T) {
 }
 
 func TestReleased(t *testing.T) {
+	t1 := Request{Provider: "aws", Tenant: "t1"}
 	for _, tc := range []struct {
 		name       string
+		req        Request
 		c          Credential
 		otherUsers int
 		ownShoot   bool
 		want       Release
 	}{
-		{"last user gone", cred("a", "tenantName", "t1"), 0, false, MarkDirty},
-		{"another Shoot uses it", cred("a", "tenantName", "t1"), 1, false, Keep},
-		{"own Shoot still there", cred("a", "tenantName", "t1"), 0, true, WaitForShoot},
-		{"shared", cred("a", "shared", "true"), 0, false, Keep},
-		{"internal", cred("a", "internal", "true", "tenantName", "t1"), 0, false, Keep},
-		{"already dirty", cred("a", "dirty", "true", "tenantName", "t1"), 0, true, Keep},
+		{"last user gone", t1, cred("a", "tenantName", "t1"), 0, false, MarkDirty},
+		{"another Shoot uses it", t1, cred("a", "tenantName", "t1"), 1, false, Keep},
+		{"own Shoot still there", t1, cred("a", "tenantName", "t1"), 0, true, WaitForShoot},
+		{"shared", t1, cred("a", "shared", "true", "tenantName", "t1"), 0, false, Keep},
+		{"internal", t1, cred("a", "internal", "true", "tenantName", "t1"), 0, false, Keep},
+		{"already dirty", t1, cred("a", "dirty", "true", "tenantName", "t1"), 0, true, Keep},
+		// A request can only have claimed a credential labelled for its own account: a
+		// forged or stale status naming anything else never spoils it.
+		{"free: never claimed", t1, cred("a", "hyperscalerType", "aws"), 0, false, Keep},
+		{"another account's", t1, cred("a", "tenantName", "t2"), 0, false, Keep},
+		{"empty tenantName", t1, cred("a", "tenantName", ""), 0, false, Keep},
+		{"a shared request", Request{Provider: "aws"}, cred("a", "tenantName", "t1"), 0, false, Keep},
 	} {
-		if got := Released(tc.c, tc.otherUsers, tc.ownShoot); got != tc.want {
+		if got := Released(tc.req, tc.c, tc.otherUsers, tc.ownShoot); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestGranted(t *testing.T) {
+	for _, tc := range []struct {
+		grants, account string
+		want            bool
+	}{
+		{"", "ga-1", false},
+		{"ga-1", "ga-1", true},
+		{"ga-1,ga-2", "ga-2", true},
+		{" ga-1 , ga-2 ", "ga-2", true},
+		{"ga-1,ga-2", "ga-3", false},
+		{"*", "anything", true},
+		{"ga-1,*", "anything", true},
+		{"ga-10", "ga-1", false},     // ids, not prefixes
+		{"ga-1", "ga-10", false},     // nor patterns
+		{"ga-*", "ga-1", false},      // "*" only on its own
+		{",,", "", false},            // empty entries grant nothing
+		{"GA-1", "ga-1", false},      // label values are case-sensitive
+		{"ga-1;ga-2", "ga-2", false}, // only commas separate
+	} {
+		if got := Granted(tc.grants, tc.account); got != tc.want {
+			t.Errorf("Granted(%q, %q) = %v, want %v", tc.grants, tc.account, got, tc.want)
+		}
+	}
+}
+
+func TestGrant(t *testing.T) {
+	for _, tc := range []struct{ grants, account, want string }{
+		{"", "ga-1", "ga-1"},
+		{"ga-2", "ga-1", "ga-2,ga-1"},
+		{"ga-2, ", "ga-1", "ga-2,ga-1"},
+		{"ga-1,ga-2", "ga-1", "ga-1,ga-2"},
+		{"*", "ga-1", "*"},
+	} {
+		got := Grant(tc.grants, tc.account)
+		if got != tc.want || !Granted(got, tc.account) {
+			t.Errorf("Grant(%q, %q) = %q, want %q", tc.grants, tc.account, got, tc.want)
+		}
+	}
+}
+
+// TestExhaustedSaysWhatACredentialNeeds: the error names the labels a credential needs,
+// and the dirty credentials that would serve once handed back.
+func TestExhaustedSaysWhatACredentialNeeds(t *testing.T) {
+	pool := []Credential{
+		cred("gcp-dirty-own", "hyperscalerType", "gcp", "tenantName", "ga-1", "dirty", "true"),
+		cred("gcp-dirty-free", "hyperscalerType", "gcp", "dirty", "true"),
+		cred("gcp-dirty-other", "hyperscalerType", "gcp", "tenantName", "ga-2", "dirty", "true"),
+		cred("gcp-dirty-shared", "hyperscalerType", "gcp", "shared", "true", "dirty", "true"),
+		cred("gcp-dirty-eu", "hyperscalerType", "gcp", "euAccess", "true", "dirty", "true"),
+		cred("gcp-dirty-internal", "hyperscalerType", "gcp", "internal", "true", "dirty", "true"),
+	}
+	for _, tc := range []struct {
+		req   Request
+		dirty []string
+		label string
+	}{
+		{Request{Provider: "gcp", Tenant: "ga-1"}, []string{"gcp-dirty-free", "gcp-dirty-own"}, "no tenantName (or tenantName=ga-1)"},
+		{Request{Provider: "gcp"}, []string{"gcp-dirty-shared"}, "shared=true"},
+		{Request{Provider: "gcp", Tenant: "ga-3", EUAccess: true}, []string{"gcp-dirty-eu"}, "euAccess=true"},
+		{Request{Provider: "aws", Tenant: "ga-1"}, nil, "hyperscalerType=aws"},
+	} {
+		_, _, err := Choose(tc.req, pool, nil)
+		var ex *ExhaustedError
+		if !errors.As(err, &ex) || !errors.Is(err, ErrPoolExhausted) {
+			t.Fatalf("%+v: %v", tc.req, err)
+		}
+		if !slices.Equal(ex.Dirty, tc.dirty) || !strings.Contains(err.Error(), tc.label) {
+			t.Errorf("%+v: dirty %v, message %q; want dirty %v and %q", tc.req, ex.Dirty, err, tc.dirty, tc.label)
 		}
 	}
 }

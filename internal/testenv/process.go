@@ -89,9 +89,33 @@ func (e *Env) AdminKubeconfig(tb testing.TB) string {
 // ServiceAccount would: tests prove the RBAC the manifests grant by running under it.
 func (e *Env) ServiceAccountKubeconfig(tb testing.TB, namespace, name string) string {
 	tb.Helper()
+	return e.tokenKubeconfig(tb, namespace, name, nil)
+}
+
+// PodServiceAccountKubeconfig is ServiceAccountKubeconfig for a pod of a DaemonSet on
+// node: the token is bound to a stand-in Pod of the ServiceAccount on that node (created
+// here; with no kubelet it never runs), as kubelet binds a pod's projected token. So it
+// carries the node's name in userInfo.extra (authentication.kubernetes.io/node-name, and
+// node-uid when the Node exists), which admission policies may check; it stops
+// authenticating when the stand-in Pod is deleted.
+func (e *Env) PodServiceAccountKubeconfig(tb testing.TB, namespace, name, node string) string {
+	tb.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, GenerateName: name + "-"},
+		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: name, AutomountServiceAccountToken: ptr.To(false),
+			Containers: []corev1.Container{{Name: name, Image: "stand-in"}}},
+	}
+	if err := e.Client.Create(context.Background(), pod); err != nil {
+		tb.Fatalf("creating a stand-in pod of ServiceAccount %s/%s on node %s: %v", namespace, name, node, err)
+	}
+	return e.tokenKubeconfig(tb, namespace, name, &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID})
+}
+
+func (e *Env) tokenKubeconfig(tb testing.TB, namespace, name string, boundTo *authenticationv1.BoundObjectReference) string {
+	tb.Helper()
 	ctx := context.Background()
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600), BoundObjectRef: boundTo}}
 	if err := e.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
 		tb.Fatalf("requesting a token for ServiceAccount %s/%s: %v", namespace, name, err)
 	}

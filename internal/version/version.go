@@ -7,7 +7,10 @@ import (
 	"runtime/debug"
 )
 
-// Set with -ldflags "-X github.com/trustplane/trustplane/internal/version.Version=...".
+// Set with -ldflags "-X github.com/trustplane/trustplane/internal/version.Version=..."
+// (and ...version.Commit=...), as make build and make run do. Without Commit, the commit
+// is Go's own stamp, which go build makes in a checkout unless -buildvcs=false, and go
+// run never makes.
 var (
 	Version = "dev"
 	Commit  = ""

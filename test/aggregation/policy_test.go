@@ -35,12 +35,12 @@ func shippedPolicy(t *testing.T) []client.Object {
 	}
 	var objs []client.Object
 	for _, obj := range testenv.DecodeYAML(t, out) {
-		if obj.GroupVersionKind().Group == "admissionregistration.k8s.io" {
+		if obj.GroupVersionKind().Group == "admissionregistration.k8s.io" && obj.GetName() == roleaggregation.PolicyName {
 			objs = append(objs, obj)
 		}
 	}
 	if len(objs) != 2 {
-		t.Fatalf("config/default renders %d admission objects, want the policy and its binding", len(objs))
+		t.Fatalf("config/default renders %d admission objects named %s, want the policy and its binding", len(objs), roleaggregation.PolicyName)
 	}
 	return objs
 }

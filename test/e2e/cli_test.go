@@ -17,7 +17,9 @@ func TestHelpAndVersion(t *testing.T) {
 		{[]string{"--help"}, []string{"manager", "node-agent", "dataplane", "version"}},
 		{[]string{"manager", "--help"}, []string{"--controllers", "--leader-elect", "--kubeconfig", "--graceful-shutdown-timeout", "--jwks-server-bind-address"}},
 		{[]string{"node-agent", "--help"}, []string{"--node-name", "--dir", "--refresh-interval", "--kubeconfig", "--health-probe-bind-address"}},
-		{[]string{"dataplane", "--help"}, []string{"--namespace", "--namespaces", "--dir", "--fail-open", "--reload-command", "--kubeconfig"}},
+		{[]string{"dataplane", "--help"}, []string{"--namespace", "--namespaces", "--dir", "--fail-open", "--reload-command", "--kubeconfig",
+			// Tengine-Ingress's own class flags, under their own names.
+			"--ingress-class ", "--controller-class ", "--watch-ingress-without-class", "--ingress-class-by-name", "--ignore-ingress-class"}},
 		{[]string{"version", "--help"}, []string{"Print the version"}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

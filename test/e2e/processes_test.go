@@ -56,7 +56,7 @@ func TestProcessesAsDeployed(t *testing.T) {
 	env.RollOutDeployments(t, jwksctrl.OwnerLabel)
 
 	bin := testenv.Binary(t)
-	managerProbes, jwksServer := testenv.FreeAddr(t), testenv.FreeAddr(t)
+	managerProbes, managerMetrics, jwksServer := testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t)
 	mgr := testenv.StartProcess(t, bin, argsOf(t, container(t, podSpecOf(t, manager, "Deployment", "trustplane-manager"), "manager"), nil,
 		"--kubeconfig="+env.ServiceAccountKubeconfig(t, managerNamespace, "trustplane-manager"),
 		// A pod reads these from its token mount and ports; a process on a laptop is told.
@@ -66,7 +66,7 @@ func TestProcessesAsDeployed(t *testing.T) {
 		// per-namespace checksum; the default "cluster" scope alone publishes one over all
 		// namespaces (docs/checksum.md, "Data plane").
 		"--secret-checksum-scopes=cluster,namespace",
-		"--metrics-bind-address="+testenv.FreeAddr(t), "--health-probe-bind-address="+managerProbes, "--jwks-server-bind-address="+jwksServer,
+		"--metrics-bind-address="+managerMetrics, "--health-probe-bind-address="+managerProbes, "--jwks-server-bind-address="+jwksServer,
 	)...)
 	mgr.WaitHTTP200(t, urlOf(managerProbes, "/readyz"), 60*time.Second)
 
@@ -77,7 +77,7 @@ func TestProcessesAsDeployed(t *testing.T) {
 		})
 		t.Run("a JWKSConfig stored under an older schema stops nothing", func(t *testing.T) {
 			t.Parallel()
-			testOldObjectReported(t)
+			testOldObjectReported(t, mgr)
 		})
 		t.Run("node agent writes a credential bundle", func(t *testing.T) {
 			t.Parallel()
@@ -87,6 +87,14 @@ func TestProcessesAsDeployed(t *testing.T) {
 			t.Parallel()
 			testDataplane(t, bin, podSpecOf(t, gateway, "Deployment", "gateway"))
 		})
+		t.Run("node agent as make run runs it serves metrics", func(t *testing.T) {
+			t.Parallel()
+			testMakeRunNodeAgentMetrics(t, bin)
+		})
+	})
+	// After the others: by then the manager has published checksums.
+	t.Run("manager exports only the metrics it sets", func(t *testing.T) {
+		checkOwnMetrics(t, "manager", scrapeSecure(t, managerMetrics), "trustplane_jwks_published_keys")
 	})
 }
 
@@ -177,7 +185,7 @@ func storeWithOldSchema(t *testing.T) {
 
 // testOldObjectReported: the stored object decodes, is reported, and nothing else stops
 // (the other subtests run against the same manager and informers).
-func testOldObjectReported(t *testing.T) {
+func testOldObjectReported(t *testing.T, mgr *testenv.Process) {
 	testenv.Eventually(t, "the legacy JWKSConfig reported InvalidSpec", 30*time.Second, func() bool {
 		cfg := &jwksv1alpha1.JWKSConfig{}
 		if env.Client.Get(ctx, client.ObjectKey{Namespace: jwksNamespace, Name: "legacy"}, cfg) != nil {
@@ -187,6 +195,16 @@ func testOldObjectReported(t *testing.T) {
 		return ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason == "InvalidSpec" &&
 			strings.Contains(ready.Message, `spec.oldKeysTTL: "30d"`) && strings.Contains(ready.Message, `spec.nginx.resources.limits[cpu]: "1e1.5"`)
 	})
+	// A user's mistake is logged at info, once, without a stack trace: not as an error.
+	testenv.Eventually(t, "the stall logged at info", 30*time.Second, func() bool {
+		return strings.Contains(mgr.Output(), "stalled: only a change can help")
+	})
+	for _, line := range strings.Split(mgr.Output(), "\n") {
+		if strings.Contains(line, "legacy") && (strings.Contains(line, `"level":"error"`) || strings.Contains(line, "stacktrace")) {
+			t.Errorf("the stalled JWKSConfig was logged as an error: %s", line)
+		}
+	}
+
 }
 
 func testNodeAgent(t *testing.T, bin string, daemonSet corev1.PodSpec) {
@@ -197,10 +215,11 @@ func testNodeAgent(t *testing.T, bin string, daemonSet corev1.PodSpec) {
 			nodeagent.SignerAnnotation: podSigner, nodeagent.KeyTypeAnnotation: "ECDSAP256"}},
 		Spec: corev1.PodSpec{NodeName: nodeName, ServiceAccountName: "web", Containers: []corev1.Container{{Name: "app", Image: "app"}}},
 	})
-	dir, probes := t.TempDir(), testenv.FreeAddr(t)
+	dir, probes, metricsAddr := t.TempDir(), testenv.FreeAddr(t), testenv.FreeAddr(t)
 	agent := testenv.StartProcess(t, bin, argsOf(t, container(t, daemonSet, "node-agent"), map[string]string{"spec.nodeName": nodeName},
-		"--kubeconfig="+env.ServiceAccountKubeconfig(t, nodeAgentNamespace, "trustplane-node-agent"),
-		"--dir="+dir, "--metrics-bind-address="+testenv.FreeAddr(t), "--health-probe-bind-address="+probes,
+		// A pod's token, which names its node: the agent's admission policy requires it.
+		"--kubeconfig="+env.PodServiceAccountKubeconfig(t, nodeAgentNamespace, "trustplane-node-agent", nodeName),
+		"--dir="+dir, "--metrics-bind-address="+metricsAddr, "--health-probe-bind-address="+probes,
 	)...)
 	agent.WaitHTTP200(t, urlOf(probes, "/readyz"), 60*time.Second)
 
@@ -233,6 +252,7 @@ func testNodeAgent(t *testing.T, bin string, daemonSet corev1.PodSpec) {
 		return len(list.Items) > 0
 	})
 	verifyBundle(t, bundle, trust)
+	checkAgentMetrics(t, "node-agent", metricsAddr, "trustplane_podcertificate_states")
 }
 
 // verifyBundle checks the bundle is a private key and its certificate, issued by the CA.
@@ -258,15 +278,16 @@ func testDataplane(t *testing.T, bin string, gatewayPod corev1.PodSpec) {
 		Type:       corev1.SecretTypeTLS,
 		Data:       map[string][]byte{corev1.TLSCertKey: chain.PEM(), corev1.TLSPrivateKeyKey: chain.KeyPEM()},
 	})
-	dir, probes := t.TempDir(), testenv.FreeAddr(t)
+	dir, probes, metricsAddr := t.TempDir(), testenv.FreeAddr(t), testenv.FreeAddr(t)
 	agent := testenv.StartProcess(t, bin, argsOf(t, container(t, gatewayPod, "trustplane-dataplane"), map[string]string{"metadata.namespace": gatewayNamespace},
 		"--kubeconfig="+env.ServiceAccountKubeconfig(t, gatewayNamespace, "trustplane-dataplane"),
-		"--dir="+dir, "--metrics-bind-address="+testenv.FreeAddr(t), "--health-probe-bind-address="+probes,
+		"--dir="+dir, "--metrics-bind-address="+metricsAddr, "--health-probe-bind-address="+probes,
 		// Fail-open would write the pair before any checksum reached the namespace: closed,
 		// it proves the manager's per-namespace checksum is there and matches.
 		"--fail-open=false",
 	)...)
 	agent.WaitHTTP200(t, urlOf(probes, "/readyz"), 60*time.Second)
+	checkAgentMetrics(t, "dataplane", metricsAddr, "trustplane_dataplane_consistent")
 
 	// The pair is written only once the manager's checksum covers it and the agent agrees.
 	testenv.Eventually(t, "the verified pair on disk", 60*time.Second, func() bool {
@@ -274,6 +295,7 @@ func testDataplane(t *testing.T, bin string, gatewayPod corev1.PodSpec) {
 		key, err2 := os.ReadFile(filepath.Join(dir, "edge-tls-1.key"))
 		return err1 == nil && err2 == nil && string(crt) == string(chain.PEM()) && string(key) == string(chain.KeyPEM())
 	})
+	testDataplaneIngressClasses(t, agent, metricsAddr)
 }
 
 func newChain(t *testing.T, cn string) testcerts.Chain {

@@ -5,6 +5,7 @@ package install
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,7 +67,8 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 	// Each process's RBAC from its own markers: the manager, the node agent, the data plane.
 	run(t, root, filepath.Join(root, "hack/gen-rbac.sh"), gen, out)
 	for _, f := range []string{"config/rbac/role.yaml", "config/node-agent/role.yaml", "config/components/dataplane-sidecar/role.yaml",
-		"charts/trustplane/files/node-agent-role.yaml", "charts/trustplane/files/dataplane-role.yaml", "charts/trustplane/files/role-aggregation-policy.yaml"} {
+		"charts/trustplane/files/node-agent-role.yaml", "charts/trustplane/files/dataplane-role.yaml", "charts/trustplane/files/role-aggregation-policy.yaml",
+		"charts/trustplane/files/node-agent-policy.yaml", "charts/trustplane/files/status-writers-policy.yaml"} {
 		assertSameFile(t, filepath.Join(out, f), filepath.Join(root, f))
 	}
 	chartRole := run(t, root, filepath.Join(root, "hack/chart-rbac.sh"), filepath.Join(out, "config/rbac/role.yaml"))
@@ -114,9 +116,10 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 	wantKinds := map[string][]string{
 		"kustomize": {"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "ServiceAccount", "Deployment", "Service",
 			"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"},
-		"kustomize-node-agent": {"Namespace", "ClusterRole", "ClusterRoleBinding", "ServiceAccount", "DaemonSet"},
-		"kustomize-gateway":    {"Role", "RoleBinding", "ServiceAccount", "Deployment"},
-		"helm-with-agents":     {"Namespace", "DaemonSet", "Role", "RoleBinding"},
+		"kustomize-node-agent": {"Namespace", "ClusterRole", "ClusterRoleBinding", "ServiceAccount", "DaemonSet",
+			"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"},
+		"kustomize-gateway": {"Role", "RoleBinding", "ServiceAccount", "Deployment"},
+		"helm-with-agents":  {"Namespace", "DaemonSet", "Role", "RoleBinding"},
 	}
 	wantKinds["helm"], wantKinds["helm-with-garden"] = wantKinds["kustomize"], wantKinds["kustomize"]
 	ctx := context.Background()
@@ -151,6 +154,9 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 					assertNodeAgent(t, obj)
 				}
 			}
+			if name == "kustomize-node-agent" || name == "helm-with-agents" {
+				assertNodeAgentPolicy(t, objs)
+			}
 			for _, kind := range wantKinds[name] {
 				if kinds[kind] == 0 {
 					t.Errorf("render has no %s (kinds: %v)", kind, kinds)
@@ -183,6 +189,37 @@ func assertSidecar(t *testing.T, obj *unstructured.Unstructured) {
 		t.Errorf("the gateway's own containers changed: %+v", pod.Containers)
 	}
 	assertHardened(t, corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true)}, Containers: pod.InitContainers})
+}
+
+// assertNodeAgentPolicy checks the render holds the policy keeping the node agent's
+// PodCertificateRequests to its own node, cluster-scoped, enforced, and matching the
+// ServiceAccount the DaemonSet runs as.
+func assertNodeAgentPolicy(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	var account, match string
+	bound := false
+	for _, obj := range objs {
+		switch obj.GetKind() {
+		case "DaemonSet":
+			account = podTemplate(t, obj).ServiceAccountName
+		case "ValidatingAdmissionPolicy":
+			if strings.HasSuffix(obj.GetName(), "-pod-certificates") && obj.GetNamespace() == "" {
+				conditions, _, _ := unstructured.NestedSlice(obj.Object, "spec", "matchConditions")
+				for _, c := range conditions {
+					match += fmt.Sprint(c.(map[string]any)["expression"])
+				}
+			}
+		case "ValidatingAdmissionPolicyBinding":
+			actions, _, _ := unstructured.NestedStringSlice(obj.Object, "spec", "validationActions")
+			bound = bound || (strings.HasSuffix(obj.GetName(), "-pod-certificates") && obj.GetNamespace() == "" && slices.Equal(actions, []string{"Deny"}))
+		}
+	}
+	if account == "" || !strings.Contains(match, "endsWith(':"+account+"')") {
+		t.Errorf("no pod-certificates policy matching the node agent's ServiceAccount %q: matchConditions %q", account, match)
+	}
+	if !bound {
+		t.Error("the pod-certificates policy is not bound cluster-wide with validationActions [Deny]")
+	}
 }
 
 // assertNodeAgent checks the node name comes from the downward API and bundles go to the host.

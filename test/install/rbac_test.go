@@ -75,26 +75,29 @@ func TestManagerRBACIsLeastPrivilege(t *testing.T) {
 	}
 }
 
-// TestChartRoleAggregationValues: the chart installs the admission policy unless told not
-// to, and passes --role-aggregation-trust-role-authors only when told to.
-func TestChartRoleAggregationValues(t *testing.T) {
+// TestChartAdmissionPolicyValues: the chart installs each admission policy unless told
+// not to, and passes --role-aggregation-trust-role-authors only when told to.
+func TestChartAdmissionPolicyValues(t *testing.T) {
 	root := testenv.RepoRoot()
 	helm := tool(t, "helm")
 	for _, tc := range []struct {
-		set            string
-		policy, trusts bool
+		set                          string
+		policy, trusts, statusPolicy bool
 	}{
-		{"replicaCount=2", true, false},
-		{"roleAggregation.admissionPolicy=false", false, false},
-		{"roleAggregation.trustRoleAuthors=true", true, true},
+		{"replicaCount=2", true, false, true},
+		{"roleAggregation.admissionPolicy=false", false, false, true},
+		{"roleAggregation.trustRoleAuthors=true", true, true, true},
+		{"statusWriters.admissionPolicy=false", true, false, false},
 	} {
 		objs := testenv.DecodeYAML(t, run(t, root, helm, "template", "trustplane", filepath.Join(root, "charts/trustplane"), "--namespace", "trustplane-system", "--set", tc.set))
-		kinds := map[string]bool{}
+		rendered := map[string]bool{}
 		for _, obj := range objs {
-			kinds[obj.GetKind()] = true
+			rendered[obj.GetKind()+" "+obj.GetName()] = true
 		}
-		if got := kinds["ValidatingAdmissionPolicy"] && kinds["ValidatingAdmissionPolicyBinding"]; got != tc.policy {
-			t.Errorf("--set %s: policy and binding rendered: %v, want %v", tc.set, got, tc.policy)
+		for policy, want := range map[string]bool{"trustplane-role-aggregation": tc.policy, "trustplane-status-writers": tc.statusPolicy} {
+			if got := rendered["ValidatingAdmissionPolicy "+policy] && rendered["ValidatingAdmissionPolicyBinding "+policy]; got != want {
+				t.Errorf("--set %s: policy and binding %s rendered: %v, want %v", tc.set, policy, got, want)
+			}
 		}
 		if got := slices.Contains(managerArgs(t, objs), "--role-aggregation-trust-role-authors"); got != tc.trusts {
 			t.Errorf("--set %s: --role-aggregation-trust-role-authors passed: %v, want %v", tc.set, got, tc.trusts)

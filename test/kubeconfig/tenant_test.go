@@ -98,7 +98,8 @@ func TestShootNameIsValidatedAtAdmission(t *testing.T) {
 }
 
 // TestCeilingDeniesEscalationRoutes: one request per escalation route, each Denied
-// (Stalled) naming its route, nothing issued; exec in the tenant's own namespace passes.
+// (Stalled) naming its route, nothing issued; exec in the tenant's own namespace and
+// plain certificate signing requests pass.
 func TestCeilingDeniesEscalationRoutes(t *testing.T) {
 	setup(t)
 	role := func(namespace string, groups, resources, verbs []string) operatorv1alpha1.KubeconfigRequestSpec {
@@ -109,7 +110,7 @@ func TestCeilingDeniesEscalationRoutes(t *testing.T) {
 		return operatorv1alpha1.KubeconfigRequestSpec{Cluster: "target", Expiration: 3600, ClusterRole: &operatorv1alpha1.ClusterRoleSpec{
 			Rules: []operatorv1alpha1.PolicyRule{{APIGroups: groups, Resources: resources, Verbs: verbs}}}}
 	}
-	core := []string{""}
+	core, certs := []string{""}, []string{"certificates.k8s.io"}
 	cases := map[string]struct {
 		spec  operatorv1alpha1.KubeconfigRequestSpec
 		route string
@@ -131,12 +132,23 @@ func TestCeilingDeniesEscalationRoutes(t *testing.T) {
 		"t17-bind":        {role("team", []string{"rbac.authorization.k8s.io"}, []string{"rolebindings"}, []string{"bind"}), `verb "bind"`},
 		"t17-impersonate": {cluster(core, []string{"users"}, []string{"impersonate"}), `verb "impersonate"`},
 		"t17-wildcard":    {cluster([]string{"*"}, []string{"*"}, []string{"get"}), "secrets"},
+		// Issue 21: certificates.k8s.io is an allow-list; the first is the issue's request.
+		"t21-nodeclient":     {cluster(certs, []string{"certificatesigningrequests", "certificatesigningrequests/nodeclient"}, []string{"create"}), "csr-nodeclient"},
+		"t21-selfnodeclient": {cluster(certs, []string{"certificatesigningrequests/selfnodeclient"}, []string{"create"}), "csr-selfnodeclient"},
+		"t21-csr-wildcard":   {cluster(certs, []string{"certificatesigningrequests/*"}, []string{"create"}), "csr-nodeclient"},
+		"t21-group-wildcard": {cluster([]string{"*"}, []string{"*/nodeclient"}, []string{"create"}), "csr-nodeclient"},
+		"t21-attest":         {cluster(certs, []string{"signers"}, []string{"attest"}), "trust-bundles"},
+		"t21-pod-certs":      {role("team", certs, []string{"podcertificaterequests"}, []string{"create"}), "pod-certificates"},
+		"t21-csr-update":     {cluster(certs, []string{"certificatesigningrequests"}, []string{"update"}), "certificates-other"},
 	}
 	for name, tc := range cases {
 		createAll(t, &operatorv1alpha1.KubeconfigRequest{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: tc.spec})
 	}
 	createAll(t, &operatorv1alpha1.KubeconfigRequest{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "t17-exec-own"},
 		Spec: role("team", core, []string{"pods/exec"}, []string{"create"})})
+	// A plain CSR still needs an approver: creating and reading them passes.
+	createAll(t, &operatorv1alpha1.KubeconfigRequest{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "t21-csr-plain"},
+		Spec: cluster(certs, []string{"certificatesigningrequests"}, []string{"create", "get", "list", "watch"})})
 	for name, tc := range cases {
 		kr := waitConditions(t, ns, name, "Ready=False/Denied", "Stalled=True/Denied")
 		if m := readyMessage(kr); !strings.Contains(m, tc.route) {
@@ -145,6 +157,7 @@ func TestCeilingDeniesEscalationRoutes(t *testing.T) {
 		nothingIssued(t, kr)
 	}
 	waitConditions(t, ns, "t17-exec-own", "Ready=True/Issued")
+	waitConditions(t, ns, "t21-csr-plain", "Ready=True/Issued")
 }
 
 // TestExpirationOverTheMaximumIsRefused: over --kubeconfig-max-expiration, Stalled with

@@ -122,6 +122,15 @@ func setupWith(t *testing.T, opts kubeconfigctrl.Options, newGarden func(ctrl.Ma
 // that the operator can read the Shoot it asks a kubeconfig for.
 func fakeGarden(t *testing.T, project string, requests *atomic.Int32) *httptest.Server {
 	t.Helper()
+	return fakeGardenServing(t, project, requests, func() ([]byte, time.Time) {
+		return target.Environment().KubeConfig, time.Now().Add(10 * time.Minute)
+	})
+}
+
+// fakeGardenServing is fakeGarden answering with the admin kubeconfig, and its
+// expiration, that admin gives at the time.
+func fakeGardenServing(t *testing.T, project string, requests *atomic.Int32, admin func() ([]byte, time.Time)) *httptest.Server {
+	t.Helper()
 	installShootCRD.Do(func() {
 		_, errInstall = envtest.InstallCRDs(target.Config, envtest.CRDInstallOptions{ErrorIfPathMissing: true,
 			Paths: []string{filepath.Join("..", "..", "internal", "controller", "subscription", "testdata", "shoots.yaml")}})
@@ -153,8 +162,9 @@ func fakeGarden(t *testing.T, project string, requests *atomic.Int32) *httptest.
 			return
 		}
 		requests.Add(1)
+		kubeconfig, expires := admin()
 		_ = json.NewEncoder(w).Encode(map[string]any{"status": map[string]any{
-			"kubeconfig": target.Environment().KubeConfig, "expirationTimestamp": time.Now().Add(10 * time.Minute).UTC().Format(time.RFC3339)}})
+			"kubeconfig": kubeconfig, "expirationTimestamp": expires.UTC().Format(time.RFC3339)}})
 	}))
 	t.Cleanup(srv.Close)
 	return srv
@@ -228,10 +238,16 @@ func setupWithFakeGarden(t *testing.T, project string) *atomic.Int32 {
 	t.Helper()
 	adminRequests := &atomic.Int32{}
 	srv := fakeGarden(t, project, adminRequests)
+	setupWithGarden(t, project, srv.URL)
+	return adminRequests
+}
+
+// setupWithGarden runs the controller against the garden at url for project.
+func setupWithGarden(t *testing.T, project, url string) {
+	t.Helper()
 	params := shoot.DefaultParams()
 	params.Namespace = project
 	setupWith(t, kubeconfigctrl.DefaultOptions(), func(mgr ctrl.Manager) (*garden.Garden, error) {
-		return garden.New(mgr, &rest.Config{Host: srv.URL}, params, 10*time.Minute)
+		return garden.New(mgr, &rest.Config{Host: url}, params, 10*time.Minute)
 	})
-	return adminRequests
 }

@@ -49,7 +49,7 @@ const roleAggregationAnnotation = "rbac.trustplane.io/aggregate-from"
 func checkNamespaces(t *testing.T, r *run) {
 	for _, ns := range typed[corev1.Namespace](t, r.samples, "Namespace") {
 		got := &corev1.Namespace{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Name: ns.Name}, got); err != nil || got.Status.Phase != corev1.NamespaceActive {
+		if err := cluster.Get(ctx, client.ObjectKey{Name: ns.Name}, got); err != nil || got.Status.Phase != corev1.NamespaceActive {
 			t.Errorf("namespace %s: %v, phase %q", ns.Name, err, got.Status.Phase)
 		}
 	}
@@ -117,7 +117,7 @@ func checkClusterRoleAggregation(t *testing.T, r *run) {
 		}
 		waitForRules(t, "ClusterRole "+aggregator.Name, want, func() ([]rbacv1.PolicyRule, error) {
 			got := &rbacv1.ClusterRole{}
-			err := env.Client.Get(ctx, client.ObjectKey{Name: aggregator.Name}, got)
+			err := cluster.Get(ctx, client.ObjectKey{Name: aggregator.Name}, got)
 			return got.Rules, err
 		})
 	}
@@ -149,7 +149,7 @@ func checkRoleAggregation(t *testing.T, r *run) {
 		}
 		waitForRules(t, "Role "+aggregator.Namespace+"/"+aggregator.Name, want, func() ([]rbacv1.PolicyRule, error) {
 			got := &rbacv1.Role{}
-			err := env.Client.Get(ctx, client.ObjectKeyFromObject(aggregator), got)
+			err := cluster.Get(ctx, client.ObjectKeyFromObject(aggregator), got)
 			return got.Rules, err
 		})
 	}
@@ -214,7 +214,7 @@ func checkSecretChecksum(t *testing.T, r *run) {
 	ns := secretchecksum.DefaultOptions().PublishNamespace
 	eventually(t, fmt.Sprintf("a SecretCheckSum in %s over %v", ns, want), func() bool {
 		list := &tenginev1.SecretCheckSumList{}
-		if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+		if err := cluster.List(ctx, list, client.InNamespace(ns)); err != nil {
 			return false
 		}
 		return slices.ContainsFunc(list.Items, func(c tenginev1.SecretCheckSum) bool {
@@ -238,7 +238,7 @@ func checkPodCertificates(t *testing.T, r *run) {
 		}
 		eventually(t, "an issued PodCertificateRequest of Pod "+pod.Namespace+"/"+pod.Name, func() bool {
 			list := &certificatesv1.PodCertificateRequestList{}
-			if err := env.Client.List(ctx, list, client.InNamespace(pod.Namespace)); err != nil {
+			if err := cluster.List(ctx, list, client.InNamespace(pod.Namespace)); err != nil {
 				return false
 			}
 			return slices.ContainsFunc(list.Items, func(pcr certificatesv1.PodCertificateRequest) bool {
@@ -289,7 +289,7 @@ func checkKubeconfig(t *testing.T, r *run) {
 			t.Fatal(err)
 		}
 		secret := &corev1.Secret{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: kr.Namespace, Name: kr.Status.SecretName}, secret); err != nil {
+		if err := cluster.Get(ctx, client.ObjectKey{Namespace: kr.Namespace, Name: kr.Status.SecretName}, secret); err != nil {
 			t.Fatalf("the kubeconfig Secret of KubeconfigRequest %s: %v", kr.Name, err)
 		}
 		cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data["kubeconfig"])
@@ -373,7 +373,7 @@ func checkSubscription(t *testing.T, r *run) {
 			continue
 		}
 		claimed := &corev1.Secret{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: sr.Namespace, Name: name}, claimed); err != nil {
+		if err := cluster.Get(ctx, client.ObjectKey{Namespace: sr.Namespace, Name: name}, claimed); err != nil {
 			t.Fatal(err)
 		}
 		if claimed.Labels[cp.LabelTenantName] != tenant || l[cp.LabelShared] == "true" {

@@ -1,28 +1,37 @@
-// Package samples applies config/samples as a newcomer does after `make run` — every file,
-// with the real kubectl — to `trustplane manager` and `trustplane node-agent` run as
-// processes with the flags make run passes, after preparing what make run prepares, and
-// checks that each system's sample reaches its Ready state.
+// Package samples follows, as a newcomer does, what `make run` and README say: it runs make
+// run's program on its own local control plane, then every command make run prints and
+// every command of README's samples table, with bash and the kubectl make run built. It
+// checks that each command succeeds, that each system's sample reaches its Ready state,
+// and that deleting the samples as printed takes them away so that they apply again.
 package samples
 
 import (
-	"context"
 	"os"
-	"os/exec"
+	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/trustplane/trustplane/config"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/trustplane/trustplane/internal/localcp"
+	"github.com/trustplane/trustplane/internal/scheme"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
 
-var env *testenv.Env
+// cluster reaches make run's control plane as its admin, once make run has said where.
+var cluster client.Client
 
-func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env)) }
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.RemoveBuilds()
+	os.Exit(code)
+}
 
 // readyTimeout bounds each wait for a sample's Ready state; the machine running the tests
 // may be busy with other work.
@@ -84,21 +93,32 @@ func TestEverySampleFileIsChecked(t *testing.T) {
 	}
 }
 
-// TestSamplesBecomeReady is the README's promise: after make run, `kubectl apply -f
-// config/samples/` works in one go and every system does its part.
-func TestSamplesBecomeReady(t *testing.T) {
+// TestSamplesFollowingTheHints is the README's promise, kept the way a newcomer would
+// keep it: `make run`, then every command it prints (and those of README's samples table)
+// in order. Each must succeed, every system's sample gets to Ready, and `kubectl delete -f
+// config/samples/` takes everything away so that applying the samples works again.
+func TestSamplesFollowingTheHints(t *testing.T) {
 	samples := loadSamples(t)
-	r := startLikeMakeRun(t)
-	r.samples = samples
+	mr := startMakeRun(t)
+	r := &run{samples: samples, jwksAddr: mr.addrs.JWKS, podCerts: localcp.PodCertDir(mr.dir)}
+	g := parseGuide(t, mr.process.Output())
+	sh := newShell()
 
-	kubectlApply(t)
-	runChecks(t, r)
+	sh.run(t, g.setup...)
+	if t.Failed() {
+		t.FailNow()
+	}
+	cluster = clientOf(t, sh.getenv("KUBECONFIG"))
+	t.Run("applied", func(t *testing.T) { runChecks(t, r) })
+	t.Run("make run's hints", func(t *testing.T) { checkShown(t, samples, sh.run(t, g.lookAt...)) })
+	t.Run("README's hints", func(t *testing.T) { checkShown(t, samples, sh.run(t, readmeHints(t, mr.addrs, mr.dir)...)) })
+	t.Run("kubectl version", func(t *testing.T) { checkVersions(t, sh) })
 
 	// Applying again, as after editing a sample, leaves what the controllers wrote alone
 	// (aggregated rules, a claimed credential's labels), not even undoing it for a moment,
 	// and everything stays Ready.
 	before := resourceVersions(t, samples, "ClusterRole", "Role", "Secret")
-	kubectlApply(t)
+	sh.run(t, g.setup...)
 	after := resourceVersions(t, samples, "ClusterRole", "Role", "Secret")
 	for obj, rv := range before {
 		if after[obj] != rv {
@@ -106,6 +126,65 @@ func TestSamplesBecomeReady(t *testing.T) {
 		}
 	}
 	t.Run("reapplied", func(t *testing.T) { runChecks(t, r) })
+
+	// Without make run's kube-controller-manager and its stand-in for the samples' kubelet,
+	// the Pod and the namespaces would stay Terminating, kubectl delete would never return
+	// and applying again would fail.
+	deleted := t.Run("deleted", func(t *testing.T) {
+		sh.run(t, g.cleanUp...)
+		checkGone(t, samples)
+	})
+	if !deleted {
+		t.FailNow() // applying again would only meet namespaces still terminating
+	}
+	sh.run(t, g.setup...)
+	t.Run("applied after deleting", func(t *testing.T) { runChecks(t, r) })
+}
+
+// checkGone: every sample object, namespaces and the Pod on the kubelet-less Node among
+// them, is gone from the cluster.
+func checkGone(t *testing.T, s *sampleSet) {
+	t.Helper()
+	for _, sample := range s.objects {
+		if obj, ok := live(t, sample); ok {
+			t.Errorf("%s %s is still there after kubectl delete (deleted at %v, finalizers %v)",
+				sample.GetKind(), path.Join(sample.GetNamespace(), sample.GetName()), obj.GetDeletionTimestamp(), obj.GetFinalizers())
+		}
+	}
+}
+
+// checkVersions: `kubectl version` works against make run's control plane and reports the
+// Kubernetes version hack/k8sbins pins, for kubectl and for the API server; the
+// kube-controller-manager beside it is that version too.
+func checkVersions(t *testing.T, sh *shell) {
+	want := pinnedKubernetesVersion(t)
+	stdout, stderr, err := sh.bash("kubectl version")
+	if err != nil || stderr != "" {
+		t.Fatalf("kubectl version: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
+	}
+	for _, line := range []string{"Client Version: " + want, "Server Version: " + want} {
+		if !strings.Contains(stdout, line+"\n") {
+			t.Errorf("kubectl version does not say %q:\n%s", line, stdout)
+		}
+	}
+	stdout, stderr, err = sh.bash("kube-controller-manager --version")
+	if err != nil || stdout != "Kubernetes "+want+"\n" {
+		t.Errorf("kube-controller-manager --version: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
+	}
+}
+
+// pinnedKubernetesVersion is the version of k8s.io/kubernetes that hack/k8sbins builds.
+func pinnedKubernetesVersion(t *testing.T) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "hack", "k8sbins", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s*k8s\.io/kubernetes (v\S+)`).FindSubmatch(raw)
+	if m == nil {
+		t.Fatal("hack/k8sbins/go.mod does not require k8s.io/kubernetes")
+	}
+	return string(m[1])
 }
 
 // resourceVersions maps the samples of the kinds to their live resourceVersions.
@@ -124,29 +203,55 @@ func resourceVersions(t *testing.T, s *sampleSet, kinds ...string) map[string]st
 	return out
 }
 
-// startLikeMakeRun prepares the cluster as make run does and starts the manager and the
-// node agent as processes of the built binary, with make run's flags and free ports.
-func startLikeMakeRun(t *testing.T) *run {
+// makeRun is the program behind `make run`, running on its own local control plane.
+type makeRun struct {
+	process *testenv.Process
+	dir     string
+	addrs   localcp.Addresses
+}
+
+// startMakeRun runs make run's program as `make run` does, on a local control plane of its
+// own (no $KUBECONFIG) in a directory and on ports of the test's, and waits for its guide.
+func startMakeRun(t *testing.T) *makeRun {
 	t.Helper()
-	if err := localcp.WriteSampleClusterKubeconfig(context.Background(), env.Config); err != nil {
-		t.Fatal(err)
+	t.Setenv("KUBECONFIG", "")
+	mr := &makeRun{
+		dir:   t.TempDir(),
+		addrs: localcp.Addresses{Metrics: testenv.FreeAddr(t), Probes: testenv.FreeAddr(t), JWKS: testenv.FreeAddr(t), NodeAgentMetrics: testenv.FreeAddr(t)},
 	}
-	// The test environment installed the CRDs, as make run does; the policies too.
-	policies, err := config.Policies()
+	bin := testenv.Build(t, "./hack/run", "trustplane-run")
+	mr.process = testenv.StartProcess(t, bin, "--dir", mr.dir, "--bin-dir", assetsDir(),
+		"--metrics-bind-address", mr.addrs.Metrics,
+		"--health-probe-bind-address", mr.addrs.Probes,
+		"--jwks-server-bind-address", mr.addrs.JWKS,
+		"--node-agent-metrics-bind-address", mr.addrs.NodeAgentMetrics)
+	mr.process.WaitHTTP200(t, "http://"+mr.addrs.Probes+"/readyz", readyTimeout)
+	testenv.Eventually(t, "make run's guide", 30*time.Second, func() bool {
+		return strings.Contains(mr.process.Output(), "Press Ctrl-C")
+	})
+	return mr
+}
+
+// assetsDir holds the control-plane binaries, as for every test.
+func assetsDir() string {
+	if assets := os.Getenv("KUBEBUILDER_ASSETS"); assets != "" {
+		return assets
+	}
+	return filepath.Join(testenv.RepoRoot(), "bin", "k8s")
+}
+
+// clientOf is a client of the cluster a kubeconfig file names.
+func clientOf(t *testing.T, kubeconfig string) client.Client {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatalf("the kubeconfig make run told to export (%q): %v", kubeconfig, err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := localcp.InstallPolicies(context.Background(), env.Client, policies); err != nil {
-		t.Fatal(err)
-	}
-	bin := testenv.Binary(t)
-	kubeconfig := env.AdminKubeconfig(t)
-	addrs := localcp.Addresses{Metrics: testenv.FreeAddr(t), Probes: testenv.FreeAddr(t), JWKS: testenv.FreeAddr(t)}
-	podCerts := localcp.PodCertDir(t.TempDir())
-	manager := testenv.StartProcess(t, bin, localcp.ManagerArgs(kubeconfig, addrs)...)
-	testenv.StartProcess(t, bin, localcp.NodeAgentArgs(kubeconfig, podCerts)...)
-	manager.WaitHTTP200(t, "http://"+addrs.Probes+"/readyz", readyTimeout)
-	return &run{jwksAddr: addrs.JWKS, podCerts: podCerts}
+	return c
 }
 
 func runChecks(t *testing.T, r *run) {
@@ -158,23 +263,4 @@ func runChecks(t *testing.T, r *run) {
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) { checks[name].run(t, r) })
 	}
-}
-
-// kubectlApply applies the whole folder with the real kubectl, which must say nothing on
-// stderr: no error, and no warning a newcomer would stumble over.
-func kubectlApply(t *testing.T) {
-	t.Helper()
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets = filepath.Join(testenv.RepoRoot(), "bin", "k8s")
-	}
-	cmd := exec.Command(filepath.Join(assets, "kubectl"), "--kubeconfig", env.AdminKubeconfig(t), "apply", "-f", "config/samples/")
-	cmd.Dir = testenv.RepoRoot()
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil || stderr.Len() > 0 {
-		t.Fatalf("kubectl apply -f config/samples/: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr.String())
-	}
-	t.Logf("kubectl apply -f config/samples/:\n%s", out)
 }

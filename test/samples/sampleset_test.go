@@ -86,7 +86,7 @@ func live(t *testing.T, sample *unstructured.Unstructured) (*unstructured.Unstru
 	t.Helper()
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(sample.GroupVersionKind())
-	err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(sample), obj)
+	err := cluster.Get(context.Background(), client.ObjectKeyFromObject(sample), obj)
 	return obj, err == nil
 }
 

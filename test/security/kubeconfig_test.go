@@ -36,6 +36,14 @@ func escalationRoutes(t *testing.T, alice *tenant) {
 		"csr-approval": {clusterWide("certificates.k8s.io", "signers", "approve"), operatorv1alpha1.ReasonDenied, "csr-approval"},
 		"webhooks":     {clusterWide("admissionregistration.k8s.io", "validatingwebhookconfigurations", "create"), operatorv1alpha1.ReasonDenied, "admission-webhooks"},
 		"pvs":          {clusterWide("", "persistentvolumes", "create"), operatorv1alpha1.ReasonDenied, "persistentvolumes"},
+		// Issue 21: kube-controller-manager approves a node's client certificate for whoever
+		// may create these subresources. The first is the issue's request, as it was issued.
+		"nodeclient": {operatorv1alpha1.KubeconfigRequestSpec{Cluster: "any", Expiration: 3600, ClusterRole: &operatorv1alpha1.ClusterRoleSpec{
+			Rules: []operatorv1alpha1.PolicyRule{{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests", "certificatesigningrequests/nodeclient"}, Verbs: []string{"create"}}}}},
+			operatorv1alpha1.ReasonDenied, `route "csr-nodeclient"`},
+		"selfnodeclient":       {clusterWide("certificates.k8s.io", "certificatesigningrequests/selfnodeclient", "create"), operatorv1alpha1.ReasonDenied, `route "csr-selfnodeclient"`},
+		"csr-subresources":     {clusterWide("certificates.k8s.io", "certificatesigningrequests/*", "create"), operatorv1alpha1.ReasonDenied, `route "csr-nodeclient"`},
+		"nodeclient-any-group": {clusterWide("*", "*/nodeclient", "create"), operatorv1alpha1.ReasonDenied, `route "csr-nodeclient"`},
 		"ninety-days": {operatorv1alpha1.KubeconfigRequestSpec{Cluster: "any", Expiration: 90 * 24 * 3600, Role: &operatorv1alpha1.RoleSpec{Namespace: "team",
 			Rules: []operatorv1alpha1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}}}},
 			operatorv1alpha1.ReasonExpirationTooLong, "--kubeconfig-max-expiration"},

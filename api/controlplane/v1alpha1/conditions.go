@@ -16,6 +16,11 @@ const (
 	ReasonPoolExhausted = "PoolExhausted"
 	// ReasonInvalidSelector (Stalled): spec.subscriptionSelector does not parse.
 	ReasonInvalidSelector = "InvalidSelector"
+	// ReasonGlobalAccountNotGranted (Reconciling): the request asks for a credential
+	// dedicated to a global account its namespace is not granted
+	// (AnnotationGlobalAccounts); nothing is claimed, and a change of the Namespace's
+	// annotation brings the request back.
+	ReasonGlobalAccountNotGranted = "GlobalAccountNotGranted"
 )
 
 var _ conditions.Object = &SubscriptionRequest{}

@@ -31,6 +31,14 @@ const (
 // credential is free again, whatever this annotation still says.
 const AnnotationClaimedBy = "control-plane.kyma-project.io/claimed-by"
 
+// AnnotationGlobalAccounts on a Namespace, set by the operator, lists the global accounts
+// whose dedicated credentials SubscriptionRequests of that namespace may claim: account
+// ids separated by commas ("ga-1,ga-2"), or "*" for any. Without it a namespace claims
+// none (only shared credentials), so one tenant cannot drain the dedicated pool with
+// made-up accounts. Requests in the Secret pool's own namespace (the operator's) need no
+// grant. Tenants must not be able to write their Namespace object.
+const AnnotationGlobalAccounts = "control-plane.kyma-project.io/global-accounts"
+
 // SubscriptionRequestSpec asks for a hyperscaler credential.
 type SubscriptionRequestSpec struct {
 	// provider is the hyperscaler: aws, azure, gcp, openstack.
@@ -58,7 +66,8 @@ type SubscriptionRequestSpec struct {
 // SubscriptionRequestStatus is the assigned credential.
 type SubscriptionRequestStatus struct {
 	// conditions: Ready (reason Assigned); Reconciling=True with PoolExhausted while no
-	// credential is free; Stalled=True when only a change can help (InvalidSelector, a
+	// credential is free, or GlobalAccountNotGranted while the namespace may not claim a
+	// credential for the global account asked for; Stalled=True when only a change can help (InvalidSelector, a
 	// write refused for good). observedGeneration follows only generations that became
 	// Ready or Stalled.
 	// +listType=map
@@ -78,11 +87,14 @@ type SubscriptionRequestStatus struct {
 // SubscriptionRequest claims a hyperscaler credential from the pool.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:resource:categories=trustplane
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.provider`
 // +kubebuilder:printcolumn:name="Selector",type=string,JSONPath=`.spec.subscriptionSelector`
 // +kubebuilder:printcolumn:name="Secret",type=string,JSONPath=`.status.gardenerSecretName`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type SubscriptionRequest struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -170,6 +170,7 @@ type ClusterStatus struct {
 // Cluster is a Kubernetes cluster to provision through Gardener, or one brought along.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:resource:categories=trustplane
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`

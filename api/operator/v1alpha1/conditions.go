@@ -60,9 +60,12 @@ const (
 	ReasonClusterAccessDenied = "ClusterAccessDenied"
 	// ReasonCleanupAbandoned (Warning event, deleting): the brought-along cluster could not
 	// be reached within --cluster-deletion-cleanup-timeout; the administrators' bindings
-	// were left in it and the Cluster went.
+	// were left in it and the Cluster went. Also: KubeconfigRequests of namespaces the
+	// Cluster no longer grants still said they held grants in it after that time.
 	ReasonCleanupAbandoned = "CleanupAbandoned"
-	// ReasonInUse (Reconciling, deleting): KubeconfigRequests of the Cluster still exist.
+	// ReasonInUse (Reconciling, deleting): KubeconfigRequests of the Cluster still exist;
+	// or, for at most --cluster-deletion-cleanup-timeout, requests of namespaces it no
+	// longer grants are withdrawing from it.
 	ReasonInUse = "InUse"
 	// ReasonDeprovisioning (Reconciling, deleting): the Shoot or the credential is going.
 	ReasonDeprovisioning = "Deprovisioning"
@@ -104,6 +107,10 @@ const (
 	ReasonClusterNotReady = "ClusterNotReady"
 	// ReasonTargetUnreachable (Reconciling): a call to the target cluster failed; retried.
 	ReasonTargetUnreachable = "TargetUnreachable"
+	// ReasonTargetChanged (Normal event): the target's server, CA bundle or TLS server name
+	// is no longer what the published kubeconfig was issued for, and a new one was issued.
+	// Until it is, Ready is False (with the reason of what holds the new one up).
+	ReasonTargetChanged = "TargetChanged"
 )
 
 var (

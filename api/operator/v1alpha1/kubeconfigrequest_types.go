@@ -134,7 +134,9 @@ type KubeconfigRequestStatus struct {
 	// +optional
 	ExpirationTimestamp *metav1.Time `json:"expirationTimestamp,omitempty"`
 	// kubeconfig is the issued kubeconfig, base64-encoded (as the seed specifies). The same
-	// is in the Secret named by secretName.
+	// is in the Secret named by secretName. When the Cluster's server, CA bundle or TLS
+	// server name changes, a new one is issued (a TargetChanged event says so); until then
+	// Ready is False.
 	// +optional
 	Kubeconfig string `json:"kubeconfig,omitempty"`
 	// secretName is the Secret (this namespace) holding the kubeconfig under "kubeconfig".
@@ -194,10 +196,12 @@ func (c *Cluster) GrantsKubeconfigRequestsFrom(namespace string) bool {
 // KubeconfigRequest is an expiring, RBAC-scoped kubeconfig for a Cluster.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:resource:categories=trustplane
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.cluster`
 // +kubebuilder:printcolumn:name="Cluster Namespace",type=string,JSONPath=`.spec.clusterNamespace`,priority=1
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expirationTimestamp`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type KubeconfigRequest struct {
@@ -223,13 +227,32 @@ type KubeconfigRequestList struct {
 
 func init() { register(&KubeconfigRequest{}, &KubeconfigRequestList{}) }
 
-// Holds says whether the request has, or may get, grants in c: it names c and c grants
-// its namespace, or its grants still live in c. A Cluster's deletion waits for these;
-// a request c does not grant holds nothing there and cannot hold c's deletion up.
+// Holds says whether the request has, or may get, grants in c that c's deletion waits
+// for: c grants its namespace, and the request names c or its status.grantedIn does. Only
+// c's spec (written by c's owner) says who may hold c; a status is what its writer says,
+// so status.grantedIn counts only within that grant, and a request from a namespace c does
+// not grant never holds c, whatever its status claims (see ClaimsGrantsIn).
 func (r *KubeconfigRequest) Holds(c *Cluster) bool {
-	key := types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
-	if g := r.Status.GrantedIn; g != nil && g.Key() == key {
-		return true
+	if !c.GrantsKubeconfigRequestsFrom(r.Namespace) {
+		return false
 	}
-	return r.ClusterKey() == key && c.GrantsKubeconfigRequestsFrom(r.Namespace)
+	return r.ClusterKey() == clusterKey(c) || r.grantedIn(c)
+}
+
+// ClaimsGrantsIn says whether the request's status.grantedIn names c although c does not
+// grant the request's namespace: what a request holds when c stopped granting its
+// namespace and the withdrawal from c is still under way, and also what a forged status
+// says (the ValidatingAdmissionPolicy trustplane-status-writers keeps anyone but the
+// manager from writing one; without it, whoever may write kubeconfigrequests/status can).
+// The two cannot be told apart from the request, so a claim never holds c for good.
+func (r *KubeconfigRequest) ClaimsGrantsIn(c *Cluster) bool {
+	return !c.GrantsKubeconfigRequestsFrom(r.Namespace) && r.grantedIn(c)
+}
+
+func (r *KubeconfigRequest) grantedIn(c *Cluster) bool {
+	return r.Status.GrantedIn != nil && r.Status.GrantedIn.Key() == clusterKey(c)
+}
+
+func clusterKey(c *Cluster) types.NamespacedName {
+	return types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
 }

@@ -32,6 +32,7 @@ type SecretCheckSumSpec struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:storageversion
+// +kubebuilder:resource:categories=trustplane
 // +kubebuilder:printcolumn:name="Checksum",type=string,JSONPath=`.spec.checksum`
 // +kubebuilder:printcolumn:name="Timestamp",type=string,JSONPath=`.spec.timestamp`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -81,7 +82,9 @@ type IngressCheckSumSpec struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:storageversion
+// +kubebuilder:resource:categories=trustplane
 // +kubebuilder:printcolumn:name="Checksum",type=string,JSONPath=`.spec.checksum`
+// +kubebuilder:printcolumn:name="Timestamp",type=string,JSONPath=`.spec.timestamp`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type IngressCheckSum struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -204,7 +205,7 @@ func SetupWithOptions(mgr ctrl.Manager, g *garden.Garden, opts Options) (*Reconc
 		// Secrets as metadata only: the operator never caches credentials.
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.clustersUsingSecret), builder.OnlyMetadata).
 		// A deleting Cluster waits for its KubeconfigRequests to go, or to withdraw from it
-		// (an update that changes the Clusters a request concerns).
+		// (an update that changes the Clusters a request concerns, or where its grants live).
 		Watches(&operatorv1alpha1.KubeconfigRequest{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			var out []reconcile.Request
 			for _, key := range o.(*operatorv1alpha1.KubeconfigRequest).ClusterKeys() {
@@ -212,7 +213,7 @@ func SetupWithOptions(mgr ctrl.Manager, g *garden.Garden, opts Options) (*Reconc
 			}
 			return out
 		}), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-			return !slices.Equal(e.ObjectOld.(*operatorv1alpha1.KubeconfigRequest).ClusterKeys(), e.ObjectNew.(*operatorv1alpha1.KubeconfigRequest).ClusterKeys())
+			return holdingChanged(e.ObjectOld.(*operatorv1alpha1.KubeconfigRequest), e.ObjectNew.(*operatorv1alpha1.KubeconfigRequest))
 		}}))
 	if g != nil {
 		b = b.WatchesRawSource(source.Kind(g.Cache, garden.NewShoot(), handler.TypedEnqueueRequestsFromMapFunc(clusterOfShoot)))
@@ -222,6 +223,13 @@ func SetupWithOptions(mgr ctrl.Manager, g *garden.Garden, opts Options) (*Reconc
 		options.CacheSyncTimeout = waitForGardenForever
 	}
 	return r, b.WithOptions(options).Complete(r)
+}
+
+// holdingChanged: the Clusters the request concerns changed, or status.grantedIn did. A
+// request withdrawn from the Cluster it still names (one that stopped granting its
+// namespace) changes only the latter.
+func holdingChanged(old, updated *operatorv1alpha1.KubeconfigRequest) bool {
+	return !slices.Equal(old.ClusterKeys(), updated.ClusterKeys()) || !ptr.Equal(old.Status.GrantedIn, updated.Status.GrantedIn)
 }
 
 // waitForGardenForever is long enough to mean "until the garden answers".
@@ -621,32 +629,71 @@ func (r *Reconciler) deprovision(ctx context.Context, c *operatorv1alpha1.Cluste
 	return client.IgnoreNotFound(status.WriteFailed("update", c, r.Client.Update(ctx, c)))
 }
 
-// waitForRequests holds the deletion while KubeconfigRequests still name the Cluster (like
-// PVC protection); the KubeconfigRequest watch brings the Cluster back.
+// waitForRequests holds the deletion while KubeconfigRequests of namespaces the Cluster
+// grants still name it or hold grants in it (like PVC protection); the KubeconfigRequest
+// watch brings the Cluster back. A request of a namespace it does not grant holds nothing
+// for certain, whatever its status says (KubeconfigRequest.Holds); see waitForClaims.
 func (r *Reconciler) waitForRequests(ctx context.Context, c *operatorv1alpha1.Cluster) error {
 	requests := &operatorv1alpha1.KubeconfigRequestList{}
 	key := types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
 	if err := r.Client.List(ctx, requests, client.MatchingFields{RequestsByCluster: key.String()}); err != nil {
 		return fmt.Errorf("listing the KubeconfigRequests of the Cluster: %w", err)
 	}
-	names := make([]string, 0, len(requests.Items))
-	for i, kr := range requests.Items {
-		// A request from a namespace the Cluster does not grant holds nothing in it, and
-		// must not be able to hold its deletion up.
-		if !requests.Items[i].Holds(c) {
-			continue
-		}
-		if kr.Namespace == c.Namespace {
-			names = append(names, kr.Name)
-		} else {
-			names = append(names, kr.Namespace+"/"+kr.Name)
+	var holding, claiming []string
+	for i := range requests.Items {
+		switch kr := &requests.Items[i]; {
+		case kr.Holds(c):
+			holding = append(holding, requestName(kr, c))
+		case kr.ClaimsGrantsIn(c):
+			claiming = append(claiming, requestName(kr, c))
 		}
 	}
-	if len(names) == 0 {
+	if len(holding) > 0 {
+		slices.Sort(holding)
+		return status.Waiting(operatorv1alpha1.ReasonInUse, "deletion waits for %d KubeconfigRequests of this cluster to be deleted: %s", len(holding), strings.Join(holding, ", "))
+	}
+	return r.waitForClaims(c, claiming)
+}
+
+// waitForClaims bounds the wait for requests of namespaces the Cluster no longer grants
+// whose status says their grants still live in it. That is so while their withdrawal is
+// under way, and also when a status is forged: only the manager should write one (the
+// admission policy trustplane-status-writers), but this controller does not count on the
+// policy being installed, so a claim never holds the Cluster for good. A Gardener
+// Cluster does not wait at all: deleting its Shoot deletes whatever they hold there. A
+// brought-along cluster outlives its Cluster, so they get the time its own
+// administrators' bindings get (--cluster-deletion-cleanup-timeout after the deletion);
+// then the deletion goes on, with a Warning event naming them.
+func (r *Reconciler) waitForClaims(c *operatorv1alpha1.Cluster, claiming []string) error {
+	if len(claiming) == 0 || c.Spec.KubeconfigSecretRef == nil {
 		return nil
 	}
-	slices.Sort(names)
-	return status.Waiting(operatorv1alpha1.ReasonInUse, "deletion waits for %d KubeconfigRequests of this cluster to be deleted: %s", len(names), strings.Join(names, ", "))
+	slices.Sort(claiming)
+	deadline := c.DeletionTimestamp.Add(r.Options.DeletionCleanupTimeout)
+	if now := r.now(); now.Before(deadline) {
+		return status.Waiting(operatorv1alpha1.ReasonInUse, "deletion waits until %s for %d KubeconfigRequests of namespaces this cluster no longer grants to withdraw from it: %s",
+			deadline.UTC().Format(time.RFC3339), len(claiming), strings.Join(claiming, ", ")).After(deadline.Sub(now))
+	}
+	r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, operatorv1alpha1.ReasonCleanupAbandoned, "Delete",
+		"stopped waiting after %v for %d KubeconfigRequests of namespaces this cluster no longer grants, whose status says they hold grants in it (what they hold there, if anything, stays in the cluster): %s",
+		r.Options.DeletionCleanupTimeout, len(claiming), strings.Join(claiming, ", "))
+	return nil
+}
+
+// requestName names a request as the Cluster reports it: its name in the Cluster's own
+// namespace, namespace/name from another.
+func requestName(kr *operatorv1alpha1.KubeconfigRequest, c *operatorv1alpha1.Cluster) string {
+	if kr.Namespace == c.Namespace {
+		return kr.Name
+	}
+	return kr.Namespace + "/" + kr.Name
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Clock != nil {
+		return r.Clock.Now()
+	}
+	return time.Now()
 }
 
 // releaseSubscription deletes the Cluster's SubscriptionRequest, which releases the
@@ -692,11 +739,7 @@ func (r *Reconciler) unbindBroughtAlong(ctx context.Context, c *operatorv1alpha1
 		return nil
 	}
 	failed := targetFailed("removing administrator bindings", true, cfg, err)
-	now := time.Now()
-	if r.Clock != nil {
-		now = r.Clock.Now()
-	}
-	if now.Before(c.DeletionTimestamp.Add(r.Options.DeletionCleanupTimeout)) {
+	if r.now().Before(c.DeletionTimestamp.Add(r.Options.DeletionCleanupTimeout)) {
 		return failed
 	}
 	r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, operatorv1alpha1.ReasonCleanupAbandoned, "Delete",

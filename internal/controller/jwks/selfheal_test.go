@@ -167,11 +167,7 @@ func TestRenamingTheConfigMapMovesTheSet(t *testing.T) {
 	rotate(t, ns, "tls", "moving")
 	old := getConfigMap(t, ns, "moving-jwks")
 
-	cfg := getConfig(t, ns, "moving")
-	cfg.Spec.ConfigMapName = "moved-keys"
-	if err := env.Client.Update(context.Background(), cfg); err != nil {
-		t.Fatal(err)
-	}
+	updateConfig(t, ns, "moving", func(c *jwksv1alpha1.JWKSConfig) { c.Spec.ConfigMapName = "moved-keys" })
 	waitReady(t, ns, "moving", metav1.ConditionTrue, jwksv1alpha1.ReasonPublished)
 	moved := getConfigMap(t, ns, "moved-keys")
 	if moved.Data[jwks.DocumentKey] != old.Data[jwks.DocumentKey] || moved.Annotations[RetirementsAnnotation] != old.Annotations[RetirementsAnnotation] {
@@ -209,7 +205,7 @@ func TestEditsByOthersAreReverted(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := context.Background()
 	putSecret(t, ns, "tls", tlsData(newChain(t, testcerts.P256)))
-	newJWKSConfig(t, ns, "kept", "tls", func(c *jwksv1alpha1.JWKSConfig) { c.Spec.Issuer = "https://idp.example/kept" })
+	newJWKSConfig(t, ns, "kept", "tls", func(c *jwksv1alpha1.JWKSConfig) { c.Spec.Issuer = "https://" + ns + ".idp.example/kept" })
 	cfg := waitReady(t, ns, "kept", metav1.ConditionTrue, jwksv1alpha1.ReasonPublished)
 	key := func(name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
 
@@ -294,13 +290,9 @@ func TestConfigChangesRollNginx(t *testing.T) {
 	}
 	for i, change := range []func(*jwksv1alpha1.JWKSConfig){
 		func(c *jwksv1alpha1.JWKSConfig) { c.Spec.CacheMaxAge = jwksv1alpha1.DurationOf(time.Minute) },
-		func(c *jwksv1alpha1.JWKSConfig) { c.Spec.Issuer = "https://idp.example" },
+		func(c *jwksv1alpha1.JWKSConfig) { c.Spec.Issuer = "https://" + ns + ".idp.example" },
 	} {
-		cfg := getConfig(t, ns, "rolling")
-		change(cfg)
-		if err := env.Client.Update(context.Background(), cfg); err != nil {
-			t.Fatal(err)
-		}
+		updateConfig(t, ns, "rolling", change)
 		waitReady(t, ns, "rolling", metav1.ConditionTrue, jwksv1alpha1.ReasonPublished)
 		after := templateHash()
 		if after == before {
@@ -312,7 +304,7 @@ func TestConfigChangesRollNginx(t *testing.T) {
 		t.Error("the nginx configuration does not have the new cacheMaxAge")
 	}
 	set := getConfigMap(t, ns, "rolling-jwks")
-	if !strings.Contains(set.Data[jwks.DiscoveryKey], `"jwks_uri":"https://idp.example/jwks.json"`) {
+	if !strings.Contains(set.Data[jwks.DiscoveryKey], `"jwks_uri":"https://`+ns+`.idp.example/jwks.json"`) {
 		t.Errorf("no discovery document beside the set: %v", set.Data)
 	}
 }

@@ -162,14 +162,14 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--jwks-server-trusted-proxies: %w", err)
 	}
-	owned, err := newOwnedCache(mgr)
+	owned, err := labelledCache(mgr, OwnerLabel, "")
 	if err != nil {
 		return nil, err
 	}
 	if err := mgr.Add(owned); err != nil {
 		return nil, err
 	}
-	claimCache, err := newClaimCache(mgr, opts.IssuerClaimNamespace)
+	claimCache, err := labelledCache(mgr, IssuerClaimLabel, opts.IssuerClaimNamespace)
 	if err != nil {
 		return nil, err
 	}
@@ -241,35 +241,24 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	return r, nil
 }
 
-// newOwnedCache is a cache of only the objects this controller made (they carry
-// OwnerLabel), so the manager does not hold every ConfigMap, Deployment and Service of
-// the cluster in memory.
-func newOwnedCache(mgr ctrl.Manager) (cache.Cache, error) {
-	hasOwner, err := labels.NewRequirement(OwnerLabel, selection.Exists, nil)
+// labelledCache is a cache of only the objects that carry label (in namespace, when it is
+// not ""): the objects this controller made (OwnerLabel), so the manager does not hold
+// every ConfigMap, Deployment and Service of the cluster in memory, or the issuer claims.
+func labelledCache(mgr ctrl.Manager, label, namespace string) (cache.Cache, error) {
+	has, err := labels.NewRequirement(label, selection.Exists, nil)
 	if err != nil {
 		return nil, err
 	}
-	return cache.New(mgr.GetConfig(), cache.Options{
+	opts := cache.Options{
 		HTTPClient:           mgr.GetHTTPClient(),
 		Scheme:               mgr.GetScheme(),
 		Mapper:               mgr.GetRESTMapper(),
-		DefaultLabelSelector: labels.NewSelector().Add(*hasOwner),
-	})
-}
-
-// newClaimCache is a cache of the issuer claims, in their namespace only.
-func newClaimCache(mgr ctrl.Manager, namespace string) (cache.Cache, error) {
-	isClaim, err := labels.NewRequirement(IssuerClaimLabel, selection.Exists, nil)
-	if err != nil {
-		return nil, err
+		DefaultLabelSelector: labels.NewSelector().Add(*has),
 	}
-	return cache.New(mgr.GetConfig(), cache.Options{
-		HTTPClient:           mgr.GetHTTPClient(),
-		Scheme:               mgr.GetScheme(),
-		Mapper:               mgr.GetRESTMapper(),
-		DefaultNamespaces:    map[string]cache.Config{namespace: {}},
-		DefaultLabelSelector: labels.NewSelector().Add(*isClaim),
-	})
+	if namespace != "" {
+		opts.DefaultNamespaces = map[string]cache.Config{namespace: {}}
+	}
+	return cache.New(mgr.GetConfig(), opts)
 }
 
 // configsForSecret maps a Secret event to the JWKSConfigs that read it.

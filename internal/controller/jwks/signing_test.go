@@ -163,11 +163,7 @@ func TestSigningSecretIsPromotedOnceServed(t *testing.T) {
 	}
 
 	// immediate: a compromised key stops signing and leaves the set at once.
-	cfg = getConfig(t, ns, "idp")
-	cfg.Spec.UpdateStrategy = jwksv1alpha1.UpdateStrategyImmediate
-	if err := env.Client.Update(context.Background(), cfg); err != nil {
-		t.Fatal(err)
-	}
+	updateConfig(t, ns, "idp", func(c *jwksv1alpha1.JWKSConfig) { c.Spec.UpdateStrategy = jwksv1alpha1.UpdateStrategyImmediate })
 	waitReady(t, ns, "idp", metav1.ConditionTrue, jwksv1alpha1.ReasonPublished)
 	putSecret(t, ns, "tls", tlsData(chains[3]))
 	testenv.Eventually(t, "promoted at once with immediate", 10*time.Second, func() bool { return signingKid(t, ns, "idp-signing") == kid(3) })
@@ -246,11 +242,8 @@ func TestEventsARelyingPartyNeeds(t *testing.T) {
 	}
 	old0, _ := expectedDoc(t, chains[0])
 	old1, _ := expectedDoc(t, chains[1])
-	cfg := getConfig(t, ns, "many")
-	cfg.Spec.UpdateStrategy = jwksv1alpha1.UpdateStrategyImmediate // both retired keys leave in one write
-	if err := env.Client.Update(context.Background(), cfg); err != nil {
-		t.Fatal(err)
-	}
+	// immediate: both retired keys leave in one write.
+	updateConfig(t, ns, "many", func(c *jwksv1alpha1.JWKSConfig) { c.Spec.UpdateStrategy = jwksv1alpha1.UpdateStrategyImmediate })
 	testenv.Eventually(t, "one KeyRemoved naming both keys", 10*time.Second, func() bool {
 		events := eventsFor(t, ns, "many", "KeyRemoved")
 		return len(events) == 1 && strings.Contains(events[0].Note, old0) && strings.Contains(events[0].Note, old1)

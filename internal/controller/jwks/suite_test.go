@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -145,6 +146,20 @@ func getConfig(t *testing.T, ns, name string) *jwksv1alpha1.JWKSConfig {
 		t.Fatal(err)
 	}
 	return cfg
+}
+
+// updateConfig changes a JWKSConfig's spec as a user would, read afresh and retried
+// while the controller's own status writes move its resourceVersion.
+func updateConfig(t *testing.T, ns, name string, change func(*jwksv1alpha1.JWKSConfig)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cfg := getConfig(t, ns, name)
+		change(cfg)
+		return env.Client.Update(context.Background(), cfg)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 func getConfigMap(t *testing.T, ns, name string) *corev1.ConfigMap {

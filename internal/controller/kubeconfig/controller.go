@@ -42,6 +42,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/trustplane/trustplane/api/conditions"
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
@@ -165,6 +166,11 @@ type Reconciler struct {
 	// targets caches a connection per Cluster: a new one costs a TLS handshake and API
 	// discovery.
 	targets sync.Map // Cluster UID → *Target
+	// endpointChanges brings back every request of a Gardener Cluster whose fresh admin
+	// kubeconfig reaches another server or trusts another CA than the one before: nothing
+	// else says so (no watch shows an admin kubeconfig), and only the request whose
+	// reconcile fetched it would notice otherwise.
+	endpointChanges chan event.GenericEvent
 }
 
 // Target is a connection to a target cluster.
@@ -179,6 +185,12 @@ type Target struct {
 	refreshAt      time.Time // when a fresh admin kubeconfig is due (Gardener)
 	mu             sync.Mutex
 	namespaceReady bool
+}
+
+// endpoint is where the connection reaches the target and what it trusts there: what an
+// issued kubeconfig must say to work as the connection does.
+func (t *Target) endpoint() access.Endpoint {
+	return access.Endpoint{Server: t.Config.Host, CAData: t.Config.CAData, TLSServerName: t.Config.ServerName}
 }
 
 // ensureNamespace applies the target namespace once per connection (again after a failure).
@@ -204,7 +216,8 @@ func (t *Target) ensureNamespace(ctx context.Context) error {
 
 // Setup adds the controller to mgr; g may be nil (brought-along clusters only).
 func Setup(mgr ctrl.Manager, opts Options, g *garden.Garden) (*Reconciler, error) {
-	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("trustplane-" + Name), Garden: g, opts: opts}
+	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("trustplane-" + Name), Garden: g, opts: opts,
+		endpointChanges: make(chan event.GenericEvent, 64)}
 	r.Targets = r.target
 	if err := clusterctrl.IndexRequestsByCluster(mgr); err != nil {
 		return nil, err
@@ -221,6 +234,7 @@ func Setup(mgr ctrl.Manager, opts Options, g *garden.Garden) (*Reconciler, error
 		// of a publication going away, bring the requests concerned back.
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.requestsUsingKubeconfigSecret)).
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(requestPublishingIn), builder.WithPredicates(deletions)).
+		WatchesRawSource(source.Channel(r.endpointChanges, handler.EnqueueRequestsFromMapFunc(r.requestsForCluster))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).
 		Complete(r)
 }
@@ -309,33 +323,88 @@ func (r *Reconciler) reconcile(ctx context.Context, kr *operatorv1alpha1.Kubecon
 	// Recorded before anything is written there: whatever happens next, what the request
 	// holds in that cluster can be found and withdrawn.
 	kr.Status.GrantedIn = &operatorv1alpha1.ClusterReference{Namespace: key.Namespace, Name: key.Name}
-	// A spec edit (a generation not yet reconciled) may have removed or moved rules: what
-	// the old spec granted goes, found by label in every namespace, before the new spec is
-	// applied (which may fail, e.g. for a namespace the target does not have yet). What the
-	// new spec still asks for is kept. A request that never held anything has nothing to
-	// look for.
-	if held != nil && kr.Generation != kr.Status.ObservedGeneration {
-		keepRoleIn := ""
-		if kr.Spec.Role != nil {
-			keepRoleIn = kr.Spec.Role.Namespace
-		}
-		if err := deleteRBAC(ctx, target.Client, targetName(kr), keepRoleIn, kr.Spec.ClusterRole != nil); err != nil {
-			return reconcile.Result{}, targetUnreachable(target, err)
+	return r.serve(ctx, kr, target, held != nil, now)
+}
+
+// serve grants in the target what the spec asks for and issues a kubeconfig when the one
+// published is not current: none yet, rotation due or asked for, or issued for where the
+// target no longer is (its server, CA bundle or TLS server name changed: a brought-along
+// Cluster's kubeconfig Secret was edited, say after the API server moved to another port).
+func (r *Reconciler) serve(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest, target *Target, held bool, now time.Time) (reconcile.Result, error) {
+	moved := movedFrom(kr, target)
+	if moved != "" {
+		// The cache may not have the status of the reconcile that already issued for the
+		// new endpoint: issuing again would only spend a token. The cache catches up
+		// within moments (a status change is no event this controller is sent).
+		if current, err := r.isCurrent(ctx, kr); err != nil || !current {
+			return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, stale(kr, target, moved, err)
 		}
 	}
-	if err := r.applyRBAC(ctx, kr, target); err != nil {
-		return reconcile.Result{}, targetUnreachable(target, err)
+	if err := r.grant(ctx, kr, target, held); err != nil {
+		return reconcile.Result{}, stale(kr, target, moved, targetUnreachable(target, err))
 	}
 	rotateAt := r.rotateAt(kr)
 	rotateNow := kr.Annotations[operatorv1alpha1.RotateAnnotation] == "true"
-	if kr.Status.Kubeconfig == "" || rotateNow || !now.Before(rotateAt) {
+	if kr.Status.Kubeconfig == "" || rotateNow || !now.Before(rotateAt) || moved != "" {
 		if err := r.rotate(ctx, kr, target, rotateNow, now); err != nil {
-			return reconcile.Result{}, err
+			return reconcile.Result{}, stale(kr, target, moved, err)
+		}
+		if moved != "" {
+			r.Recorder.Eventf(kr, nil, corev1.EventTypeNormal, operatorv1alpha1.ReasonTargetChanged, "Issue",
+				"issued a new kubeconfig for cluster %s: %s since the previous one was issued", target.Name, moved)
 		}
 		rotateAt = r.rotateAt(kr)
 	}
 	status.MarkReady(kr, operatorv1alpha1.ReasonIssued, fmt.Sprintf("kubeconfig for cluster %s valid until %s", target.Name, kr.Status.ExpirationTimestamp.UTC().Format(time.RFC3339)))
 	return reconcile.Result{RequeueAfter: max(rotateAt.Sub(now), time.Second)}, nil
+}
+
+// grant applies the ServiceAccount and the roles the spec asks for. A spec edit (a
+// generation not yet reconciled) may have removed or moved rules: what the old spec
+// granted goes first, found by label in every namespace, before the new spec is applied
+// (which may fail, e.g. for a namespace the target does not have yet). What the new spec
+// still asks for is kept. A request that never held anything has nothing to look for.
+func (r *Reconciler) grant(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest, target *Target, held bool) error {
+	if held && kr.Generation != kr.Status.ObservedGeneration {
+		keepRoleIn := ""
+		if kr.Spec.Role != nil {
+			keepRoleIn = kr.Spec.Role.Namespace
+		}
+		if err := deleteRBAC(ctx, target.Client, targetName(kr), keepRoleIn, kr.Spec.ClusterRole != nil); err != nil {
+			return err
+		}
+	}
+	return r.applyRBAC(ctx, kr, target)
+}
+
+// movedFrom says how the target's endpoint differs from the one the published kubeconfig
+// was issued for, in words naming at most the servers' hosts; "" when nothing is
+// published or it still fits. The published kubeconfig itself is the record: nothing
+// else needs to be kept, and one issued by an earlier version is checked alike.
+func movedFrom(kr *operatorv1alpha1.KubeconfigRequest, target *Target) string {
+	if kr.Status.Kubeconfig == "" {
+		return ""
+	}
+	raw, err := base64.StdEncoding.DecodeString(kr.Status.Kubeconfig)
+	if err != nil {
+		return "the published kubeconfig does not decode"
+	}
+	issued, err := access.EndpointOf(raw)
+	if err != nil {
+		return "the published kubeconfig names no cluster"
+	}
+	return issued.Moved(target.endpoint())
+}
+
+// stale reports err, the failure to issue a kubeconfig for where the target now is, as
+// not Ready whatever generation was: the published kubeconfig is for where the target was
+// (it may still work, e.g. with a CA bundle that still verifies the server, so it stays).
+func stale(kr *operatorv1alpha1.KubeconfigRequest, target *Target, moved string, err error) error {
+	if moved == "" || err == nil {
+		return err
+	}
+	status.Set(kr, conditions.Ready, metav1.ConditionFalse, operatorv1alpha1.ReasonTargetChanged, "")
+	return fmt.Errorf("cluster %s: %s since the published kubeconfig was issued; issuing a new one: %w", target.Name, moved, err)
 }
 
 // isCurrent says whether kr, as read from the cache, is the stored version.
@@ -409,7 +478,8 @@ func (r *Reconciler) rotate(ctx context.Context, kr *operatorv1alpha1.Kubeconfig
 		return status.Stalled(operatorv1alpha1.ReasonSecretNameTaken, "Secret %s/%s exists and is not this request's: delete or rename it", kr.Namespace, secretName(kr))
 	}
 	rotating := kr.Status.Kubeconfig != ""
-	if err := r.issue(ctx, kr, target, now); err != nil {
+	binding, err := r.issue(ctx, kr, target, now)
+	if err != nil {
 		return err
 	}
 	if rotateNow {
@@ -424,7 +494,7 @@ func (r *Reconciler) rotate(ctx context.Context, kr *operatorv1alpha1.Kubeconfig
 		kr.Status = *issuedStatus
 	}
 	if rotating { // a first issue has no older binding to prune
-		if err := r.pruneBindings(ctx, kr, target, now); err != nil {
+		if err := r.pruneBindings(ctx, kr, target, binding, now); err != nil {
 			return targetUnreachable(target, err)
 		}
 	}
@@ -500,8 +570,9 @@ func requestAnnotations(kr *operatorv1alpha1.KubeconfigRequest) map[string]strin
 }
 
 // issue binds a new token to a fresh binding Secret in the target, so that deleting the
-// binding revokes exactly this request's token, and publishes the kubeconfig.
-func (r *Reconciler) issue(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest, t *Target, now time.Time) error {
+// binding revokes exactly this request's token, and publishes the kubeconfig. It returns
+// the binding's name.
+func (r *Reconciler) issue(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest, t *Target, now time.Time) (string, error) {
 	name := targetName(kr)
 	// The server may shorten the lifetime, never lengthen it: the requested expiry is a
 	// safe time to delete the binding.
@@ -510,18 +581,18 @@ func (r *Reconciler) issue(ctx context.Context, kr *operatorv1alpha1.KubeconfigR
 	binding := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{GenerateName: name + "-", Namespace: TargetNamespace,
 		Labels: requestLabels(kr), Annotations: annotations}}
 	if err := t.Client.Create(ctx, binding); err != nil {
-		return targetUnreachable(t, status.WriteFailed("create token binding", binding, err))
+		return "", targetUnreachable(t, status.WriteFailed("create token binding", binding, err))
 	}
 	tr, err := t.Kube.CoreV1().ServiceAccounts(TargetNamespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
 		ExpirationSeconds: ptr.To(kr.Spec.Expiration),
 		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Secret", APIVersion: "v1", Name: binding.Name, UID: binding.UID},
 	}}, metav1.CreateOptions{})
 	if err != nil {
-		return targetUnreachable(t, fmt.Errorf("requesting a token for ServiceAccount %s/%s: %w", TargetNamespace, name, err))
+		return "", targetUnreachable(t, fmt.Errorf("requesting a token for ServiceAccount %s/%s: %w", TargetNamespace, name, err))
 	}
-	raw, err := access.Kubeconfig(t.Name, t.Config.Host, t.Config.CAData, name, tr.Status.Token)
+	raw, err := access.Kubeconfig(t.Name, t.endpoint(), name, tr.Status.Token)
 	if err != nil {
-		return err
+		return "", err
 	}
 	secret := &corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 		ObjectMeta: metav1.ObjectMeta{Name: secretName(kr), Namespace: kr.Namespace,
@@ -531,19 +602,20 @@ func (r *Reconciler) issue(ctx context.Context, kr *operatorv1alpha1.KubeconfigR
 		// The token was never handed out: revoke it now rather than leave its binding
 		// until the next rotation prunes it (best effort; every retry issues a new one).
 		_ = t.Client.Delete(ctx, binding)
-		return fmt.Errorf("publishing the kubeconfig: %w", err)
+		return "", fmt.Errorf("publishing the kubeconfig: %w", err)
 	}
 	kr.Status.Kubeconfig = base64.StdEncoding.EncodeToString(raw)
 	kr.Status.SecretName = secret.Name
 	kr.Status.ExpirationTimestamp = &metav1.Time{Time: tr.Status.ExpirationTimestamp.Time}
 	kr.Status.IssuedAt = &metav1.Time{Time: now.Truncate(time.Second)}
 	r.Recorder.Eventf(kr, nil, corev1.EventTypeNormal, operatorv1alpha1.ReasonIssued, "Issue", "issued a kubeconfig for cluster %s, valid until %s", t.Name, tr.Status.ExpirationTimestamp.UTC().Format(time.RFC3339))
-	return nil
+	return binding.Name, nil
 }
 
-// pruneBindings deletes bindings whose tokens have expired, keeping the newest two (the
-// current credential and, until it expires, the one it replaced).
-func (r *Reconciler) pruneBindings(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest, t *Target, now time.Time) error {
+// pruneBindings deletes bindings whose tokens have expired, keeping two: current, the
+// binding of the credential just issued, and the newest other one (until it expires: the
+// credential current replaced).
+func (r *Reconciler) pruneBindings(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest, t *Target, current string, now time.Time) error {
 	list := &corev1.SecretList{}
 	if err := t.Client.List(ctx, list, client.InNamespace(TargetNamespace), client.MatchingLabels{RequestLabel: targetName(kr)}); err != nil {
 		return fmt.Errorf("listing token bindings: %w", err)
@@ -555,7 +627,12 @@ func (r *Reconciler) pruneBindings(ctx context.Context, kr *operatorv1alpha1.Kub
 		expires, _ := time.Parse(time.RFC3339, s.Annotations[expiresAnnotation])
 		return expires
 	}
+	// The current one first, whatever its expiry: credentials issued within the same
+	// second (the target moved twice, say) tie on both.
 	sort.SliceStable(list.Items, func(i, j int) bool {
+		if ci, cj := list.Items[i].Name == current, list.Items[j].Name == current; ci != cj {
+			return ci
+		}
 		ei, ej := expiry(&list.Items[i]), expiry(&list.Items[j])
 		if !ei.Equal(ej) {
 			return ei.After(ej)
@@ -625,6 +702,10 @@ func (r *Reconciler) withdraw(ctx context.Context, kr *operatorv1alpha1.Kubeconf
 	if err := r.unpublish(ctx, kr); err != nil {
 		return err
 	}
+	report, err := r.reporter(ctx, kr, key)
+	if err != nil {
+		return err
+	}
 	t, err := r.Targets(ctx, key)
 	switch {
 	case errors.Is(err, errClusterGone):
@@ -634,9 +715,9 @@ func (r *Reconciler) withdraw(ctx context.Context, kr *operatorv1alpha1.Kubeconf
 	case errors.Is(err, errNoWayIn):
 		// Holding on would hold the Cluster, and with it its namespace, for ever.
 		r.Recorder.Eventf(kr, nil, corev1.EventTypeWarning, "TargetNotCleanedUp", "Withdraw",
-			"%v: the ServiceAccount, roles and bindings labelled %s=%s stay in the target", err, RequestLabel, targetName(kr))
+			"%v: the ServiceAccount, roles and bindings labelled %s=%s stay in the target", report(err), RequestLabel, targetName(kr))
 	case err != nil:
-		return err
+		return report(err)
 	default:
 		// Left unclassified: the caller says what is pending (a persistent refusal by the
 		// target, RBAC there say, is still recognised as one).
@@ -644,11 +725,34 @@ func (r *Reconciler) withdraw(ctx context.Context, kr *operatorv1alpha1.Kubeconf
 			if t.tenantServer {
 				err = kubeconfig.Failure(kubeconfig.HostOf(t.Config), err)
 			}
-			return fmt.Errorf("cluster %s: %w", t.Name, err)
+			return report(fmt.Errorf("cluster %s: %w", t.Name, err))
 		}
 	}
 	kr.Status.GrantedIn = nil
 	return nil
+}
+
+// reporter says how a failure to withdraw from the Cluster at key reaches the request.
+// The Cluster named by status.grantedIn is acted on even when it does not grant the
+// request's namespace: it may have stopped granting it, and what the request holds there
+// must go. A forged status (possible only without the admission policy
+// trustplane-status-writers) names such a Cluster too, and the two cannot be told apart.
+// Acting there is harmless (deleteEverything touches only objects labelled with this
+// request's own targetName), but what happens there is about someone else's Cluster: its
+// kubeconfig, its server, its Shoot. So for a Cluster that does not grant the request's
+// namespace, the request learns only that the withdrawal is pending; the cause goes to
+// the manager's log.
+func (r *Reconciler) reporter(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest, key types.NamespacedName) (func(error) error, error) {
+	cluster := &operatorv1alpha1.Cluster{}
+	if err := r.Client.Get(ctx, key, cluster); err != nil && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("reading Cluster %s: %w", key, err)
+	} else if err != nil || cluster.GrantsKubeconfigRequestsFrom(kr.Namespace) {
+		return func(err error) error { return err }, nil
+	}
+	return func(err error) error {
+		ctrl.LoggerFrom(ctx).Info("withdrawing from a Cluster that does not grant the request's namespace", "cluster", key, "error", err.Error())
+		return fmt.Errorf("cluster %s does not grant namespace %s: the cause is in the manager's log, not reported here", key, kr.Namespace)
+	}, nil
 }
 
 // deleteEverything deletes what the request named name holds in a target cluster.
@@ -812,7 +916,22 @@ func (r *Reconciler) shootTarget(ctx context.Context, cluster *operatorv1alpha1.
 	if err != nil {
 		return nil, fmt.Errorf("cluster %q: %w", cluster.Name, err)
 	}
-	return r.connect(cluster, "", cfg, now.Add(expires.Sub(now)/2), false)
+	previous, _ := r.targets.Load(cluster.UID)
+	t, err := r.connect(cluster, "", cfg, now.Add(expires.Sub(now)/2), false)
+	if err == nil && previous != nil && previous.(*Target).endpoint().Moved(t.endpoint()) != "" {
+		r.bringBackRequestsOf(ctx, cluster)
+	}
+	return t, err
+}
+
+// bringBackRequestsOf has every request of the Cluster reconciled again (a brought-along
+// Cluster's do not need it: the watch on its kubeconfig Secret brings them back).
+func (r *Reconciler) bringBackRequestsOf(ctx context.Context, cluster *operatorv1alpha1.Cluster) {
+	select {
+	case r.endpointChanges <- event.GenericEvent{Object: cluster}:
+	default: // nil (not set up) or full: left to each request's next reconcile
+		ctrl.LoggerFrom(ctx).Info("could not bring back the KubeconfigRequests of a Cluster whose endpoint changed", "cluster", cluster.Name)
+	}
 }
 
 // checkShootOwner: the Shoot carries the owner labels the Cluster controller puts on the

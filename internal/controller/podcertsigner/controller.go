@@ -224,6 +224,15 @@ func (r *Reconciler) request(ctx context.Context, pcr *certificatesv1.PodCertifi
 	return req, beta, nil
 }
 
+// Reasons of the Denied condition (and Warning event) for a request that does not come
+// from the live pod and node it names.
+const (
+	ReasonPodNotFound  = "PodNotFound"
+	ReasonPodMismatch  = "PodMismatch"
+	ReasonNodeNotFound = "NodeNotFound"
+	ReasonNodeMismatch = "NodeMismatch"
+)
+
 // checkNode denies requests from a node that is gone, or from an earlier node of the
 // same name (its UID differs): a deleted node's credentials must not be renewed.
 func (r *Reconciler) checkNode(ctx context.Context, pcr *certificatesv1.PodCertificateRequest) (*Denial, error) {
@@ -231,35 +240,42 @@ func (r *Reconciler) checkNode(ctx context.Context, pcr *certificatesv1.PodCerti
 	err := r.APIReader.Get(ctx, client.ObjectKey{Name: string(pcr.Spec.NodeName)}, node)
 	switch {
 	case apierrors.IsNotFound(err):
-		return &Denial{"NodeNotFound", fmt.Sprintf("node %s does not exist", pcr.Spec.NodeName)}, nil
+		return &Denial{ReasonNodeNotFound, fmt.Sprintf("node %s does not exist", pcr.Spec.NodeName)}, nil
 	case err != nil:
 		return nil, fmt.Errorf("reading node %s: %w", pcr.Spec.NodeName, err)
 	case node.UID != pcr.Spec.NodeUID:
-		return &Denial{"NodeMismatch", fmt.Sprintf("node %s's UID differs from spec.nodeUID: the node was replaced", pcr.Spec.NodeName)}, nil
+		return &Denial{ReasonNodeMismatch, fmt.Sprintf("node %s's UID differs from spec.nodeUID: the node was replaced", pcr.Spec.NodeName)}, nil
 	}
 	return nil, nil
 }
 
-// checkPod denies requests that do not come from the pod they name, on its node. A pod
-// that is terminating but still exists is served (kubelet keeps refreshing until it is
-// gone): bound is then its deletionTimestamp plus its deletion grace period, the latest a
-// pod whose kubelet kills it on time can still run, with one more grace period of
-// headroom for a slow kill (the API server already set deletionTimestamp to the delete
-// time plus the grace period). Sign keeps the API's 1h minimum lifetime above it.
+// checkPod denies requests that do not come from the pod they name, on its node. The API
+// server checks this only when the requester is a node: NodeRestriction
+// (admitPodCertificateRequest) holds a kubelet to its own node and cross-checks the pod,
+// its UID and node; for anyone else (the node agent is a ServiceAccount) the registry
+// checks the form alone. spec.nodeName is the requester's node for a kubelet
+// (NodeRestriction) and for the node agent (its admission policy, config/node-agent), so
+// a pod bound elsewhere is another node's pod and is refused here.
+//
+// A pod that is terminating but still exists is served (kubelet keeps refreshing until it
+// is gone): bound is then its deletionTimestamp plus its deletion grace period, the
+// latest a pod whose kubelet kills it on time can still run, with one more grace period
+// of headroom for a slow kill (the API server already set deletionTimestamp to the
+// delete time plus the grace period). Sign keeps the API's 1h minimum lifetime above it.
 func (r *Reconciler) checkPod(ctx context.Context, pcr *certificatesv1.PodCertificateRequest) (time.Time, *Denial, error) {
 	pod := &corev1.Pod{}
 	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: pcr.Namespace, Name: pcr.Spec.PodName}, pod)
 	switch {
 	case apierrors.IsNotFound(err):
-		return time.Time{}, &Denial{"PodNotFound", fmt.Sprintf("pod %s/%s does not exist", pcr.Namespace, pcr.Spec.PodName)}, nil
+		return time.Time{}, &Denial{ReasonPodNotFound, fmt.Sprintf("pod %s/%s does not exist", pcr.Namespace, pcr.Spec.PodName)}, nil
 	case err != nil:
 		return time.Time{}, nil, err
 	case pod.UID != pcr.Spec.PodUID:
-		return time.Time{}, &Denial{"PodMismatch", "the pod's UID differs from spec.podUID"}, nil
+		return time.Time{}, &Denial{ReasonPodMismatch, "the pod's UID differs from spec.podUID"}, nil
 	case string(pcr.Spec.NodeName) != pod.Spec.NodeName:
-		return time.Time{}, &Denial{"PodMismatch", fmt.Sprintf("the pod is not bound to node %s", pcr.Spec.NodeName)}, nil
+		return time.Time{}, &Denial{ReasonPodMismatch, fmt.Sprintf("the pod is bound to node %q, not to spec.nodeName %s", pod.Spec.NodeName, pcr.Spec.NodeName)}, nil
 	case pod.Spec.ServiceAccountName != pcr.Spec.ServiceAccountName:
-		return time.Time{}, &Denial{"PodMismatch", "the pod runs as another service account"}, nil
+		return time.Time{}, &Denial{ReasonPodMismatch, "the pod runs as another service account"}, nil
 	}
 	if denial, err := r.checkNode(ctx, pcr); denial != nil || err != nil {
 		return time.Time{}, denial, err

@@ -167,6 +167,33 @@ func TestIssuesWithinTheAPIRulesAndDenies(t *testing.T) {
 	}
 }
 
+// TestRequestsNotFromThePodOnItsNodeAreDenied: the API server cross-checks pod and node
+// only for kubelets (NodeRestriction); for other requesters the signer does. A request
+// naming another node than the pod's (a node agent reaching for another node's pod) or an
+// earlier pod's UID is denied, and only the pod's own request on its node is issued.
+func TestRequestsNotFromThePodOnItsNodeAreDenied(t *testing.T) {
+	opts := DefaultOptions()
+	opts.CANamespace = "default"
+	env.RunManager(t, func(mgr ctrl.Manager) error { _, err := Setup(mgr, opts); return err })
+	nodeA, _ := world(t, "signer-node-a")
+	nodeB, podB := world(t, "signer-node-b")
+
+	otherNode := waitConcluded(t, request(t, nodeA, podB, opts.SignerName, "ECDSAP256"))
+	if c := otherNode.Status.Conditions[0]; c.Type != certificatesv1.PodCertificateRequestConditionTypeDenied || c.Reason != ReasonPodMismatch ||
+		!strings.Contains(c.Message, nodeA.Name) || !strings.Contains(c.Message, nodeB.Name) {
+		t.Errorf("a request for node %s's pod naming node %s: %+v", nodeB.Name, nodeA.Name, c)
+	}
+	earlier := podB.DeepCopy()
+	earlier.UID = "00000000-0000-0000-0000-000000000000"
+	if c := waitConcluded(t, request(t, nodeB, earlier, opts.SignerName, "ECDSAP256")).Status.Conditions[0]; c.Reason != ReasonPodMismatch {
+		t.Errorf("a request naming an earlier pod's UID: %+v", c)
+	}
+	own := waitConcluded(t, request(t, nodeB, podB, opts.SignerName, "ECDSAP256"))
+	if c := own.Status.Conditions[0]; c.Type != certificatesv1.PodCertificateRequestConditionTypeIssued {
+		t.Errorf("the pod's own request on its node: %+v", c)
+	}
+}
+
 func TestExistingCAIsUsedAndNeverReplaced(t *testing.T) {
 	good, err := podcert.NewCA("good", time.Now(), 24*time.Hour)
 	if err != nil {

@@ -71,10 +71,12 @@ func renderedPolicy(t *testing.T) []client.Object {
 	}
 	var objs []client.Object
 	for _, obj := range testenv.DecodeYAML(t, out) {
-		objs = append(objs, obj)
+		if obj.GetName() == PolicyName {
+			objs = append(objs, obj)
+		}
 	}
 	if len(objs) != 2 {
-		t.Fatalf("config/policy renders %d objects, want the policy and its binding", len(objs))
+		t.Fatalf("config/policy renders %d objects named %s, want the policy and its binding", len(objs), PolicyName)
 	}
 	return objs
 }

@@ -14,7 +14,9 @@
 // who could put a Secret in the pool could point its cluster at another tenant's account.
 //
 // A dedicated credential is claimed for the requesting namespace (the tenant,
-// cp.AnnotationClaimedBy) and never handed to a request of another namespace.
+// cp.AnnotationClaimedBy) and never handed to a request of another namespace; and only for
+// a global account the operator grants that namespace (cp.AnnotationGlobalAccounts on the
+// Namespace), so that no tenant drains the pool by asking for made-up accounts.
 package subscription
 
 import (
@@ -132,9 +134,30 @@ type pool struct {
 	fresh  client.Reader
 	// shoots lists the project's Shoots, which count as users; nil for the Secret pool.
 	shoots client.Reader
+	// operatorNamespace holds the operator's own requests, which need no grant of global
+	// accounts: the Secret pool's namespace. Empty for the garden pool, whose project
+	// namespace is not a namespace of the management cluster: there every namespace
+	// needs a grant.
+	operatorNamespace string
 }
 
 func (p *pool) namespaceFor(*cp.SubscriptionRequest) string { return p.namespace }
+
+// exhausted says where the pool is, what a credential needs, and how to hand back a
+// dirty one that would serve (docs/provisioning.md, "Releasing").
+func (p *pool) exhausted(sr *cp.SubscriptionRequest, err error) string {
+	resource := "secret"
+	if p.gvk == CredentialsBindingGVK {
+		resource = "credentialsbinding"
+	}
+	msg := fmt.Sprintf("%v, in the %ss of namespace %q", err, resource, p.namespaceFor(sr))
+	var ex *subscription.ExhaustedError
+	if errors.As(err, &ex) && len(ex.Dirty) > 0 {
+		msg += fmt.Sprintf("; dirty, and would serve once its account is cleaned: %s (hand one back with `kubectl -n %s label %s %s dirty- tenantName-`)",
+			strings.Join(ex.Dirty, ", "), p.namespaceFor(sr), resource, ex.Dirty[0])
+	}
+	return msg
+}
 
 func (p *pool) newEntry(ns, name string) *metav1.PartialObjectMetadata {
 	e := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
@@ -161,6 +184,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=control-plane.kyma-project.io,resources=subscriptionrequests/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=control-plane.kyma-project.io,resources=subscriptionrequests/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 
 // Setup adds the controller to mgr with the Secret pool in DefaultPoolNamespace.
 func Setup(mgr ctrl.Manager) (*Reconciler, error) {
@@ -174,7 +198,7 @@ func SetupWithPoolNamespace(mgr ctrl.Manager, namespace string) (*Reconciler, er
 	if err != nil {
 		return nil, err
 	}
-	p := &pool{gvk: secretGVK, namespace: namespace, writer: mgr.GetClient(), fresh: mgr.GetAPIReader()}
+	p := &pool{gvk: secretGVK, namespace: namespace, writer: mgr.GetClient(), fresh: mgr.GetAPIReader(), operatorNamespace: namespace}
 	entry := p.newEntry("", "")
 	secrets, err := cache.New(mgr.GetConfig(), cache.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
 		// Only labelled Secrets, only their metadata; and nothing else: a typed read of a
@@ -206,7 +230,10 @@ func setup(mgr ctrl.Manager, p *pool, g *garden.Garden) (*Reconciler, error) {
 	r := &Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("trustplane-" + Name), Pool: p.cache, pool: p}
 	b := ctrl.NewControllerManagedBy(mgr).Named(Name).
 		For(&cp.SubscriptionRequest{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		WatchesRawSource(source.Kind(p.cache, client.Object(p.newEntry("", "")), handler.EnqueueRequestsFromMapFunc(r.waitingRequests)))
+		WatchesRawSource(source.Kind(p.cache, client.Object(p.newEntry("", "")), handler.EnqueueRequestsFromMapFunc(r.waitingRequests))).
+		// Grants are read from Namespaces' metadata; granting an account brings back the
+		// namespace's waiting requests.
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.waitingRequestsOfNamespace), builder.OnlyMetadata, builder.WithPredicates(grantsChanged))
 	if g != nil {
 		// A release waits for the request's own Shoot to go: only deletions matter.
 		b = b.WatchesRawSource(source.Kind(g.Cache, garden.NewShoot(), handler.TypedEnqueueRequestsFromMapFunc(requestOfShoot), predicate.TypedFuncs[*unstructured.Unstructured]{
@@ -251,16 +278,56 @@ func (r *Reconciler) reconcile(ctx context.Context, sr *cp.SubscriptionRequest) 
 			return status.WriteFailed("update", sr, err)
 		}
 	}
-	tenant, err := subscription.ParseSelector(sr.Spec.SubscriptionSelector)
+	want, err := requestOf(sr)
 	if err != nil {
 		return status.Stalled(cp.ReasonInvalidSelector, "%v", err)
 	}
-	want := subscription.Request{Provider: sr.Spec.Provider, Region: sr.Spec.Region, Tenant: tenant, EUAccess: sr.Spec.EUAccess}
 	if sr.Status.GardenerSecretName != "" && r.stillFits(ctx, sr, want) {
+		// Kept even when the grant has gone since: revoking stops new claims, it does not
+		// take a running cluster's credential away.
 		assigned(sr, sr.Status.GardenerSecretName)
 		return nil
 	}
+	if want.Tenant != "" {
+		if err := r.checkGrant(ctx, sr, want.Tenant); err != nil {
+			sr.Status.GardenerSecretName = ""
+			return err
+		}
+	}
 	return r.assign(ctx, sr, want)
+}
+
+// requestOf is what sr asks for.
+func requestOf(sr *cp.SubscriptionRequest) (subscription.Request, error) {
+	tenant, err := subscription.ParseSelector(sr.Spec.SubscriptionSelector)
+	if err != nil {
+		return subscription.Request{}, err
+	}
+	return subscription.Request{Provider: sr.Spec.Provider, Region: sr.Spec.Region, Tenant: tenant, EUAccess: sr.Spec.EUAccess}, nil
+}
+
+// checkGrant lets a request have a dedicated credential only for a global account its
+// namespace is granted: the global account is whatever the request says, so without a
+// grant one tenant could claim every free credential with made-up accounts. The grant is
+// the operator's annotation on the Namespace, which tenants cannot write; requests in the
+// operator's own namespace need none.
+func (r *Reconciler) checkGrant(ctx context.Context, sr *cp.SubscriptionRequest, account string) error {
+	if sr.Namespace == r.pool.operatorNamespace {
+		return nil
+	}
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: sr.Namespace}, ns); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("reading the grants of namespace %s: %w", sr.Namespace, err)
+	}
+	grants := ns.Annotations[cp.AnnotationGlobalAccounts]
+	if subscription.Granted(grants, account) {
+		return nil
+	}
+	// The Namespace watch brings the request back when its grants change.
+	return status.Waiting(cp.ReasonGlobalAccountNotGranted,
+		"global account %s is not granted to namespace %s, so no dedicated credential is claimed for it; the operator grants it with: kubectl annotate namespace %s %s=%q --overwrite",
+		account, sr.Namespace, sr.Namespace, cp.AnnotationGlobalAccounts, subscription.Grant(grants, account)).Warn()
 }
 
 // assign claims a credential for the request. A claim lost to a concurrent one (another
@@ -272,7 +339,7 @@ func (r *Reconciler) assign(ctx context.Context, sr *cp.SubscriptionRequest, wan
 		if errors.Is(err, subscription.ErrPoolExhausted) {
 			sr.Status.GardenerSecretName = ""
 			// The pool watch brings the request back when a credential appears.
-			return status.Waiting(cp.ReasonPoolExhausted, "%v; waiting for the pool to change", err).Warn()
+			return status.Waiting(cp.ReasonPoolExhausted, "%s; waiting for the pool to change", r.pool.exhausted(sr, err)).Warn()
 		}
 		if err != nil {
 			return err
@@ -325,6 +392,15 @@ func claimableBy(e *metav1.PartialObjectMetadata, tenant string) bool {
 	}
 	if _, claimed := e.Labels[cp.LabelTenantName]; !claimed {
 		return true
+	}
+	return claimedBy(e, tenant)
+}
+
+// claimedBy: the pool entry is a dedicated credential claimed for namespace tenant:
+// labelled tenantName, with tenant's claim record.
+func claimedBy(e *metav1.PartialObjectMetadata, tenant string) bool {
+	if _, claimed := e.Labels[cp.LabelTenantName]; !claimed {
+		return false
 	}
 	ns, _, _ := strings.Cut(e.Annotations[cp.AnnotationClaimedBy], "/")
 	return ns != "" && ns == tenant
@@ -464,9 +540,11 @@ func (r *Reconciler) releaseCredential(ctx context.Context, sr *cp.SubscriptionR
 	} else if err != nil {
 		return fmt.Errorf("reading credential %s: %w", name, err)
 	}
-	if !claimableBy(entry, sr.Namespace) {
-		// Another tenant's credential (a status naming it was never this controller's
-		// doing): releasing it is not this request's to do.
+	want, err := requestOf(sr)
+	if err != nil || !claimedBy(entry, sr.Namespace) {
+		// A free credential, another tenant's, or a request that could never claim: a
+		// status naming it was never this controller's doing (a forged one, say), and
+		// releasing it is not this request's to do.
 		return nil
 	}
 	users, err := r.users(ctx, ns)
@@ -482,7 +560,7 @@ func (r *Reconciler) releaseCredential(ctx context.Context, sr *cp.SubscriptionR
 	if err != nil {
 		return err
 	}
-	switch subscription.Released(subscription.Credential{Name: name, Labels: entry.Labels}, others, ownShoot) {
+	switch subscription.Released(want, subscription.Credential{Name: name, Labels: entry.Labels}, others, ownShoot) {
 	case subscription.WaitForShoot:
 		// The Shoot watch brings the request back when the Shoot is gone.
 		return status.Waiting(ReasonWaitingForShoot, "credential %s is released once the request's Shoot is gone", name)
@@ -518,15 +596,40 @@ func (r *Reconciler) ownShootUses(ctx context.Context, sr *cp.SubscriptionReques
 // waitingRequests brings back, when the pool changes, the requests it serves that have
 // no credential yet or have this one.
 func (r *Reconciler) waitingRequests(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.requestsWith(ctx, "", o.GetName())
+}
+
+// waitingRequestsOfNamespace brings back, when the grants of a Namespace change, its
+// requests that have no credential yet.
+func (r *Reconciler) waitingRequestsOfNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.requestsWith(ctx, o.GetName(), "")
+}
+
+// requestsWith lists the requests of namespace (all namespaces for "") that have no
+// credential or have credential.
+func (r *Reconciler) requestsWith(ctx context.Context, namespace, credential string) []reconcile.Request {
 	list := &cp.SubscriptionRequestList{}
-	if err := r.Client.List(ctx, list); err != nil {
+	if err := r.Client.List(ctx, list, client.InNamespace(namespace)); err != nil {
 		return nil
 	}
 	var out []reconcile.Request
 	for _, sr := range list.Items {
-		if sr.Status.GardenerSecretName == "" || sr.Status.GardenerSecretName == o.GetName() {
+		if n := sr.Status.GardenerSecretName; n == "" || (credential != "" && n == credential) {
 			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: sr.Namespace, Name: sr.Name}})
 		}
 	}
 	return out
+}
+
+// grantsChanged passes Namespaces created with grants, and changes of their grants.
+var grantsChanged = predicate.Funcs{
+	CreateFunc: func(e event.CreateEvent) bool {
+		_, granted := e.Object.GetAnnotations()[cp.AnnotationGlobalAccounts]
+		return granted
+	},
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld.GetAnnotations()[cp.AnnotationGlobalAccounts] != e.ObjectNew.GetAnnotations()[cp.AnnotationGlobalAccounts]
+	},
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
 }

@@ -49,6 +49,16 @@ func namespace(t *testing.T) string {
 	return ns
 }
 
+// grant lets the requests of namespace ns claim dedicated credentials for accounts, as the
+// operator does: the annotation on the Namespace.
+func grant(t *testing.T, ns, accounts string) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, cp.AnnotationGlobalAccounts, accounts)
+	if err := env.Client.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func credential(t *testing.T, ns, name string, labels map[string]string) {
 	t.Helper()
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}, StringData: map[string]string{"credentials": "x"}}
@@ -162,8 +172,9 @@ func TestSharedDedicatedReleaseAndEmptyPool(t *testing.T) {
 	// Pool exhausted: a clear condition, recovered when a credential appears.
 	request(t, ns, "acct3", "aws", "globalaccount:acct3")
 	exhausted := waitReason(t, ns, "acct3", cp.ReasonPoolExhausted)
-	if c := meta.FindStatusCondition(exhausted.Status.Conditions, "Ready"); c.Status != metav1.ConditionFalse {
-		t.Errorf("condition %+v", c)
+	if c := meta.FindStatusCondition(exhausted.Status.Conditions, "Ready"); c.Status != metav1.ConditionFalse ||
+		!strings.Contains(c.Message, fmt.Sprintf("in the secrets of namespace %q", ns)) || !strings.Contains(c.Message, "hyperscalerType=aws") {
+		t.Errorf("condition %+v does not say where the pool is and what a credential needs", c)
 	}
 	credential(t, ns, "aws-c", map[string]string{"hyperscalerType": "aws"})
 	if got := waitReason(t, ns, "acct3", cp.ReasonAssigned).Status.GardenerSecretName; got != "aws-c" {
@@ -189,6 +200,7 @@ func TestNoCredentialIsClaimedTwice(t *testing.T) {
 		for i := range 30 {
 			binding(t, project, fmt.Sprintf("gcp-%02d", i), map[string]string{"hyperscalerType": "gcp"})
 		}
+		grant(t, ns, "*")
 		startGarden(t, project)
 		startGarden(t, project)
 		claimRace(t, ns, func(name string) map[string]string { return getBinding(t, project, name).GetLabels() })
@@ -221,6 +233,7 @@ func claimRace(t *testing.T, ns string, labelsOf func(name string) map[string]st
 func TestPoolIsNeverTheRequestingNamespace(t *testing.T) {
 	pool, alice := namespace(t), namespace(t)
 	start(t, pool)
+	grant(t, alice, "alice")
 	credential(t, alice, "bobs-binding", map[string]string{"hyperscalerType": "aws", "shared": "true"})
 	credential(t, alice, "bobs-dedicated", map[string]string{"hyperscalerType": "aws"})
 	request(t, alice, "shared", "aws", "shared")
@@ -247,6 +260,8 @@ func TestClaimedCredentialIsNotHandedToAnotherTenant(t *testing.T) {
 	pool, bob, alice := namespace(t), namespace(t), namespace(t)
 	credential(t, pool, "aws-bob", map[string]string{"hyperscalerType": "aws"})
 	credential(t, pool, "aws-unrecorded", map[string]string{"hyperscalerType": "aws", "tenantName": "acct9"})
+	grant(t, bob, "acct1")
+	grant(t, alice, "acct1,acct9")
 	start(t, pool)
 	request(t, bob, "bob", "aws", "globalaccount:acct1")
 	if got := waitReason(t, bob, "bob", cp.ReasonAssigned).Status.GardenerSecretName; got != "aws-bob" {
@@ -281,6 +296,111 @@ func TestClaimedCredentialIsNotHandedToAnotherTenant(t *testing.T) {
 	if l := secret(t, pool, "aws-bob").Labels; l["dirty"] != "" || l["tenantName"] != "acct1" {
 		t.Errorf("bob's credential after alice's release: %v", l)
 	}
+}
+
+// TestDedicatedCredentialsOnlyForGrantedAccounts: a tenant's requests for global accounts
+// its namespace is not granted claim nothing and wait, saying what the operator sets; the
+// grant, given later, brings the waiting request back (the Namespace watch) and it gets
+// its credential. The operator's own namespace needs no grant. Deleting a denied request
+// with a forged status naming a free credential spoils nothing; a credential claimed
+// while granted is still released (dirty) after the grant is gone.
+func TestDedicatedCredentialsOnlyForGrantedAccounts(t *testing.T) {
+	pool, tenant := namespace(t), namespace(t)
+	free := []string{"aws-1", "aws-2", "aws-3"}
+	for _, name := range free {
+		credential(t, pool, name, map[string]string{"hyperscalerType": "aws"})
+	}
+	start(t, pool)
+	accounts := []string{"random-1", "random-2", "random-3"}
+	for _, account := range accounts {
+		request(t, tenant, account, "aws", "globalaccount:"+account)
+	}
+	for _, account := range accounts {
+		notGranted(t, tenant, account, account)
+		if events := testenv.WarningEvents(t, env.Client, tenant, account, cp.ReasonGlobalAccountNotGranted); len(events) != 1 {
+			t.Errorf("%s: %d Warning events %s, want 1", account, len(events), cp.ReasonGlobalAccountNotGranted)
+		}
+	}
+	for _, name := range free {
+		if l := secret(t, pool, name).Labels; l["tenantName"] != "" || l["dirty"] != "" {
+			t.Errorf("%s claimed for an account nobody granted: %v", name, l)
+		}
+	}
+
+	// The operator's own requests need no grant.
+	request(t, pool, "operators", "aws", "globalaccount:ga-op")
+	if got := waitReason(t, pool, "operators", cp.ReasonAssigned).Status.GardenerSecretName; got != "aws-1" {
+		t.Errorf("the operator's request got %q, want aws-1", got)
+	}
+
+	// The grant comes later: that request is brought back and claims; the others wait on.
+	grant(t, tenant, "random-2")
+	if got := waitReason(t, tenant, "random-2", cp.ReasonAssigned).Status.GardenerSecretName; got != "aws-2" {
+		t.Fatalf("random-2 got %q after its grant, want aws-2", got)
+	}
+	if s := secret(t, pool, "aws-2"); s.Labels["tenantName"] != "random-2" || s.Annotations[cp.AnnotationClaimedBy] != tenant+"/random-2" {
+		t.Errorf("aws-2 after the granted claim: labels %v, annotations %v", s.Labels, s.Annotations)
+	}
+	notGranted(t, tenant, "random-1", "random-2,random-1")
+	notGranted(t, tenant, "random-3", "random-2,random-3")
+
+	// A denied request with a forged status naming the last free credential: deleting it
+	// does not mark that credential dirty.
+	sr := &cp.SubscriptionRequest{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "random-1"}, sr); err != nil {
+		t.Fatal(err)
+	}
+	sr.Status.GardenerSecretName = "aws-3"
+	if err := env.Client.Status().Update(ctx, sr); err != nil {
+		t.Fatal(err)
+	}
+	deleteAndWait(t, sr)
+	if l := secret(t, pool, "aws-3").Labels; l["tenantName"] != "" || l["dirty"] != "" {
+		t.Errorf("a free credential named in a forged status was spoiled on delete: %v", l)
+	}
+
+	// Revoking the grant takes nothing away; releasing what was claimed still cleans it.
+	grant(t, tenant, "")
+	deleteAndWait(t, &cp.SubscriptionRequest{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "random-2"}})
+	if l := secret(t, pool, "aws-2").Labels; l["dirty"] != "true" {
+		t.Errorf("the credential claimed while granted, released: %v, want dirty", l)
+	}
+}
+
+// notGranted waits until the request waits for a grant of account: no credential,
+// Ready=False and Reconciling=True with a message that names the account, the namespace
+// and the annotation value that grants it (with grants already there).
+func notGranted(t *testing.T, ns, account, grants string) {
+	t.Helper()
+	want := []string{
+		fmt.Sprintf("global account %s is not granted to namespace %s", account, ns),
+		fmt.Sprintf("kubectl annotate namespace %s %s=%q --overwrite", ns, cp.AnnotationGlobalAccounts, grants),
+	}
+	sr := &cp.SubscriptionRequest{}
+	waiting := func() bool {
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: account}, sr); err != nil {
+			t.Fatal(err)
+		}
+		ready := meta.FindStatusCondition(sr.Status.Conditions, "Ready")
+		return sr.Status.GardenerSecretName == "" && ready != nil && ready.Status == metav1.ConditionFalse &&
+			ready.Reason == cp.ReasonGlobalAccountNotGranted && strings.Contains(ready.Message, want[0]) && strings.Contains(ready.Message, want[1]) &&
+			meta.IsStatusConditionTrue(sr.Status.Conditions, "Reconciling")
+	}
+	for deadline := time.Now().Add(30 * time.Second); !waiting(); time.Sleep(25 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %+v; want no credential, Reconciling, Ready=False %s saying %q", account, sr.Status, cp.ReasonGlobalAccountNotGranted, want)
+		}
+	}
+}
+
+func deleteAndWait(t *testing.T, sr *cp.SubscriptionRequest) {
+	t.Helper()
+	if err := env.Client.Delete(ctx, sr); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "request "+sr.Name+" to go", 30*time.Second, func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(sr), &cp.SubscriptionRequest{}))
+	})
 }
 
 // TestPoolNamespaceFlagIsValidated: a --subscription-pool-namespace that is not a

@@ -187,6 +187,9 @@ func TestGardenPoolDedicatedLifecycle(t *testing.T) {
 	binding(t, project, "gcp-eu", map[string]string{"hyperscalerType": "gcp", "euAccess": "true"})
 	binding(t, project, "os-eu-de-1", map[string]string{"hyperscalerType": "openstack_eu-de-1", "shared": "true"})
 	binding(t, project, "os-any", map[string]string{"hyperscalerType": "openstack", "shared": "true"})
+	// The garden pool has no namespace of the operator's in the management cluster: the
+	// requests' namespace is granted every account.
+	grant(t, ns, "*")
 	startGarden(t, project)
 
 	// Claimed for the account (never the internal one), reused by its next request.
