@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -39,49 +38,39 @@ func kidsOf(t *testing.T, doc string) []string {
 func watchServed(t *testing.T, url string, want func() []string) (stop func() (requests, incomplete int64)) {
 	t.Helper()
 	var n, bad atomic.Int64
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-			req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				continue
-			}
-			var set struct {
-				Keys []struct {
-					Kid string `json:"kid"`
-				} `json:"keys"`
-			}
-			ok := resp.StatusCode != 200 || json.NewDecoder(resp.Body).Decode(&set) == nil
-			resp.Body.Close()
-			n.Add(1)
-			if resp.StatusCode == 200 {
-				for _, kid := range want() {
-					if !slices.ContainsFunc(set.Keys, func(k struct {
-						Kid string `json:"kid"`
-					}) bool {
-						return k.Kid == kid
-					}) {
-						ok = false
-					}
-				}
-			}
-			if !ok {
+	stopSampling := sample(5*time.Millisecond, func() {
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return
+		}
+		defer resp.Body.Close()
+		n.Add(1)
+		if resp.StatusCode != 200 {
+			return
+		}
+		var set struct {
+			Keys []struct {
+				Kid string `json:"kid"`
+			} `json:"keys"`
+		}
+		if json.NewDecoder(resp.Body).Decode(&set) != nil {
+			bad.Add(1)
+			return
+		}
+		served := map[string]bool{}
+		for _, k := range set.Keys {
+			served[k.Kid] = true
+		}
+		for _, kid := range want() {
+			if !served[kid] {
 				bad.Add(1)
+				return
 			}
 		}
-	}()
+	})
 	return func() (int64, int64) {
-		close(done)
-		wg.Wait()
+		stopSampling()
 		return n.Load(), bad.Load()
 	}
 }

@@ -3,7 +3,6 @@ package jwks
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -57,41 +56,23 @@ func lastWritten(t *testing.T, ns, name string) time.Time {
 // and when each kid first appeared in the signing Secret.
 func watchSigning(t *testing.T, ns, cfgName, secret string) (stop func() (violations []string, promotedAt map[string]time.Time)) {
 	t.Helper()
-	var mu sync.Mutex
 	var violations []string
 	promotedAt := map[string]time.Time{}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(10 * time.Millisecond):
-			}
-			kid := signingKid(t, ns, secret)
-			if kid == "" {
-				continue
-			}
-			cm := &corev1.ConfigMap{}
-			if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: cfgName + "-jwks"}, cm); err != nil {
-				continue
-			}
-			mu.Lock()
-			if _, seen := promotedAt[kid]; !seen {
-				promotedAt[kid] = time.Now()
-			}
-			if !strings.Contains(cm.Data[jwks.DocumentKey], kidField(kid)) {
-				violations = append(violations, "signing with "+kid+", which is not in the published set")
-			}
-			mu.Unlock()
+	stopSampling := sample(10*time.Millisecond, func() {
+		kid := signingKid(t, ns, secret)
+		cm := &corev1.ConfigMap{}
+		if kid == "" || env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: cfgName + "-jwks"}, cm) != nil {
+			return
 		}
-	}()
+		if _, seen := promotedAt[kid]; !seen {
+			promotedAt[kid] = time.Now()
+		}
+		if !strings.Contains(cm.Data[jwks.DocumentKey], kidField(kid)) {
+			violations = append(violations, "signing with "+kid+", which is not in the published set")
+		}
+	})
 	return func() ([]string, map[string]time.Time) {
-		close(done)
-		wg.Wait()
+		stopSampling() // the sampler is done: its results are ours
 		return violations, promotedAt
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -146,6 +147,29 @@ func getConfig(t *testing.T, ns, name string) *jwksv1alpha1.JWKSConfig {
 		t.Fatal(err)
 	}
 	return cfg
+}
+
+// sample calls probe every interval, in the background, until the returned stop is
+// called; stop returns once the last probe has finished.
+func sample(interval time.Duration, probe func()) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(interval):
+			}
+			probe()
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
+	}
 }
 
 // updateConfig changes a JWKSConfig's spec as a user would, read afresh and retried
