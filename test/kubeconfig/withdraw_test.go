@@ -322,17 +322,7 @@ func TestClusterChangeWithdrawsFromTheOldCluster(t *testing.T) {
 // pointAt rewrites the Cluster's kubeconfig Secret to reach server.
 func pointAt(t *testing.T, secretName, server string) {
 	t.Helper()
-	parsed, err := clientcmd.Load(target.Environment().KubeConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range parsed.Clusters {
-		c.Server = server
-	}
-	raw, err := clientcmd.Write(*parsed)
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := kubeconfigAt(t, server)
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secretName}}
 	if _, err := ctrlCreateOrUpdate(secret, func() { secret.Data = map[string][]byte{"kubeconfig": raw} }); err != nil {
 		t.Fatal(err)
