@@ -29,7 +29,7 @@ func TestObjectsSurviveRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cp.Stop() })
-	c := clientFromKubeconfig(t, cp.KubeconfigPath)
+	c := testenv.KubeconfigClient(t, cp.KubeconfigPath)
 	crds, err := config.CRDs()
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +59,7 @@ func TestObjectsSurviveRestart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("restart: %v", err)
 	}
-	c = clientFromKubeconfig(t, cp.KubeconfigPath)
+	c = testenv.KubeconfigClient(t, cp.KubeconfigPath)
 	got := &jwksv1alpha1.JWKSConfig{}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), got); err != nil {
 		t.Fatalf("object created before the restart: %v", err)
@@ -71,19 +71,6 @@ func TestObjectsSurviveRestart(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKey{Name: "kube-system"}, ns); err != nil {
 		t.Errorf("kube-system: %v", err)
 	}
-}
-
-func clientFromKubeconfig(t *testing.T, path string) client.Client {
-	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 // TestSampleClusterKubeconfigAcrossRestarts: the Secret make run writes for the Cluster
@@ -102,7 +89,7 @@ func TestSampleClusterKubeconfigAcrossRestarts(t *testing.T) {
 		if err := WriteSampleClusterKubeconfig(ctx, cp.Config); err != nil {
 			t.Fatalf("run %d: %v", run, err)
 		}
-		admin := clientFromKubeconfig(t, cp.KubeconfigPath)
+		admin := testenv.KubeconfigClient(t, cp.KubeconfigPath)
 		secret := &corev1.Secret{}
 		if err := admin.Get(ctx, client.ObjectKey{Namespace: SampleClusterNamespace, Name: SampleClusterSecret}, secret); err != nil {
 			t.Fatalf("run %d: %v", run, err)

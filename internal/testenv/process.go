@@ -22,6 +22,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/internal/scheme"
 )
 
 // Binary builds ./cmd/trustplane once per test binary and returns its path: tests run the
@@ -82,6 +85,21 @@ func (e *Env) AdminKubeconfig(tb testing.TB) string {
 		tb.Fatal(err)
 	}
 	return path
+}
+
+// KubeconfigClient is a client, with trustplane's scheme, of the cluster and user that the
+// kubeconfig file at path names.
+func KubeconfigClient(tb testing.TB, path string) client.Client {
+	tb.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		tb.Fatalf("kubeconfig %s: %v", path, err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
 }
 
 // ServiceAccountKubeconfig writes a kubeconfig file that authenticates as the ServiceAccount

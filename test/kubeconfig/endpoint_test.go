@@ -73,14 +73,7 @@ func targetServer(t *testing.T) (server, port string) {
 // issuedEndpoint is the server and CA bundle of the kubeconfig the request publishes.
 func issuedEndpoint(t *testing.T, kr *operatorv1alpha1.KubeconfigRequest) (server string, ca []byte) {
 	t.Helper()
-	raw, err := base64.StdEncoding.DecodeString(kr.Status.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := issuedConfig(t, kr)
 	return cfg.Host, cfg.CAData
 }
 

@@ -149,13 +149,7 @@ func TestClusterIsNotHeldByRequestsItDoesNotGrant(t *testing.T) {
 // request there to withdraw (within the cleanup timeout), which it does once the target
 // answers again; nothing is left in the target.
 func TestClusterThatStoppedGrantingWaitsForTheWithdrawal(t *testing.T) {
-	mgmt.RunManager(t, func(mgr ctrl.Manager) error {
-		if _, err := clusterctrl.Setup(mgr, nil); err != nil {
-			return err
-		}
-		_, err := kubeconfigctrl.Setup(mgr, kubeconfigctrl.DefaultOptions(), nil)
-		return err
-	})
+	runClusterAndKubeconfigControllers(t)
 	createTarget(t)
 	const clusterNS = "platform-leaving"
 	createNamespace(t, mgmt.Client, clusterNS)

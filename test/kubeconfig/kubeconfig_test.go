@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -101,8 +102,8 @@ func waitReady(t *testing.T, name string, status metav1.ConditionStatus, reason 
 	}
 }
 
-// clientFrom builds a client for the target from an issued kubeconfig.
-func clientFrom(t *testing.T, kr *operatorv1alpha1.KubeconfigRequest) kubernetes.Interface {
+// issuedConfig is the REST config of the kubeconfig the request publishes.
+func issuedConfig(t *testing.T, kr *operatorv1alpha1.KubeconfigRequest) *rest.Config {
 	t.Helper()
 	raw, err := base64.StdEncoding.DecodeString(kr.Status.Kubeconfig)
 	if err != nil {
@@ -112,7 +113,13 @@ func clientFrom(t *testing.T, kr *operatorv1alpha1.KubeconfigRequest) kubernetes
 	if err != nil {
 		t.Fatal(err)
 	}
-	return kubernetes.NewForConfigOrDie(cfg)
+	return cfg
+}
+
+// clientFrom builds a client for the target from an issued kubeconfig.
+func clientFrom(t *testing.T, kr *operatorv1alpha1.KubeconfigRequest) kubernetes.Interface {
+	t.Helper()
+	return kubernetes.NewForConfigOrDie(issuedConfig(t, kr))
 }
 
 func TestKubeconfigLifecycle(t *testing.T) {

@@ -514,13 +514,7 @@ func TestClusterNamespaceIsValidatedAtAdmission(t *testing.T) {
 // holds a ServiceAccount and roles in the cluster), never for one from a namespace it
 // does not grant: naming a Cluster must not let anyone hold its deletion up.
 func TestClusterDeletionWaitsOnlyForTheRequestsItGrants(t *testing.T) {
-	mgmt.RunManager(t, func(mgr ctrl.Manager) error {
-		if _, err := clusterctrl.Setup(mgr, nil); err != nil {
-			return err
-		}
-		_, err := kubeconfigctrl.Setup(mgr, kubeconfigctrl.DefaultOptions(), nil)
-		return err
-	})
+	runClusterAndKubeconfigControllers(t)
 	createTarget(t)
 	const clusterNS, intruderNS = "platform", "intruder"
 	createNamespace(t, mgmt.Client, clusterNS)
@@ -566,4 +560,17 @@ func TestClusterDeletionWaitsOnlyForTheRequestsItGrants(t *testing.T) {
 	if err := mgmt.Client.Get(ctx, client.ObjectKeyFromObject(intruder), intruder); err != nil {
 		t.Errorf("the ungranted request: %v", err)
 	}
+}
+
+// runClusterAndKubeconfigControllers runs both controllers in one manager until the test
+// ends: a Cluster's deletion waits on the KubeconfigRequests the other reconciles.
+func runClusterAndKubeconfigControllers(t *testing.T) {
+	t.Helper()
+	mgmt.RunManager(t, func(mgr ctrl.Manager) error {
+		if _, err := clusterctrl.Setup(mgr, nil); err != nil {
+			return err
+		}
+		_, err := kubeconfigctrl.Setup(mgr, kubeconfigctrl.DefaultOptions(), nil)
+		return err
+	})
 }

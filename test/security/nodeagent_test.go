@@ -15,14 +15,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/internal/controller/podcertsigner"
 	"github.com/trustplane/trustplane/internal/nodeagent"
 	"github.com/trustplane/trustplane/internal/podcert"
-	"github.com/trustplane/trustplane/internal/scheme"
 	"github.com/trustplane/trustplane/internal/testcerts"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
@@ -62,8 +60,8 @@ func TestANodeAgentCannot(t *testing.T) {
 func getAnotherNodesCertificate(t *testing.T) {
 	ns := env.Namespace(t, "workloads")
 	own, payments := agentPod(t, ns, "web", agentNode), agentPod(t, ns, "payments", victimNode)
-	nodeA := agentClient(t, env.PodServiceAccountKubeconfig(t, agentNamespace, agentAccount, agentNode))
-	unbound := agentClient(t, env.ServiceAccountKubeconfig(t, agentNamespace, agentAccount))
+	nodeA := testenv.KubeconfigClient(t, env.PodServiceAccountKubeconfig(t, agentNamespace, agentAccount, agentNode))
+	unbound := testenv.KubeconfigClient(t, env.ServiceAccountKubeconfig(t, agentNamespace, agentAccount))
 
 	// The policy came with config/node-agent; the API server takes a moment to load it.
 	// A dry run goes through admission and stores nothing.
@@ -177,19 +175,6 @@ func agentPod(t *testing.T, ns, name, node string) *corev1.Pod {
 	}
 	mustCreate(t, env.Client, pod)
 	return pod
-}
-
-func agentClient(t *testing.T, kubeconfig string) client.Client {
-	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 // attackerRequest asks for pod's identity with a fresh key (the attacker's), naming node.
