@@ -1,6 +1,8 @@
 // Package checksum is Tengine-Ingress's secret global-consistency formula, and the
 // incremental bookkeeping that keeps a namespace's checksum current without re-hashing
-// every certificate when one secret changes. No Kubernetes client in here.
+// every certificate when one secret changes; also the names the control plane and the
+// data-plane agent share (tracks, published kinds, annotations, scopes). No Kubernetes
+// client in here.
 package checksum
 
 import (
@@ -15,6 +17,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	tenginev1alpha1 "github.com/trustplane/trustplane/api/tengine/v1alpha1"
 )
 
 // DefaultVersionAnnotation is where Tengine-Ingress reads a secret's version.
@@ -28,22 +32,13 @@ const (
 	KeyCACRL  = "ca.crl"
 )
 
-// Reasons a secret is left out of the checksum.
-const (
-	// ReasonNotVersioned: no version annotation. Such objects are not meant for the
-	// checksum (a cert-manager Secret, say) and are never reported.
-	ReasonNotVersioned  = "NotVersioned"
-	ReasonNoNumericID   = "NoNumericID"
-	ReasonNoVersion     = "NoVersion"
-	ReasonInvalidTLSCrt = "InvalidCertificate"
-	ReasonNoKeyPair     = "NoKeyPair"
-	ReasonKeyMismatch   = "KeyMismatch"
-	ReasonInvalidCA     = "InvalidCA"
-	ReasonInvalidCRL    = "InvalidCRL"
-)
+// SecretKeys are all the Secret data keys Tengine-Ingress reads: nothing else in a Secret
+// counts.
+var SecretKeys = [...]string{KeyTLSCrt, KeyTLSKey, KeyCACrt, KeyCACRL}
 
-// LeftOut says why an object is not part of the checksum. Its message never contains
-// key material.
+// LeftOut says why an object is not part of the checksum: its Reason is one of
+// tenginev1alpha1's (ReasonNotVersioned, ReasonNoNumericID, …). Its message never
+// contains key material.
 type LeftOut struct {
 	Reason  string
 	Message string
@@ -57,31 +52,32 @@ func (l *LeftOut) Error() string { return l.Message }
 func NameID(name string) (string, error) {
 	i := strings.LastIndexByte(name, '-')
 	if i < 0 || i == len(name)-1 {
-		return "", &LeftOut{ReasonNoNumericID, fmt.Sprintf("name %q has no numeric ID after its last '-'", name)}
+		return "", &LeftOut{tenginev1alpha1.ReasonNoNumericID, fmt.Sprintf("name %q has no numeric ID after its last '-'", name)}
 	}
 	n, err := strconv.Atoi(name[i+1:])
 	if err != nil {
-		return "", &LeftOut{ReasonNoNumericID, fmt.Sprintf("name %q: %q is not an integer ID", name, name[i+1:])}
+		return "", &LeftOut{tenginev1alpha1.ReasonNoNumericID, fmt.Sprintf("name %q: %q is not an integer ID", name, name[i+1:])}
 	}
 	return strconv.Itoa(n), nil
 }
 
 // Version is the integer value of the version annotation. Missing, empty, non-integer
-// or 0 leave the object out; missing is ReasonNotVersioned, the others ReasonNoVersion.
+// or 0 leave the object out; missing is tenginev1alpha1.ReasonNotVersioned, the others
+// tenginev1alpha1.ReasonNoVersion.
 func Version(annotations map[string]string, key string) (string, error) {
 	raw, ok := annotations[key]
 	if !ok {
-		return "", &LeftOut{ReasonNotVersioned, fmt.Sprintf("annotation %s is missing", key)}
+		return "", &LeftOut{tenginev1alpha1.ReasonNotVersioned, fmt.Sprintf("annotation %s is missing", key)}
 	}
 	if raw == "" {
-		return "", &LeftOut{ReasonNoVersion, fmt.Sprintf("annotation %s is empty", key)}
+		return "", &LeftOut{tenginev1alpha1.ReasonNoVersion, fmt.Sprintf("annotation %s is empty", key)}
 	}
 	n, err := strconv.Atoi(raw)
 	if err != nil {
-		return "", &LeftOut{ReasonNoVersion, fmt.Sprintf("annotation %s=%q is not an integer", key, abbreviate(raw))}
+		return "", &LeftOut{tenginev1alpha1.ReasonNoVersion, fmt.Sprintf("annotation %s=%q is not an integer", key, abbreviate(raw))}
 	}
 	if n == 0 {
-		return "", &LeftOut{ReasonNoVersion, fmt.Sprintf("annotation %s is 0", key)}
+		return "", &LeftOut{tenginev1alpha1.ReasonNoVersion, fmt.Sprintf("annotation %s is 0", key)}
 	}
 	return strconv.Itoa(n), nil
 }
@@ -102,13 +98,13 @@ func abbreviate(s string) string {
 func PemSHA(tlsCrt []byte) (string, error) {
 	block, _ := pem.Decode(tlsCrt)
 	if block == nil {
-		return "", &LeftOut{ReasonInvalidTLSCrt, "tls.crt holds no PEM block"}
+		return "", &LeftOut{tenginev1alpha1.ReasonInvalidTLSCrt, "tls.crt holds no PEM block"}
 	}
 	if block.Type != "CERTIFICATE" {
-		return "", &LeftOut{ReasonInvalidTLSCrt, fmt.Sprintf("the first PEM block of tls.crt is a %s, not a CERTIFICATE", block.Type)}
+		return "", &LeftOut{tenginev1alpha1.ReasonInvalidTLSCrt, fmt.Sprintf("the first PEM block of tls.crt is a %s, not a CERTIFICATE", block.Type)}
 	}
 	if _, err := x509.ParseCertificate(block.Bytes); err != nil {
-		return "", &LeftOut{ReasonInvalidTLSCrt, "tls.crt: " + err.Error()}
+		return "", &LeftOut{tenginev1alpha1.ReasonInvalidTLSCrt, "tls.crt: " + err.Error()}
 	}
 	sum := sha1.Sum(block.Bytes) //nolint:gosec // see import
 	return hex.EncodeToString(sum[:]), nil
@@ -134,7 +130,7 @@ func SecretPemSHA(data map[string][]byte) (string, error) {
 			return "", err
 		}
 		if _, err := tls.X509KeyPair(crt, key); err != nil {
-			return "", &LeftOut{ReasonKeyMismatch, "tls.crt and tls.key do not load as a pair: " + err.Error()}
+			return "", &LeftOut{tenginev1alpha1.ReasonKeyMismatch, "tls.crt and tls.key do not load as a pair: " + err.Error()}
 		}
 		if len(ca) > 0 {
 			if err := checkCA(ca, crl); err != nil {
@@ -146,7 +142,7 @@ func SecretPemSHA(data map[string][]byte) (string, error) {
 	if len(ca) > 0 {
 		return "", checkCA(ca, crl)
 	}
-	return "", &LeftOut{ReasonNoKeyPair, "the Secret has neither a tls.crt and tls.key pair nor a ca.crt"}
+	return "", &LeftOut{tenginev1alpha1.ReasonNoKeyPair, "the Secret has neither a tls.crt and tls.key pair nor a ca.crt"}
 }
 
 // checkCA is Tengine-Ingress's CheckCACert (every PEM block a certificate, at least one)
@@ -159,21 +155,21 @@ func checkCA(ca, crl []byte) error {
 			break
 		}
 		if _, err := x509.ParseCertificate(block.Bytes); err != nil {
-			return &LeftOut{ReasonInvalidCA, "ca.crt: " + err.Error()}
+			return &LeftOut{tenginev1alpha1.ReasonInvalidCA, "ca.crt: " + err.Error()}
 		}
 	}
 	if n == 0 {
-		return &LeftOut{ReasonInvalidCA, "ca.crt holds no PEM certificate"}
+		return &LeftOut{tenginev1alpha1.ReasonInvalidCA, "ca.crt holds no PEM certificate"}
 	}
 	if len(crl) == 0 {
 		return nil
 	}
 	block, _ := pem.Decode(crl)
 	if block == nil || block.Type != "X509 CRL" {
-		return &LeftOut{ReasonInvalidCRL, "ca.crl does not start with an X509 CRL PEM block"}
+		return &LeftOut{tenginev1alpha1.ReasonInvalidCRL, "ca.crl does not start with an X509 CRL PEM block"}
 	}
 	if _, err := x509.ParseRevocationList(block.Bytes); err != nil {
-		return &LeftOut{ReasonInvalidCRL, "ca.crl: " + err.Error()}
+		return &LeftOut{tenginev1alpha1.ReasonInvalidCRL, "ca.crl: " + err.Error()}
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	tenginev1alpha1 "github.com/trustplane/trustplane/api/tengine/v1alpha1"
 	"github.com/trustplane/trustplane/internal/testcerts"
 )
 
@@ -28,7 +29,7 @@ func TestNameID(t *testing.T) {
 	} {
 		got, err := NameID(name)
 		if want == "" {
-			if l, ok := IsLeftOut(err); !ok || l.Reason != ReasonNoNumericID {
+			if l, ok := IsLeftOut(err); !ok || l.Reason != tenginev1alpha1.ReasonNoNumericID {
 				t.Errorf("NameID(%q) = %q, %v; want left out", name, got, err)
 			}
 			continue
@@ -52,7 +53,7 @@ func TestVersion(t *testing.T) {
 	} {
 		got, err := Version(tc.annotations, DefaultVersionAnnotation)
 		if tc.want == "" {
-			if l, ok := IsLeftOut(err); !ok || l.Reason != ReasonNoVersion {
+			if l, ok := IsLeftOut(err); !ok || l.Reason != tenginev1alpha1.ReasonNoVersion {
 				t.Errorf("Version(%v) = %q, %v; want left out", tc.annotations, got, err)
 			}
 			continue
@@ -154,13 +155,13 @@ func TestPemSHAMatchesOpenSSL(t *testing.T) {
 // checksum (and is never reported); one with a bad value is.
 func TestNotVersionedIsItsOwnReason(t *testing.T) {
 	for _, annotations := range []map[string]string{nil, {"fs.ingress.alibaba/version": "1"}} {
-		if _, err := Version(annotations, DefaultVersionAnnotation); !isReason(err, ReasonNotVersioned) {
-			t.Errorf("Version(%v): %v, want %s", annotations, err, ReasonNotVersioned)
+		if _, err := Version(annotations, DefaultVersionAnnotation); !isReason(err, tenginev1alpha1.ReasonNotVersioned) {
+			t.Errorf("Version(%v): %v, want %s", annotations, err, tenginev1alpha1.ReasonNotVersioned)
 		}
 	}
 	// The version is checked before the name: an unversioned cert-manager "web-tls" Secret
 	// is NotVersioned, not NoNumericID.
-	if _, err := SecretID("web-tls", nil, DefaultVersionAnnotation, nil); !isReason(err, ReasonNotVersioned) {
+	if _, err := SecretID("web-tls", nil, DefaultVersionAnnotation, nil); !isReason(err, tenginev1alpha1.ReasonNotVersioned) {
 		t.Errorf("SecretID of an unversioned, unnumbered Secret: %v", err)
 	}
 }
@@ -263,7 +264,7 @@ func TestSetCheckpointsMatchFullRecompute(t *testing.T) {
 func TestVersionMessageIsBounded(t *testing.T) {
 	_, err := Version(map[string]string{DefaultVersionAnnotation: strings.Repeat("x", 256<<10)}, DefaultVersionAnnotation)
 	l, ok := IsLeftOut(err)
-	if !ok || l.Reason != ReasonNoVersion || len(l.Message) > 200 {
+	if !ok || l.Reason != tenginev1alpha1.ReasonNoVersion || len(l.Message) > 200 {
 		t.Errorf("left out: %v (%d bytes)", ok, len(err.Error()))
 	}
 }

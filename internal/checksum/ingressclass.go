@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/pflag"
+
+	tenginev1alpha1 "github.com/trustplane/trustplane/api/tengine/v1alpha1"
 )
 
 // Tengine-Ingress's ingress class defaults (alibaba/tengine-ingress
@@ -17,16 +19,6 @@ const (
 	// DefaultControllerClass is --controller-class's default, the spec.controller of a
 	// Tengine IngressClass (ingressclass.DefaultControllerName).
 	DefaultControllerClass = "k8s.io/tengine-ingress"
-)
-
-// Reasons an Ingress is not one a Tengine-Ingress keeps.
-const (
-	// ReasonOtherClass: the Ingress belongs to another controller (another class, or no
-	// class while Tengine does not watch those). Not meant for the checksum: never reported.
-	ReasonOtherClass = "OtherIngressClass"
-	// ReasonIngressClassNotFound: spec.ingressClassName names no IngressClass. Tengine
-	// keeps no such Ingress, and nobody serves it: reported.
-	ReasonIngressClassNotFound = "IngressClassNotFound"
 )
 
 // IngressClassOptions are a Tengine-Ingress's class flags (cmd/nginx/flags.go), which
@@ -90,22 +82,22 @@ func (o IngressClassOptions) Admit(className *string, annotations map[string]str
 		controller, exists := classes(*className)
 		switch {
 		case !exists:
-			return &LeftOut{ReasonIngressClassNotFound, fmt.Sprintf("spec.ingressClassName %q names no IngressClass", abbreviate(*className))}
+			return &LeftOut{tenginev1alpha1.ReasonIngressClassNotFound, fmt.Sprintf("spec.ingressClassName %q names no IngressClass", abbreviate(*className))}
 		case !o.HoldsClass(*className, controller):
-			return &LeftOut{ReasonOtherClass, fmt.Sprintf("IngressClass %q is for controller %q, not %q", abbreviate(*className), abbreviate(controller), o.ControllerClass)}
+			return &LeftOut{tenginev1alpha1.ReasonOtherClass, fmt.Sprintf("IngressClass %q is for controller %q, not %q", abbreviate(*className), abbreviate(controller), o.ControllerClass)}
 		}
 		return nil
 	}
 	if class, ok := annotations[IngressClassAnnotation]; ok {
 		if class != o.IngressClass {
-			return &LeftOut{ReasonOtherClass, fmt.Sprintf("annotation %s=%q is not %q", IngressClassAnnotation, abbreviate(class), o.IngressClass)}
+			return &LeftOut{tenginev1alpha1.ReasonOtherClass, fmt.Sprintf("annotation %s=%q is not %q", IngressClassAnnotation, abbreviate(class), o.IngressClass)}
 		}
 		return nil
 	}
 	if o.WatchWithoutClass {
 		return nil
 	}
-	return &LeftOut{ReasonOtherClass, "the Ingress has no class, and Tengine-Ingress runs without --watch-ingress-without-class"}
+	return &LeftOut{tenginev1alpha1.ReasonOtherClass, "the Ingress has no class, and Tengine-Ingress runs without --watch-ingress-without-class"}
 }
 
 // IngressIDOfClass is IngressID for an Ingress a Tengine-Ingress with these options
@@ -115,7 +107,7 @@ func (o IngressClassOptions) Admit(className *string, annotations map[string]str
 // business).
 func (o IngressClassOptions) IngressIDOfClass(name string, annotations map[string]string, className *string, versionKey string, classes IngressClassLookup) (string, error) {
 	id, err := IngressID(name, annotations, versionKey)
-	if l, ok := IsLeftOut(err); ok && l.Reason == ReasonNotVersioned {
+	if l, ok := IsLeftOut(err); ok && l.Reason == tenginev1alpha1.ReasonNotVersioned {
 		return "", err
 	}
 	if classErr := o.Admit(className, annotations, classes); classErr != nil {
@@ -127,7 +119,7 @@ func (o IngressClassOptions) IngressIDOfClass(name string, annotations map[strin
 // NotMeantForChecksum says the object is left out because it is not meant for the
 // checksum at all (no version, another controller's class): nothing to report.
 func (l *LeftOut) NotMeantForChecksum() bool {
-	return l.Reason == ReasonNotVersioned || l.Reason == ReasonOtherClass
+	return l.Reason == tenginev1alpha1.ReasonNotVersioned || l.Reason == tenginev1alpha1.ReasonOtherClass
 }
 
 // AddFlags registers Tengine-Ingress's class flags (alibaba/tengine-ingress

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	tenginev1alpha1 "github.com/trustplane/trustplane/api/tengine/v1alpha1"
 	"github.com/trustplane/trustplane/internal/testcerts"
 )
 
@@ -41,24 +42,24 @@ func TestSecretPemSHAIsTengines(t *testing.T) {
 		{"pair with a valid ca.crt", map[string][]byte{KeyTLSCrt: chain.PEM(), KeyTLSKey: keyBlock, KeyCACrt: ca}, leafSHA, ""},
 		{"pair with a valid ca.crt and ca.crl", map[string][]byte{KeyTLSCrt: chain.PEM(), KeyTLSKey: keyBlock, KeyCACrt: ca, KeyCACRL: crl}, leafSHA, ""},
 		{"pair with a ca.crl but no ca.crt: the CRL is not read", map[string][]byte{KeyTLSCrt: chain.PEM(), KeyTLSKey: keyBlock, KeyCACRL: []byte("junk")}, leafSHA, ""},
-		{"tls.key missing", map[string][]byte{KeyTLSCrt: chain.PEM()}, "", ReasonNoKeyPair},
-		{"tls.key of another certificate", map[string][]byte{KeyTLSCrt: chain.PEM(), KeyTLSKey: other.KeyPEM()}, "", ReasonKeyMismatch},
-		{"tls.key empty", map[string][]byte{KeyTLSCrt: chain.PEM(), KeyTLSKey: {}}, "", ReasonKeyMismatch},
-		{"tls.key garbage", map[string][]byte{KeyTLSCrt: chain.PEM(), KeyTLSKey: []byte("garbage")}, "", ReasonKeyMismatch},
-		{"first block is a key, not a certificate", map[string][]byte{KeyTLSCrt: append(append([]byte{}, keyBlock...), chain.PEM()...), KeyTLSKey: keyBlock}, "", ReasonInvalidTLSCrt},
-		{"first block is the CA's: its key is not the pair's", map[string][]byte{KeyTLSCrt: append(testcerts.CertPEM(chain.CA), testcerts.CertPEM(chain.Leaf)...), KeyTLSKey: keyBlock}, "", ReasonKeyMismatch},
-		{"tls.crt not PEM", map[string][]byte{KeyTLSCrt: []byte("garbage"), KeyTLSKey: keyBlock}, "", ReasonInvalidTLSCrt},
-		{"tls.crt a certificate block that does not parse", map[string][]byte{KeyTLSCrt: garbageCert, KeyTLSKey: keyBlock}, "", ReasonInvalidTLSCrt},
-		{"pair with a ca.crt that does not parse", map[string][]byte{KeyTLSCrt: chain.PEM(), KeyTLSKey: keyBlock, KeyCACrt: garbageCert}, "", ReasonInvalidCA},
-		{"pair with a ca.crt holding a key", map[string][]byte{KeyTLSCrt: chain.PEM(), KeyTLSKey: keyBlock, KeyCACrt: keyBlock}, "", ReasonInvalidCA},
-		{"pair with a bad ca.crl", map[string][]byte{KeyTLSCrt: chain.PEM(), KeyTLSKey: keyBlock, KeyCACrt: ca, KeyCACRL: []byte("junk")}, "", ReasonInvalidCRL},
+		{"tls.key missing", map[string][]byte{KeyTLSCrt: chain.PEM()}, "", tenginev1alpha1.ReasonNoKeyPair},
+		{"tls.key of another certificate", map[string][]byte{KeyTLSCrt: chain.PEM(), KeyTLSKey: other.KeyPEM()}, "", tenginev1alpha1.ReasonKeyMismatch},
+		{"tls.key empty", map[string][]byte{KeyTLSCrt: chain.PEM(), KeyTLSKey: {}}, "", tenginev1alpha1.ReasonKeyMismatch},
+		{"tls.key garbage", map[string][]byte{KeyTLSCrt: chain.PEM(), KeyTLSKey: []byte("garbage")}, "", tenginev1alpha1.ReasonKeyMismatch},
+		{"first block is a key, not a certificate", map[string][]byte{KeyTLSCrt: append(append([]byte{}, keyBlock...), chain.PEM()...), KeyTLSKey: keyBlock}, "", tenginev1alpha1.ReasonInvalidTLSCrt},
+		{"first block is the CA's: its key is not the pair's", map[string][]byte{KeyTLSCrt: append(testcerts.CertPEM(chain.CA), testcerts.CertPEM(chain.Leaf)...), KeyTLSKey: keyBlock}, "", tenginev1alpha1.ReasonKeyMismatch},
+		{"tls.crt not PEM", map[string][]byte{KeyTLSCrt: []byte("garbage"), KeyTLSKey: keyBlock}, "", tenginev1alpha1.ReasonInvalidTLSCrt},
+		{"tls.crt a certificate block that does not parse", map[string][]byte{KeyTLSCrt: garbageCert, KeyTLSKey: keyBlock}, "", tenginev1alpha1.ReasonInvalidTLSCrt},
+		{"pair with a ca.crt that does not parse", map[string][]byte{KeyTLSCrt: chain.PEM(), KeyTLSKey: keyBlock, KeyCACrt: garbageCert}, "", tenginev1alpha1.ReasonInvalidCA},
+		{"pair with a ca.crt holding a key", map[string][]byte{KeyTLSCrt: chain.PEM(), KeyTLSKey: keyBlock, KeyCACrt: keyBlock}, "", tenginev1alpha1.ReasonInvalidCA},
+		{"pair with a bad ca.crl", map[string][]byte{KeyTLSCrt: chain.PEM(), KeyTLSKey: keyBlock, KeyCACrt: ca, KeyCACRL: []byte("junk")}, "", tenginev1alpha1.ReasonInvalidCRL},
 		{"CA-only", map[string][]byte{KeyCACrt: ca}, "", ""},
 		{"CA-only with a CRL", map[string][]byte{KeyCACrt: ca, KeyCACRL: crl}, "", ""},
 		{"CA-only with a tls.crt but no tls.key", map[string][]byte{KeyTLSCrt: chain.PEM(), KeyCACrt: ca}, "", ""},
-		{"CA-only, ca.crt garbage", map[string][]byte{KeyCACrt: []byte("garbage")}, "", ReasonInvalidCA},
-		{"CA-only, bad CRL", map[string][]byte{KeyCACrt: ca, KeyCACRL: testcerts.CertPEM(chain.CA)}, "", ReasonInvalidCRL},
-		{"nothing Tengine reads", map[string][]byte{"auth": []byte("user:pass")}, "", ReasonNoKeyPair},
-		{"no data", nil, "", ReasonNoKeyPair},
+		{"CA-only, ca.crt garbage", map[string][]byte{KeyCACrt: []byte("garbage")}, "", tenginev1alpha1.ReasonInvalidCA},
+		{"CA-only, bad CRL", map[string][]byte{KeyCACrt: ca, KeyCACRL: testcerts.CertPEM(chain.CA)}, "", tenginev1alpha1.ReasonInvalidCRL},
+		{"nothing Tengine reads", map[string][]byte{"auth": []byte("user:pass")}, "", tenginev1alpha1.ReasonNoKeyPair},
+		{"no data", nil, "", tenginev1alpha1.ReasonNoKeyPair},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := SecretPemSHA(tc.data)

@@ -1,6 +1,13 @@
 package cli
 
 import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/pflag"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/trustplane/trustplane/internal/clustertarget"
 	"github.com/trustplane/trustplane/internal/controller/cluster"
 	"github.com/trustplane/trustplane/internal/controller/clusterroleaggregation"
 	"github.com/trustplane/trustplane/internal/controller/jwks"
@@ -12,20 +19,127 @@ import (
 	"github.com/trustplane/trustplane/internal/controller/tlsexpiry"
 	"github.com/trustplane/trustplane/internal/garden"
 	"github.com/trustplane/trustplane/internal/manager"
+	"github.com/trustplane/trustplane/internal/tenantkubeconfig"
 )
 
-// controllers is every controller `trustplane manager` knows, in start order.
-func controllers() []manager.Controller {
-	gardenOpts := garden.DefaultOptions() // shared by the cluster, kubeconfig and subscription controllers
+// controllers is every controller `trustplane manager` knows, in start order. Each is
+// registered the same way (register): its package's Name, Help, Options with their
+// AddFlags, and Setup(mgr, Options); what it depends on besides its flags is filled into
+// its Options just before Setup, from deps.
+func controllers(deps *dependencies) []manager.Controller {
+	jwksOpts := jwks.DefaultOptions()
+	clusterRoleOpts := clusterroleaggregation.DefaultOptions()
+	roleOpts := roleaggregation.DefaultOptions()
+	checksumOpts := secretchecksum.DefaultOptions()
+	signerOpts := podcertsigner.DefaultOptions()
+	expiryOpts := tlsexpiry.DefaultOptions()
+	kubeconfigOpts := kubeconfig.DefaultOptions()
+	clusterOpts := cluster.DefaultOptions()
+	subscriptionOpts := subscription.DefaultOptions()
 	return []manager.Controller{
-		jwks.Controller(),
-		clusterroleaggregation.Controller(),
-		roleaggregation.Controller(),
-		secretchecksum.Controller(),
-		podcertsigner.Controller(),
-		tlsexpiry.Controller(),
-		kubeconfig.Controller(gardenOpts),
-		cluster.Controller(gardenOpts),
-		subscription.Controller(gardenOpts),
+		register(jwks.Name, jwks.Help, &jwksOpts, jwks.Setup),
+		register(clusterroleaggregation.Name, clusterroleaggregation.Help, &clusterRoleOpts, clusterroleaggregation.Setup),
+		register(roleaggregation.Name, roleaggregation.Help, &roleOpts, roleaggregation.Setup),
+		register(secretchecksum.Name, secretchecksum.Help, &checksumOpts, secretchecksum.Setup),
+		register(podcertsigner.Name, podcertsigner.Help, &signerOpts, podcertsigner.Setup),
+		register(tlsexpiry.Name, tlsexpiry.Help, &expiryOpts, tlsexpiry.Setup),
+		register(kubeconfig.Name, kubeconfig.Help, &kubeconfigOpts, kubeconfig.Setup, func(mgr ctrl.Manager, o *kubeconfig.Options) (err error) {
+			o.Garden, err = deps.clusterTargets(mgr)
+			o.Kubeconfig = deps.policy
+			return err
+		}),
+		register(cluster.Name, cluster.Help, &clusterOpts, cluster.Setup, func(mgr ctrl.Manager, o *cluster.Options) (err error) {
+			o.Garden, err = deps.clusterTargets(mgr)
+			o.Kubeconfig = deps.policy
+			return err
+		}),
+		register(subscription.Name, subscription.Help, &subscriptionOpts, subscription.Setup, func(mgr ctrl.Manager, o *subscription.Options) (err error) {
+			o.Garden, err = deps.garden(mgr)
+			return err
+		}),
+	}
+}
+
+// options is a controller's Options: a struct whose pointer binds its flags.
+type options[O any] interface {
+	*O
+	AddFlags(fs *pflag.FlagSet)
+}
+
+// register is the registry entry of one controller. opts holds the parsed flags by the
+// time Setup runs; inject fills in the dependencies (garden, policy) before setup.
+func register[O any, P options[O], R any](name, help string, opts P, setup func(ctrl.Manager, O) (R, error), inject ...func(ctrl.Manager, P) error) manager.Controller {
+	return manager.Controller{
+		Name:     name,
+		Help:     help,
+		AddFlags: opts.AddFlags,
+		Setup: func(mgr ctrl.Manager) error {
+			for _, fill := range inject {
+				if err := fill(mgr, opts); err != nil {
+					return err
+				}
+			}
+			_, err := setup(mgr, *opts)
+			return err
+		},
+	}
+}
+
+// dependencies are what several controllers share, bound to flags once and made once per
+// manager: the garden connection (cluster, kubeconfig and subscription controllers), and
+// for the two that reach Clusters' target clusters the tenant kubeconfig policy and the
+// clustertarget field indexes.
+type dependencies struct {
+	gardenOpts *garden.Options
+	policy     tenantkubeconfig.Policy
+
+	mgr        ctrl.Manager // the manager the rest was made for
+	connected  *garden.Garden
+	gardenErr  error
+	indexed    bool
+	indexesErr error
+}
+
+func newDependencies() *dependencies {
+	return &dependencies{gardenOpts: garden.DefaultOptions(), policy: tenantkubeconfig.DefaultPolicy()}
+}
+
+// AddFlags registers the shared flags: the garden's and the tenant kubeconfig policy's.
+func (d *dependencies) AddFlags(fs *pflag.FlagSet) {
+	d.gardenOpts.AddFlags(fs)
+	d.policy.AddFlags(fs)
+}
+
+// garden is mgr's garden, nil without --garden-kubeconfig, connected on first use.
+func (d *dependencies) garden(mgr ctrl.Manager) (*garden.Garden, error) {
+	d.forManager(mgr)
+	if d.connected == nil && d.gardenErr == nil {
+		d.connected, d.gardenErr = d.gardenOpts.Connect(mgr)
+	}
+	return d.connected, d.gardenErr
+}
+
+// clusterTargets readies what reaching a Cluster's target takes: the policy is valid and
+// the clustertarget indexes are registered with mgr (once, whichever controller asks
+// first). It returns the garden.
+func (d *dependencies) clusterTargets(mgr ctrl.Manager) (*garden.Garden, error) {
+	d.forManager(mgr)
+	if err := d.policy.Validate(); err != nil {
+		return nil, err
+	}
+	if !d.indexed {
+		d.indexed, d.indexesErr = true, clustertarget.AddIndexes(context.Background(), mgr)
+	}
+	if d.indexesErr != nil {
+		return nil, fmt.Errorf("registering the cluster target indexes: %w", d.indexesErr)
+	}
+	return d.garden(mgr)
+}
+
+// forManager starts afresh for a manager other than the one the dependencies were made
+// for (a command builds one manager; tests may build several).
+func (d *dependencies) forManager(mgr ctrl.Manager) {
+	if d.mgr != mgr {
+		*d = dependencies{gardenOpts: d.gardenOpts, policy: d.policy, mgr: mgr}
 	}
 }

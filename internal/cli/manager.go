@@ -10,7 +10,8 @@ import (
 )
 
 func newManagerCommand() *cobra.Command {
-	known := controllers()
+	deps := newDependencies()
+	known := controllers(deps)
 	opts := manager.DefaultOptions()
 	// Select before connecting, so a typo in --controllers fails at once.
 	validate := func() error { _, err := manager.Select(known, opts.Controllers); return err }
@@ -23,6 +24,7 @@ func newManagerCommand() *cobra.Command {
 			return manager.Run(ctx, mgr)
 		})
 	opts.AddFlags(cmd.Flags(), known)
+	deps.AddFlags(cmd.Flags())
 	for _, c := range known {
 		if c.AddFlags != nil {
 			c.AddFlags(cmd.Flags())

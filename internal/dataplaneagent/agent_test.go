@@ -44,7 +44,7 @@ func TestDecodeSpec(t *testing.T) {
 		{"2024-01-02T03:04:05", false},
 		{"2024-01-02t03:04:05z", false},
 	} {
-		for _, kind := range []string{kindSecretCheckSum, kindIngressCheckSum} {
+		for _, kind := range []string{checksum.KindSecretCheckSum, checksum.KindIngressCheckSum} {
 			u := checksumObject(kind)
 			u.Object["spec"] = map[string]any{"checksum": "abc", "ids": []any{"1-1-x"}, "timestamp": tc.timestamp}
 			sum, ids, err := decodeSpec(kind, u)
@@ -146,7 +146,7 @@ func TestLocalSet(t *testing.T) {
 // A distrust is worded by what is known: a diff, no IDs to diff against, or another scope.
 func TestDescribe(t *testing.T) {
 	a := &Agent{scope: dataplane.ScopeOf([]string{"web"}, checksum.DefaultVersionAnnotation)}
-	big := checksumObject(kindSecretCheckSum)
+	big := checksumObject(checksum.KindSecretCheckSum)
 	big.SetAnnotations(map[string]string{dataplane.IDsOmittedAnnotation: "30000 IDs, limit 26000"})
 	all := dataplane.ScopeOf(nil, checksum.DefaultVersionAnnotation)
 	for _, tc := range []struct {
@@ -163,7 +163,7 @@ func TestDescribe(t *testing.T) {
 			reason: dataplane.ScopeMismatch, want: []string{a.scope, all, "ops/s1"}, wantNot: []string{"only local"},
 			sameKeyAsAfter: &dataplane.Verdict{Reason: dataplane.ScopeMismatch, Checksum: "d", Against: "ops/s2", AgainstScope: all}},
 	} {
-		key, reason, note := a.describe(trackSecrets, tc.v, big)
+		key, reason, note := a.describe(checksum.TrackSecrets, tc.v, big)
 		if reason != tc.reason {
 			t.Errorf("%s: reason %s, want %s", tc.v.Reason, reason, tc.reason)
 		}
@@ -179,7 +179,7 @@ func TestDescribe(t *testing.T) {
 		}
 		// A scope mismatch is reported once, not again for each new publication.
 		if tc.sameKeyAsAfter != nil {
-			if again, _, _ := a.describe(trackSecrets, *tc.sameKeyAsAfter, big); again != key {
+			if again, _, _ := a.describe(checksum.TrackSecrets, *tc.sameKeyAsAfter, big); again != key {
 				t.Errorf("a new publication of the same other scope is reported again: %q vs %q", again, key)
 			}
 		}

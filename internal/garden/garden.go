@@ -23,7 +23,8 @@ import (
 	"github.com/trustplane/trustplane/internal/shoot"
 )
 
-// Options are the garden flags, shared by the cluster and kubeconfig controllers.
+// Options are the garden flags, bound once for the manager (internal/cli) and shared by
+// the cluster, kubeconfig and subscription controllers.
 type Options struct {
 	// Kubeconfig is the path of the garden's kubeconfig; empty: no garden (only
 	// brought-along clusters work).
@@ -32,8 +33,6 @@ type Options struct {
 	Shoot shoot.Params
 	// AdminKubeconfigExpiration is the lifetime asked for admin kubeconfigs.
 	AdminKubeconfigExpiration time.Duration
-
-	connected map[ctrl.Manager]*Garden
 }
 
 // DefaultOptions are the flag defaults.
@@ -63,14 +62,11 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.AdminKubeconfigExpiration, "garden-admin-kubeconfig-expiration", o.AdminKubeconfigExpiration, "Lifetime of the admin kubeconfigs requested for Shoots (kept in memory only).")
 }
 
-// Connect is the garden of mgr (nil when no garden is configured), made once per manager
-// however many controllers ask.
+// Connect makes the garden for mgr (nil when no garden is configured). Call it once per
+// manager: internal/cli hands the one garden to every controller that needs it.
 func (o *Options) Connect(mgr ctrl.Manager) (*Garden, error) {
 	if o.Kubeconfig == "" {
 		return nil, nil
-	}
-	if g, ok := o.connected[mgr]; ok {
-		return g, nil
 	}
 	// A bad Shoot setting fails the start, not every Cluster later.
 	if err := o.Shoot.Validate(); err != nil {
@@ -80,28 +76,14 @@ func (o *Options) Connect(mgr ctrl.Manager) (*Garden, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--garden-kubeconfig: %w", err)
 	}
-	g, err := New(mgr, cfg, o.Shoot, o.AdminKubeconfigExpiration)
-	if err != nil {
-		return nil, err
-	}
-	if o.connected == nil {
-		o.connected = map[ctrl.Manager]*Garden{}
-	}
-	o.connected[mgr] = g
-	return g, nil
+	return New(mgr, cfg, o.Shoot, o.AdminKubeconfigExpiration)
 }
 
-// Setup adapts a controller's setup that needs the garden (nil when none is configured)
-// to the registry's setup signature.
-func (o *Options) Setup(setup func(ctrl.Manager, *Garden) error) func(ctrl.Manager) error {
-	return func(mgr ctrl.Manager) error {
-		g, err := o.Connect(mgr)
-		if err != nil {
-			return err
-		}
-		return setup(mgr, g)
-	}
-}
+// CacheSyncTimeout is how long a controller that watches the garden waits for its cache at
+// start: until the garden answers. With controller-runtime's default (give up after 2
+// minutes) a garden that does not answer when the manager starts would make the whole
+// manager exit, and every other controller and the JWKS server with it.
+const CacheSyncTimeout = 100 * 365 * 24 * time.Hour
 
 // Garden is one Gardener project.
 type Garden struct {

@@ -2,25 +2,10 @@ package jwks
 
 import "fmt"
 
-// Reasons of permanent input errors. They become the Ready condition's reason, so they
-// are CamelCase and stable.
-const (
-	ReasonMissingCertificate  = "MissingCertificate"
-	ReasonMissingPrivateKey   = "MissingPrivateKey"
-	ReasonInvalidPEM          = "InvalidPEM"
-	ReasonNotACertificate     = "NotACertificate"
-	ReasonInvalidCertificate  = "InvalidCertificate"
-	ReasonUnsupportedKey      = "UnsupportedKeyType"
-	ReasonWeakKey             = "WeakKey"
-	ReasonCertificateExpired  = "CertificateExpired"
-	ReasonInvalidAlgorithm    = "InvalidAlgorithm"
-	ReasonInvalidPublished    = "InvalidPublishedSet"
-	ReasonSetTooLarge         = "SetTooLarge"
-	ReasonCertificateTooLarge = "CertificateTooLarge"
-)
-
 // InputError is a permanent problem with the input: retrying without a change to the
-// Secret or the spec cannot succeed. Its message never contains key material.
+// Secret or the spec cannot succeed. Its message never contains key material. Its Reason
+// is one of api/jwks/v1alpha1's input reasons (ReasonMissingCertificate, …), which
+// becomes the Ready condition's reason.
 type InputError struct {
 	Reason  string
 	Message string

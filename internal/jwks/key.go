@@ -20,6 +20,8 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+
+	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 )
 
 // MinRSABits is the smallest RSA modulus accepted (RFC 7518 3.3 requires 2048).
@@ -50,7 +52,7 @@ func ParseChain(pemChain []byte, algorithm string, now time.Time) (Key, error) {
 		return Key{}, err
 	}
 	if now.After(leaf.NotAfter) {
-		return Key{}, inputErrorf(ReasonCertificateExpired, "certificate %q expired at %s", leaf.Subject.String(), leaf.NotAfter.UTC().Format(time.RFC3339))
+		return Key{}, inputErrorf(jwksv1alpha1.ReasonCertificateExpired, "certificate %q expired at %s", leaf.Subject.String(), leaf.NotAfter.UTC().Format(time.RFC3339))
 	}
 	sha1Sum := sha1.Sum(leaf.Raw) //nolint:gosec // see import
 	sha256Sum := sha256.Sum256(leaf.Raw)
@@ -64,7 +66,7 @@ func ParseChain(pemChain []byte, algorithm string, now time.Time) (Key, error) {
 	}
 	thumb, err := jwk.Thumbprint(crypto.SHA256)
 	if err != nil {
-		return Key{}, inputErrorf(ReasonUnsupportedKey, "computing the key thumbprint: %v", err)
+		return Key{}, inputErrorf(jwksv1alpha1.ReasonUnsupportedKey, "computing the key thumbprint: %v", err)
 	}
 	jwk.KeyID = base64.RawURLEncoding.EncodeToString(thumb)
 	return Key{JWK: jwk, NotAfter: leaf.NotAfter}, nil
@@ -74,7 +76,7 @@ func ParseChain(pemChain []byte, algorithm string, now time.Time) (Key, error) {
 // be at least one. Text between blocks is allowed (openssl writes "subject=" lines).
 func parsePEMCertificates(data []byte) ([]*x509.Certificate, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, inputErrorf(ReasonMissingCertificate, "tls.crt is empty")
+		return nil, inputErrorf(jwksv1alpha1.ReasonMissingCertificate, "tls.crt is empty")
 	}
 	var chain []*x509.Certificate
 	rest := data
@@ -85,16 +87,16 @@ func parsePEMCertificates(data []byte) ([]*x509.Certificate, error) {
 			break
 		}
 		if block.Type != "CERTIFICATE" {
-			return nil, inputErrorf(ReasonNotACertificate, "tls.crt block %d is a %q PEM block, want CERTIFICATE", len(chain)+1, block.Type)
+			return nil, inputErrorf(jwksv1alpha1.ReasonNotACertificate, "tls.crt block %d is a %q PEM block, want CERTIFICATE", len(chain)+1, block.Type)
 		}
 		cert, err := x509.ParseCertificate(block.Bytes)
 		if err != nil {
-			return nil, inputErrorf(ReasonInvalidCertificate, "tls.crt certificate %d: %v", len(chain)+1, err)
+			return nil, inputErrorf(jwksv1alpha1.ReasonInvalidCertificate, "tls.crt certificate %d: %v", len(chain)+1, err)
 		}
 		chain = append(chain, cert)
 	}
 	if len(chain) == 0 {
-		return nil, inputErrorf(ReasonInvalidPEM, "tls.crt holds no PEM block")
+		return nil, inputErrorf(jwksv1alpha1.ReasonInvalidPEM, "tls.crt holds no PEM block")
 	}
 	return chain, nil
 }
@@ -107,7 +109,7 @@ func algorithmFor(leaf *x509.Certificate, override string) (string, error) {
 	switch k := leaf.PublicKey.(type) {
 	case *rsa.PublicKey:
 		if bits := k.N.BitLen(); bits < MinRSABits {
-			return "", inputErrorf(ReasonWeakKey, "RSA key has %d bits, at least %d are required", bits, MinRSABits)
+			return "", inputErrorf(jwksv1alpha1.ReasonWeakKey, "RSA key has %d bits, at least %d are required", bits, MinRSABits)
 		}
 		natural = string(jose.RS256)
 		allowed = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512"}
@@ -120,14 +122,14 @@ func algorithmFor(leaf *x509.Certificate, override string) (string, error) {
 		case elliptic.P521():
 			natural = string(jose.ES512)
 		default:
-			return "", inputErrorf(ReasonUnsupportedKey, "EC curve %s is not supported (use P-256, P-384 or P-521)", k.Curve.Params().Name)
+			return "", inputErrorf(jwksv1alpha1.ReasonUnsupportedKey, "EC curve %s is not supported (use P-256, P-384 or P-521)", k.Curve.Params().Name)
 		}
 		allowed = []string{natural}
 	case ed25519.PublicKey:
 		natural = string(jose.EdDSA)
 		allowed = []string{natural}
 	default:
-		return "", inputErrorf(ReasonUnsupportedKey, "public key algorithm %s is not supported (use RSA, EC P-256/P-384/P-521 or Ed25519)", keyAlgorithmName(leaf))
+		return "", inputErrorf(jwksv1alpha1.ReasonUnsupportedKey, "public key algorithm %s is not supported (use RSA, EC P-256/P-384/P-521 or Ed25519)", keyAlgorithmName(leaf))
 	}
 	if override == "" {
 		return natural, nil
@@ -137,7 +139,7 @@ func algorithmFor(leaf *x509.Certificate, override string) (string, error) {
 			return override, nil
 		}
 	}
-	return "", inputErrorf(ReasonInvalidAlgorithm, "algorithm %s does not fit the certificate's key (allowed: %v)", override, allowed)
+	return "", inputErrorf(jwksv1alpha1.ReasonInvalidAlgorithm, "algorithm %s does not fit the certificate's key (allowed: %v)", override, allowed)
 }
 
 // keyAlgorithmName names the certificate's key algorithm, also for those Go's x509 does
@@ -179,7 +181,7 @@ func KeyIDOf(pemChain []byte) (string, error) {
 	}
 	thumb, err := (&jose.JSONWebKey{Key: chain[0].PublicKey}).Thumbprint(crypto.SHA256)
 	if err != nil {
-		return "", inputErrorf(ReasonUnsupportedKey, "computing the key thumbprint: %v", err)
+		return "", inputErrorf(jwksv1alpha1.ReasonUnsupportedKey, "computing the key thumbprint: %v", err)
 	}
 	return base64.RawURLEncoding.EncodeToString(thumb), nil
 }

@@ -20,6 +20,7 @@ import (
 	jwxjwk "github.com/lestrrat-go/jwx/v3/jwk"
 	jwxjwt "github.com/lestrrat-go/jwx/v3/jwt"
 
+	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	"github.com/trustplane/trustplane/internal/testcerts"
 )
 
@@ -195,15 +196,15 @@ func TestBadInputIsAPreciseInputError(t *testing.T) {
 		pem               []byte
 		alg               string
 	}{
-		{name: "empty", pem: []byte(" \n"), reason: ReasonMissingCertificate, msg: "tls.crt is empty"},
-		{name: "garbage", pem: []byte("not a certificate at all"), reason: ReasonInvalidPEM, msg: "no PEM block"},
-		{name: "private key block", pem: p256.KeyPEM(), reason: ReasonNotACertificate, msg: `"PRIVATE KEY" PEM block`},
-		{name: "corrupt DER", pem: []byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"), reason: ReasonInvalidCertificate, msg: "certificate 1"},
-		{name: "DSA", pem: readTestdata(t, "dsa.crt"), reason: ReasonUnsupportedKey, msg: "DSA is not supported"},
-		{name: "Ed448", pem: readTestdata(t, "ed448.crt"), reason: ReasonUnsupportedKey, msg: "Ed448 is not supported"},
-		{name: "RSA 1024", pem: weak.PEM(), reason: ReasonWeakKey, msg: "RSA key has 1024 bits, at least 2048"},
-		{name: "expired", pem: expired(), reason: ReasonCertificateExpired, msg: `certificate "CN=old" expired at`},
-		{name: "algorithm mismatch", pem: p256.PEM(), alg: "RS256", reason: ReasonInvalidAlgorithm, msg: "RS256 does not fit"},
+		{name: "empty", pem: []byte(" \n"), reason: jwksv1alpha1.ReasonMissingCertificate, msg: "tls.crt is empty"},
+		{name: "garbage", pem: []byte("not a certificate at all"), reason: jwksv1alpha1.ReasonInvalidPEM, msg: "no PEM block"},
+		{name: "private key block", pem: p256.KeyPEM(), reason: jwksv1alpha1.ReasonNotACertificate, msg: `"PRIVATE KEY" PEM block`},
+		{name: "corrupt DER", pem: []byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"), reason: jwksv1alpha1.ReasonInvalidCertificate, msg: "certificate 1"},
+		{name: "DSA", pem: readTestdata(t, "dsa.crt"), reason: jwksv1alpha1.ReasonUnsupportedKey, msg: "DSA is not supported"},
+		{name: "Ed448", pem: readTestdata(t, "ed448.crt"), reason: jwksv1alpha1.ReasonUnsupportedKey, msg: "Ed448 is not supported"},
+		{name: "RSA 1024", pem: weak.PEM(), reason: jwksv1alpha1.ReasonWeakKey, msg: "RSA key has 1024 bits, at least 2048"},
+		{name: "expired", pem: expired(), reason: jwksv1alpha1.ReasonCertificateExpired, msg: `certificate "CN=old" expired at`},
+		{name: "algorithm mismatch", pem: p256.PEM(), alg: "RS256", reason: jwksv1alpha1.ReasonInvalidAlgorithm, msg: "RS256 does not fit"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseChain(tc.pem, tc.alg, now)

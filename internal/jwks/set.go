@@ -9,6 +9,8 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+
+	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 )
 
 // PublishedKey is a key in a published set, with its rotation state.
@@ -135,7 +137,7 @@ func MarshalWithin(keys []PublishedKey, maxBytes int) ([]PublishedKey, []byte, e
 			return keys[:n], doc, nil
 		}
 	}
-	return nil, nil, inputErrorf(ReasonSetTooLarge, "the current certificate chain (and the one being signed with) alone make a JWK Set of more than %d bytes; publish a shorter chain", maxBytes)
+	return nil, nil, inputErrorf(jwksv1alpha1.ReasonSetTooLarge, "the current certificate chain (and the one being signed with) alone make a JWK Set of more than %d bytes; publish a shorter chain", maxBytes)
 }
 
 // Marshal renders keys as a JWK Set document. Equal input gives byte-identical output.
@@ -177,7 +179,7 @@ func Unmarshal(data []byte) ([]jose.JSONWebKey, error) {
 func Restore(doc []byte, retirements map[string]time.Time) ([]PublishedKey, error) {
 	jwks, err := Unmarshal(doc)
 	if err != nil {
-		return nil, &InputError{Reason: ReasonInvalidPublished, Message: "the published JWK Set does not parse: " + err.Error()}
+		return nil, &InputError{Reason: jwksv1alpha1.ReasonInvalidPublished, Message: "the published JWK Set does not parse: " + err.Error()}
 	}
 	keys := make([]PublishedKey, 0, len(jwks))
 	for _, j := range jwks {

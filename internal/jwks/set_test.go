@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	"github.com/trustplane/trustplane/internal/testcerts"
 )
 
@@ -231,8 +232,8 @@ func TestMarshalWithinLeavesOutTheOldestUntilItFits(t *testing.T) {
 	}
 	_, _, err = MarshalWithin(keys, 100)
 	var ie *InputError
-	if !errors.As(err, &ie) || ie.Reason != ReasonSetTooLarge {
-		t.Errorf("the current key alone over budget: %v, want %s", err, ReasonSetTooLarge)
+	if !errors.As(err, &ie) || ie.Reason != jwksv1alpha1.ReasonSetTooLarge {
+		t.Errorf("the current key alone over budget: %v, want %s", err, jwksv1alpha1.ReasonSetTooLarge)
 	}
 }
 

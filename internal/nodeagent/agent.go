@@ -17,14 +17,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
-	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/spf13/pflag"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,7 +27,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -40,7 +34,6 @@ import (
 	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -61,82 +54,7 @@ const (
 	ServeAgent = "agent"
 	// BundleFile is the file name of a credential bundle.
 	BundleFile = "credentialbundle.pem"
-	// ReasonBundlePathRefused is the Warning event on a pod whose bundle path below --dir
-	// holds something the agent did not make (a symbolic link, say): it writes nothing there.
-	ReasonBundlePathRefused = "BundlePathRefused"
 )
-
-// Options are the agent's flags.
-type Options struct {
-	NodeName               string
-	Dir                    string
-	RefreshInterval        time.Duration
-	MetricsBindAddress     string
-	HealthProbeBindAddress string
-	// ServeAllPods serves the podCertificate projected volumes of every pod on the node,
-	// not only of those annotated ServeAnnotation: "agent".
-	ServeAllPods bool
-	// BundleMode is the mode of the credential files; directories get the matching
-	// search (x) bits. BundleGID, when not -1, is the group of files and directories.
-	BundleMode os.FileMode
-	BundleGID  int
-	// Clock and Jitter are injected by tests.
-	Clock  clock.PassiveClock
-	Jitter func() time.Duration
-}
-
-// DefaultOptions are the flag defaults.
-func DefaultOptions() Options {
-	return Options{Dir: "/var/run/trustplane/podcerts", RefreshInterval: time.Minute,
-		MetricsBindAddress: ":8080", HealthProbeBindAddress: ":8081", Clock: clock.RealClock{},
-		BundleMode: 0o600, BundleGID: -1}
-}
-
-// AddFlags registers the options as flags.
-func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.NodeName, "node-name", o.NodeName, "The node this agent serves (required; usually from the downward API).")
-	fs.StringVar(&o.Dir, "dir", o.Dir, "Root of the credential bundles: <dir>/<namespace>/<pod>/<volume>-<source>/"+BundleFile+".")
-	fs.DurationVar(&o.RefreshInterval, "refresh-interval", o.RefreshInterval, "How often every projection is re-checked (kubelet: 1m).")
-	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of /metrics; '0' disables it.")
-	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address of /healthz and /readyz.")
-	fs.BoolVar(&o.ServeAllPods, "serve-all-pods", o.ServeAllPods, "Serve the podCertificate projected volumes of every pod on the node. Only for nodes whose kubelet does not "+
-		"serve them itself (kubelet older than 1.35, the PodCertificateRequest feature gate off, or no kubelet): a 1.35+ kubelet does, and both would request "+
-		"and warn twice. Without it, only pods annotated "+ServeAnnotation+"="+ServeAgent+" (volumes) or "+SignerAnnotation+" (no volume needed) are served.")
-	fs.Var((*fileMode)(&o.BundleMode), "bundle-mode", "Mode of the credential files, octal (e.g. 0640 lets the --bundle-gid group read them); directories get the matching x bits.")
-	fs.IntVar(&o.BundleGID, "bundle-gid", o.BundleGID, "Group of the credential files and their directories (-1: the agent's own); give pods this gid (runAsGroup or supplementalGroups) to read them as non-root.")
-}
-
-// Validate checks the options before anything connects. A pointer receiver: the command
-// binds opts.Validate before the flags are parsed into opts.
-func (o *Options) Validate() error {
-	if o.NodeName == "" {
-		return errors.New("--node-name is required")
-	}
-	if o.Dir == "" {
-		return errors.New("--dir is required")
-	}
-	if o.BundleMode&^os.ModePerm != 0 || o.BundleMode&0o600 != 0o600 {
-		return fmt.Errorf("--bundle-mode %#o: permission bits only, and the owner must read and write", uint32(o.BundleMode))
-	}
-	if o.BundleGID < -1 {
-		return fmt.Errorf("--bundle-gid %d: a group id, or -1", o.BundleGID)
-	}
-	return nil
-}
-
-// fileMode is an octal flag.
-type fileMode os.FileMode
-
-func (m *fileMode) String() string { return fmt.Sprintf("%#o", uint32(*m)) }
-func (m *fileMode) Type() string   { return "mode" }
-func (m *fileMode) Set(s string) error {
-	v, err := strconv.ParseUint(s, 8, 32)
-	if err != nil {
-		return fmt.Errorf("not an octal mode: %w", err)
-	}
-	*m = fileMode(v)
-	return nil
-}
 
 // Agent runs the manager for one node's pods.
 type Agent struct {
@@ -267,62 +185,6 @@ func (a *Agent) handleProjections(ctx context.Context, pod *corev1.Pod, projecti
 	return errors.Join(errs...)
 }
 
-// writeBundle writes, in the projection's directory, credentialbundle.pem and the
-// projection's credentialBundlePath (the PKCS#8 key then the chain, leaf first), keyPath
-// (the key) and certificateChainPath (the chain); nothing before issuance. Denied or
-// failed, the files of the last issued credential stay.
-func (a *Agent) writeBundle(key podcert.Key, src *corev1.PodCertificateProjection) error {
-	privateKey, chain, err := a.manager.Bundle(key)
-	if err != nil {
-		return nil // not issued yet, or denied/failed: the events and metrics say so
-	}
-	bundle := append(append([]byte(nil), privateKey...), chain...)
-	// Each file is replaced atomically, not the set: the key and chain files first,
-	// credentialbundle.pem last, so that its presence says the others are there.
-	type file struct {
-		name    string
-		content []byte
-	}
-	var files []file
-	for _, f := range []file{{src.KeyPath, privateKey}, {src.CertificateChainPath, chain}, {src.CredentialBundlePath, bundle}} {
-		if f.name == "" {
-			continue
-		}
-		if !filepath.IsLocal(f.name) {
-			return fmt.Errorf("pod %s/%s volume %s: path %q leaves the volume", key.Namespace, key.PodName, key.VolumeName, f.name)
-		}
-		files = append(files, file{filepath.Clean(f.name), f.content})
-	}
-	files = append(files, file{BundleFile, bundle})
-	dir := filepath.Join(key.Namespace, key.PodName, key.VolumeName+"-"+strconv.Itoa(key.SourceIndex))
-	for _, f := range files {
-		if err := a.files.write(filepath.Join(dir, f.name), f.content); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// refuse reports, once per pod and path, a bundle path the agent does not write through
-// (a link planted in the pod's directory, say): in its log and as a Warning event on the
-// pod. Nothing a retry could fix, so it is not retried before the refresh interval.
-func (a *Agent) refuse(ctx context.Context, pod *corev1.Pod, key podcert.Key, refused *refusedError) {
-	name := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
-	a.mu.Lock()
-	if a.reported[name] == nil {
-		a.reported[name] = map[string]bool{}
-	}
-	seen := a.reported[name][refused.Path]
-	a.reported[name][refused.Path] = true
-	a.mu.Unlock()
-	if seen {
-		return
-	}
-	log.FromContext(ctx).Info("not writing a credential bundle", "volume", key.VolumeName, "path", refused.Path, "reason", refused.Why)
-	a.recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonBundlePathRefused, "WriteBundle",
-		"credential bundle of volume %s not written: %s below the agent's directory: %s", key.VolumeName, refused.Path, refused.Why)
-}
-
 func (a *Agent) forget(ctx context.Context, pod types.NamespacedName) error {
 	a.mu.Lock()
 	uid, ok := a.uids[pod]
@@ -375,74 +237,4 @@ func withAnnotationProjection(pod *corev1.Pod) *corev1.Pod {
 	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: annotationVolume, VolumeSource: corev1.VolumeSource{
 		Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{PodCertificate: &corev1.PodCertificateProjection{SignerName: signer, KeyType: keyType}}}}}})
 	return pod
-}
-
-// clusterAPI is podcert.API over controller-runtime's client and caches.
-type clusterAPI struct {
-	client    client.Client
-	cache     client.Reader
-	apiReader client.Reader
-	nodeName  string
-}
-
-func (c *clusterAPI) CreatePCR(ctx context.Context, pcr *certificatesv1.PodCertificateRequest) (*certificatesv1.PodCertificateRequest, error) {
-	return pcr, c.client.Create(ctx, pcr)
-}
-
-func (c *clusterAPI) GetPCR(namespace, name string) (*certificatesv1.PodCertificateRequest, error) {
-	pcr := &certificatesv1.PodCertificateRequest{}
-	return pcr, c.cache.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, pcr)
-}
-
-func (c *clusterAPI) ServiceAccountUID(ctx context.Context, namespace, name string) (types.UID, error) {
-	sa := &corev1.ServiceAccount{}
-	if err := c.apiReader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, sa); err != nil {
-		return "", err
-	}
-	return sa.UID, nil
-}
-
-func (c *clusterAPI) NodeUID(ctx context.Context) (types.UID, error) {
-	node := &corev1.Node{}
-	if err := c.cache.Get(ctx, client.ObjectKey{Name: c.nodeName}, node); err != nil {
-		return "", err
-	}
-	return node.UID, nil
-}
-
-// states is the kubelet metric: projections by signer and state, computed at scrape time.
-type states struct {
-	agent *Agent
-	desc  *prometheus.Desc
-}
-
-func registerStates(a *Agent) error {
-	s := &states{agent: a, desc: prometheus.NewDesc("trustplane_podcertificate_states",
-		"Pod certificate projections on this node by signer_name and state (not_yet_issued, fresh, overdue_for_refresh, expired, denied, failed).",
-		[]string{"signer_name", "state"}, nil)}
-	err := metrics.Registry.Register(s)
-	var already prometheus.AlreadyRegisteredError
-	if errors.As(err, &already) { // a second agent in one process (tests): report the newest
-		metrics.Registry.Unregister(already.ExistingCollector)
-		err = metrics.Registry.Register(s)
-	}
-	return err
-}
-
-func (s *states) Describe(ch chan<- *prometheus.Desc) { ch <- s.desc }
-
-func (s *states) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	list := &corev1.PodList{}
-	if err := s.agent.reader.List(ctx, list); err != nil {
-		return
-	}
-	pods := make([]*corev1.Pod, 0, len(list.Items))
-	for i := range list.Items {
-		pods = append(pods, s.agent.served(&list.Items[i]))
-	}
-	for k, n := range s.agent.manager.Report(pods) {
-		ch <- prometheus.MustNewConstMetric(s.desc, prometheus.GaugeValue, float64(n), k.SignerName, k.State)
-	}
 }

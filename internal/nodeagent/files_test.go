@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 
+	"github.com/trustplane/trustplane/api/certificates"
 	"github.com/trustplane/trustplane/internal/podcert"
 )
 
@@ -315,7 +316,7 @@ func TestRefusalIsReportedOncePerPodAndPath(t *testing.T) {
 	for e := range rec.Events {
 		got = append(got, e)
 	}
-	if len(got) != 2 || !strings.Contains(got[0], ReasonBundlePathRefused) || !strings.Contains(got[0], projectionDir) || !strings.Contains(got[0], "symbolic link") {
+	if len(got) != 2 || !strings.Contains(got[0], certificates.ReasonBundlePathRefused) || !strings.Contains(got[0], projectionDir) || !strings.Contains(got[0], "symbolic link") {
 		t.Errorf("events %q, want one per refused path", got)
 	}
 }

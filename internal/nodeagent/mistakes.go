@@ -10,19 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/trustplane/trustplane/api/certificates"
 	"github.com/trustplane/trustplane/internal/podcert"
-)
-
-// Warning events on a pod for which nothing is requested, each sent once per projection
-// and problem.
-const (
-	// ReasonInvalidProjection: the projection asks for what the agent cannot request (a key
-	// type it cannot generate, a malformed signer name) or the pod names no ServiceAccount;
-	// not retried: only a change of the pod helps.
-	ReasonInvalidProjection = "InvalidProjection"
-	// ReasonServiceAccountNotFound: the pod's ServiceAccount does not exist; checked again
-	// on every refresh pass.
-	ReasonServiceAccountNotFound = "ServiceAccountNotFound"
 )
 
 // handleProjection advances one projection of pod, unless the pod's own mistake stands in
@@ -33,13 +22,13 @@ const (
 // and as an event; the returned error is for what a retry may fix.
 func (a *Agent) handleProjection(ctx context.Context, pod *corev1.Pod, key podcert.Key, src *corev1.PodCertificateProjection) error {
 	if problem := projectionProblem(pod, key, src); problem != "" {
-		a.reportOnce(ctx, pod, key, ReasonInvalidProjection, problem)
+		a.reportOnce(ctx, pod, key, certificates.ReasonInvalidProjection, problem)
 		return nil
 	}
 	err := a.manager.Handle(ctx, pod, key)
 	var missing *podcert.ServiceAccountNotFoundError
 	if errors.As(err, &missing) {
-		a.reportOnce(ctx, pod, key, ReasonServiceAccountNotFound,
+		a.reportOnce(ctx, pod, key, certificates.ReasonServiceAccountNotFound,
 			fmt.Sprintf("%s (a PodCertificateRequest names the pod's ServiceAccount); checked again every %s", missing, a.opts.RefreshInterval))
 		return nil
 	}

@@ -22,9 +22,11 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+
+	"github.com/trustplane/trustplane/api/certificates"
 )
 
 var errNotIssued = errors.New("credential bundle is not issued yet")
@@ -61,10 +63,16 @@ type API interface {
 	NodeUID(ctx context.Context) (types.UID, error)
 }
 
+// Recorder records events: client-go's events.EventRecorder, which this package names
+// by its one method so that it needs no Kubernetes client.
+type Recorder interface {
+	Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any)
+}
+
 // Manager holds the credential state of every projection on one node.
 type Manager struct {
 	api      API
-	recorder events.EventRecorder
+	recorder Recorder
 	clock    clock.PassiveClock
 	nodeName types.NodeName
 	// jitter returns a random delay in [0, maxJitter); tests make it deterministic.
@@ -86,7 +94,7 @@ type record struct {
 }
 
 // NewManager returns a manager for nodeName.
-func NewManager(api API, recorder events.EventRecorder, c clock.PassiveClock, nodeName types.NodeName) *Manager {
+func NewManager(api API, recorder Recorder, c clock.PassiveClock, nodeName types.NodeName) *Manager {
 	return &Manager{api: api, recorder: recorder, clock: c, nodeName: nodeName,
 		// Jitter spreads requests over time; it need not be unpredictable.
 		jitter: func() time.Duration { return time.Duration(mathrand.Int64N(int64(maxJitter))) }, //nolint:gosec // not a secret
@@ -220,11 +228,11 @@ func (m *Manager) terminal(pod *corev1.Pod, pcr *certificatesv1.PodCertificateRe
 // warn emits, each at most once per certificate, the overdue-for-refresh and expired events.
 func (m *Manager) warn(pod *corev1.Pod, st *issued, now time.Time) {
 	if now.After(st.beginRefreshAt.Add(refreshOverdueDuration)) && !st.eventEmittedForOverdueForRefresh {
-		m.recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonOverdueForRefresh, "Refresh", MessageOverdueForRefresh)
+		m.recorder.Eventf(pod, nil, corev1.EventTypeWarning, certificates.ReasonOverdueForRefresh, "Refresh", MessageOverdueForRefresh)
 		st.eventEmittedForOverdueForRefresh = true
 	}
 	if now.After(st.notAfter) && !st.eventEmittedForExpiration {
-		m.recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonExpired, "Refresh", MessageExpired)
+		m.recorder.Eventf(pod, nil, corev1.EventTypeWarning, certificates.ReasonExpired, "Refresh", MessageExpired)
 		st.eventEmittedForExpiration = true
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/trustplane/trustplane/api/certificates"
 	"github.com/trustplane/trustplane/internal/testcerts"
 )
 
@@ -207,7 +208,7 @@ func TestFreshPathEvents(t *testing.T) {
 		t.Errorf("metrics state %s, want expired", h.metricsState())
 	}
 	h.mustHandle()
-	if got := h.drain(); got[ReasonOverdueForRefresh] != 1 || got[ReasonExpired] != 1 {
+	if got := h.drain(); got[certificates.ReasonOverdueForRefresh] != 1 || got[certificates.ReasonExpired] != 1 {
 		t.Fatalf("events %v", got)
 	}
 	if h.api.created != 2 {
@@ -218,7 +219,7 @@ func TestFreshPathEvents(t *testing.T) {
 		h.clock.Step(time.Minute)
 		h.mustHandle()
 	}
-	if got := h.drain(); got[ReasonOverdueForRefresh] != 1 || got[ReasonExpired] != 1 {
+	if got := h.drain(); got[certificates.ReasonOverdueForRefresh] != 1 || got[certificates.ReasonExpired] != 1 {
 		t.Fatalf("events repeated: %v", got)
 	}
 	// Expired credentials are still served.
@@ -240,19 +241,19 @@ func TestWaitRefreshPathEvents(t *testing.T) {
 	}
 	h.clock.Step(5 * time.Minute)
 	h.mustHandle()
-	if h.drain()[ReasonOverdueForRefresh] != 0 || h.metricsState() != StateFresh {
+	if h.drain()[certificates.ReasonOverdueForRefresh] != 0 || h.metricsState() != StateFresh {
 		t.Fatal("overdue too early")
 	}
 	h.clock.Step(6 * time.Minute) // > 10 min past beginRefreshAt
 	h.mustHandle()
 	h.mustHandle()
-	if got := h.drain(); got[ReasonOverdueForRefresh] != 1 || got[ReasonExpired] != 0 || h.metricsState() != StateOverdueForRefresh {
+	if got := h.drain(); got[certificates.ReasonOverdueForRefresh] != 1 || got[certificates.ReasonExpired] != 0 || h.metricsState() != StateOverdueForRefresh {
 		t.Fatalf("overdue: %v, state %s", got, h.metricsState())
 	}
 	h.clock.Step(time.Hour) // past notAfter
 	h.mustHandle()
 	h.mustHandle()
-	if got := h.drain(); got[ReasonOverdueForRefresh] != 1 || got[ReasonExpired] != 1 {
+	if got := h.drain(); got[certificates.ReasonOverdueForRefresh] != 1 || got[certificates.ReasonExpired] != 1 {
 		t.Fatalf("expired: %v", got)
 	}
 
@@ -266,7 +267,7 @@ func TestWaitRefreshPathEvents(t *testing.T) {
 	h.clock.Step(3 * time.Hour)
 	h.mustHandle()
 	h.mustHandle()
-	if got := h.drain(); got[ReasonOverdueForRefresh] != 2 || got[ReasonExpired] != 2 {
+	if got := h.drain(); got[certificates.ReasonOverdueForRefresh] != 2 || got[certificates.ReasonExpired] != 2 {
 		t.Fatalf("second certificate: %v", got)
 	}
 }
@@ -285,7 +286,7 @@ func TestDeniedAndFailedAreTerminalWithoutExpiryEvents(t *testing.T) {
 			h.mustHandle()
 		}
 		got := h.drain()
-		if got[ReasonOverdueForRefresh]+got[ReasonExpired] != 0 || h.api.created != 1 || h.metricsState() != metric {
+		if got[certificates.ReasonOverdueForRefresh]+got[certificates.ReasonExpired] != 0 || h.api.created != 1 || h.metricsState() != metric {
 			t.Errorf("%s: events %v, created %d, state %s", cond, got, h.api.created, h.metricsState())
 		}
 		var te *TerminalError
@@ -313,7 +314,7 @@ func TestNoEventsBeforeIssuanceAndAbandonedRequests(t *testing.T) {
 	first := h.latest().Name
 	h.clock.Step(48 * time.Hour) // pending for ages: no expiry warning (only the unknown signer's)
 	h.mustHandle()
-	if got := h.drain(); got[ReasonOverdueForRefresh]+got[ReasonExpired] != 0 {
+	if got := h.drain(); got[certificates.ReasonOverdueForRefresh]+got[certificates.ReasonExpired] != 0 {
 		t.Fatalf("events while waiting: %v", got)
 	}
 	// Deleted before the abandon time: keep waiting (informer lag), retry with an error.
@@ -343,7 +344,7 @@ func TestNoEventsBeforeIssuanceAndAbandonedRequests(t *testing.T) {
 		t.Fatal("abandoned refresh must return an error")
 	}
 	h.mustHandle() // Fresh → new refresh request, no second overdue event
-	if got := h.drain(); got[ReasonOverdueForRefresh] != 1 || h.api.created != 4 {
+	if got := h.drain(); got[certificates.ReasonOverdueForRefresh] != 1 || h.api.created != 4 {
 		t.Errorf("after an abandoned refresh: events %v, created %d", got, h.api.created)
 	}
 }

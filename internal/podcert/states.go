@@ -28,11 +28,9 @@ const (
 	StateFailed            = "failed"
 )
 
-// Event reasons and messages, as kubelet emits them.
+// Event messages, as kubelet emits them (the reasons are api/certificates').
 const (
-	ReasonOverdueForRefresh  = "CertificateOverdueForRefresh"
 	MessageOverdueForRefresh = "PodCertificate refresh overdue"
-	ReasonExpired            = "CertificateExpired"
 	MessageExpired           = "PodCertificate expired"
 )
 

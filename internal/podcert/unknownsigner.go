@@ -10,16 +10,13 @@ import (
 	"github.com/go-logr/logr"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/trustplane/trustplane/api/certificates"
 )
 
-// ReasonUnknownSigner is the Warning event on a pod whose request has waited
-// unknownSignerAfter for a signer that has concluded no request of this manager. The
-// manager cannot know every signer, and a request that no signer serves just stays
-// pending: this says once which signer it waits for, and the likely typo.
-const ReasonUnknownSigner = "UnknownSigner"
-
-// unknownSignerAfter is how long a request may be pending before its signer is reported:
-// long enough for a signer that works to answer, so a new one is not reported.
+// unknownSignerAfter is how long a request may be pending before its signer is reported
+// (certificates.ReasonUnknownSigner): long enough for a signer that works to answer, so a
+// new one is not reported.
 const unknownSignerAfter = 10 * time.Second
 
 // maxSuggestionDistance is how many single-character edits make a known signer's name a
@@ -49,7 +46,7 @@ func (m *Manager) reportUnanswered(ctx context.Context, pod *corev1.Pod, pcr *ce
 		pcr.Namespace+"/"+pcr.Name, pending.Round(time.Second), signer, knownSigners(signer, known))
 	logr.FromContextOrDiscard(ctx).Info("pod certificate request waits for an unknown signer",
 		"pod", pod.Namespace+"/"+pod.Name, "request", pcr.Name, "signerName", signer, "answeringSigners", known)
-	m.recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonUnknownSigner, "Wait", message)
+	m.recorder.Eventf(pod, nil, corev1.EventTypeWarning, certificates.ReasonUnknownSigner, "Wait", "%s", message)
 }
 
 // knownSigners says which signers have answered, the nearest first when it is a likely

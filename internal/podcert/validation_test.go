@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/trustplane/trustplane/api/certificates"
 )
 
 // TestValidationSpeaksLikeTheAPIServer: the messages are the ones kube-apiserver 1.37.1
@@ -38,7 +40,7 @@ func TestUnknownSignerReportedOncePerRequest(t *testing.T) {
 	h.mustHandle()
 	h.clock.Step(unknownSignerAfter - time.Second)
 	h.mustHandle()
-	if got := h.drain(); got[ReasonUnknownSigner] != 0 {
+	if got := h.drain(); got[certificates.ReasonUnknownSigner] != 0 {
 		t.Fatalf("reported before a signer had time to answer: %v", got)
 	}
 	h.clock.Step(time.Second)
@@ -46,8 +48,8 @@ func TestUnknownSignerReportedOncePerRequest(t *testing.T) {
 		h.mustHandle()
 		h.clock.Step(time.Minute)
 	}
-	if got := h.drain(); got[ReasonUnknownSigner] != 1 {
-		t.Fatalf("events %v, want one %s", got, ReasonUnknownSigner)
+	if got := h.drain(); got[certificates.ReasonUnknownSigner] != 1 {
+		t.Fatalf("events %v, want one %s", got, certificates.ReasonUnknownSigner)
 	}
 
 	// example.com/signer answers; a pod of the same node asks for example.com/signr.
@@ -89,7 +91,7 @@ func unknownSignerEvents(h *harness) []string {
 	for {
 		select {
 		case e := <-h.events.Events:
-			if strings.Fields(e)[1] == ReasonUnknownSigner {
+			if strings.Fields(e)[1] == certificates.ReasonUnknownSigner {
 				out = append(out, e)
 			}
 		default:

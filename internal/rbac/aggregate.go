@@ -1,7 +1,8 @@
 // Package rbac is the pure logic of RBAC rule aggregation: which rules an aggregating role
 // gets, exactly as kube-controller-manager's clusterrole-aggregation controller computes
 // them, and an index that tells which aggregators a role change can affect; plus
-// IgnoreIfGone, the one API read the controllers share: how to take a refused write.
+// IgnoreIfGone: how to take a refused write, given what the API server says of the role.
+// It reaches no cluster: the controllers read and write.
 package rbac
 
 import (

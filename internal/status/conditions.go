@@ -96,7 +96,7 @@ func Set(obj conditions.Object, conditionType string, status metav1.ConditionSta
 func set(obj conditions.Object, conditionType string, status metav1.ConditionStatus, reason, message string) {
 	conds := obj.GetConditions()
 	meta.SetStatusCondition(&conds, metav1.Condition{
-		Type: conditionType, Status: status, Reason: reason, Message: truncate(message, maxMessageLength),
+		Type: conditionType, Status: status, Reason: reason, Message: Truncate(message, maxMessageLength),
 		ObservedGeneration: obj.GetGeneration(),
 	})
 	obj.SetConditions(conds)
@@ -110,8 +110,9 @@ func remove(obj conditions.Object, conditionTypes ...string) {
 	obj.SetConditions(conds)
 }
 
-// truncate cuts s to at most n bytes, on a rune boundary.
-func truncate(s string, n int) string {
+// Truncate cuts s to at most n bytes, on a rune boundary, marking the cut with "…": a
+// message for a condition, an event or a log line that must stay bounded.
+func Truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

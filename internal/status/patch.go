@@ -78,7 +78,7 @@ func (p *Patcher) Record(rec events.EventRecorder, err error) {
 	}
 	warn := e.warn || e.kind == stalled || e.kind == refused
 	if warn && rec != nil && p.changed(carrier) {
-		rec.Eventf(p.obj, nil, corev1.EventTypeWarning, e.reason, eventAction, "%s", truncate(message, maxNoteLength))
+		rec.Eventf(p.obj, nil, corev1.EventTypeWarning, e.reason, eventAction, "%s", Truncate(message, maxNoteLength))
 	}
 }
 

@@ -7,6 +7,7 @@ package dataplane
 import (
 	"time"
 
+	tenginev1alpha1 "github.com/trustplane/trustplane/api/tengine/v1alpha1"
 	"github.com/trustplane/trustplane/internal/checksum"
 )
 
@@ -69,8 +70,9 @@ const (
 	NoChecksumFailClosed = "NoChecksumFailClosed"
 	// ScopeMismatch: checksums are published, none matches, and none covers what this data
 	// plane watches, so no diff could explain anything: the two sides are configured for
-	// different namespaces (or version annotations).
-	ScopeMismatch = "ScopeMismatch"
+	// different namespaces (or version annotations). It is also the reason of the agent's
+	// event that says so.
+	ScopeMismatch = tenginev1alpha1.ReasonScopeMismatch
 )
 
 // Decide compares local IDs with the published checksums the way Tengine-Ingress does:

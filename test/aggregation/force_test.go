@@ -133,7 +133,7 @@ func TestForceTakesRulesFromOtherManagers(t *testing.T) {
 	}
 	for _, name := range []string{"force-by-kubectl", "force-by-helm"} {
 		theirs, got := converged(t, kcm.Client, name), converged(t, ours.Client, name)
-		want := []string{clusterroleaggregation.FieldManager}
+		want := []string{clusterroleaggregation.FieldOwner}
 		if owners := rulesOwners(t, theirs); !slices.Equal(owners, want) {
 			t.Errorf("kube-controller-manager: %s rules owned by %v, want %v", name, owners, want)
 		}
@@ -165,8 +165,8 @@ func TestForceTakesRulesFromOtherManagers(t *testing.T) {
 			testenv.Eventually(t, name+" aggregated", 60*time.Second, func() bool {
 				return get(t, ours.Client, role, ns, name) == nil && rbac.RulesEqual(role.Rules, sourceRules)
 			})
-			if owners := rulesOwners(t, role); !slices.Equal(owners, []string{roleaggregation.FieldManager}) {
-				t.Errorf("%s rules owned by %v, want only %s", name, owners, roleaggregation.FieldManager)
+			if owners := rulesOwners(t, role); !slices.Equal(owners, []string{roleaggregation.FieldOwner}) {
+				t.Errorf("%s rules owned by %v, want only %s", name, owners, roleaggregation.FieldOwner)
 			}
 		}
 	})

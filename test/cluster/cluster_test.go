@@ -41,6 +41,7 @@ import (
 	cp "github.com/trustplane/trustplane/api/controlplane/v1alpha1"
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
 	"github.com/trustplane/trustplane/internal/access"
+	"github.com/trustplane/trustplane/internal/clustertarget"
 	clusterctrl "github.com/trustplane/trustplane/internal/controller/cluster"
 	kubeconfigctrl "github.com/trustplane/trustplane/internal/controller/kubeconfig"
 	subscriptionctrl "github.com/trustplane/trustplane/internal/controller/subscription"
@@ -134,13 +135,18 @@ func runOperators(t *testing.T, withGarden bool) {
 				return err
 			}
 		}
-		if _, err := clusterctrl.Setup(mgr, g); err != nil {
+		if err := clustertarget.AddIndexes(context.Background(), mgr); err != nil {
 			return err
 		}
-		if _, err := subscriptionctrl.SetupWithPoolNamespace(mgr, ns); err != nil {
+		clusterOpts, kubeconfigOpts := clusterctrl.DefaultOptions(), kubeconfigctrl.DefaultOptions()
+		clusterOpts.Garden, kubeconfigOpts.Garden = g, g
+		if _, err := clusterctrl.Setup(mgr, clusterOpts); err != nil {
 			return err
 		}
-		_, err := kubeconfigctrl.Setup(mgr, kubeconfigctrl.DefaultOptions(), g)
+		if _, err := subscriptionctrl.Setup(mgr, subscriptionctrl.Options{Pool: subscriptionctrl.PoolSecrets, PoolNamespace: ns}); err != nil {
+			return err
+		}
+		_, err := kubeconfigctrl.Setup(mgr, kubeconfigOpts)
 		return err
 	})
 }
@@ -245,9 +251,9 @@ func TestGardenerClusterLifecycle(t *testing.T) {
 	}
 
 	// The credential, then the Shoot with every mapped field; held by "Gardener" at 30%.
-	waitCondition(t, name, operatorv1alpha1.ConditionProvisioned, metav1.ConditionFalse, operatorv1alpha1.ReasonProvisioning)
+	waitCondition(t, name, operatorv1alpha1.ConditionClusterProvisioned, metav1.ConditionFalse, operatorv1alpha1.ReasonProvisioning)
 	testenv.Eventually(t, "the provisioning message to report Gardener's progress", 30*time.Second, func() bool {
-		cond := meta.FindStatusCondition(getCluster(t, name).Status.Conditions, operatorv1alpha1.ConditionProvisioned)
+		cond := meta.FindStatusCondition(getCluster(t, name).Status.Conditions, operatorv1alpha1.ConditionClusterProvisioned)
 		return cond != nil && cond.Reason == operatorv1alpha1.ReasonProvisioning && strings.Contains(cond.Message, "Create processing (30%)")
 	})
 	sr := &cp.SubscriptionRequest{}
@@ -312,7 +318,7 @@ func TestGardenerClusterLifecycle(t *testing.T) {
 
 	// Gardener finishes: provisioned, administrators are cluster-admin in the shoot.
 	testGardener.release(shootName)
-	waitCondition(t, name, operatorv1alpha1.ConditionProvisioned, metav1.ConditionTrue, operatorv1alpha1.ReasonProvisioned)
+	waitCondition(t, name, operatorv1alpha1.ConditionClusterProvisioned, metav1.ConditionTrue, operatorv1alpha1.ReasonProvisioned)
 	waitCondition(t, name, conditions.Ready, metav1.ConditionTrue, operatorv1alpha1.ReasonAdministratorsBound)
 	if got := getCluster(t, name).Status.ShootName; got != shootName {
 		t.Errorf("status.shootName %q, want %q", got, shootName)
@@ -341,9 +347,9 @@ func TestGardenerClusterLifecycle(t *testing.T) {
 	if err := mgmt.Client.Status().Update(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	waitCondition(t, name, operatorv1alpha1.ConditionProvisioned, metav1.ConditionTrue, operatorv1alpha1.ReasonProvisioned)
+	waitCondition(t, name, operatorv1alpha1.ConditionClusterProvisioned, metav1.ConditionTrue, operatorv1alpha1.ReasonProvisioned)
 	testenv.Eventually(t, "the condition to follow Gardener's reconcile", 30*time.Second, func() bool {
-		cond := meta.FindStatusCondition(getCluster(t, name).Status.Conditions, operatorv1alpha1.ConditionProvisioned)
+		cond := meta.FindStatusCondition(getCluster(t, name).Status.Conditions, operatorv1alpha1.ConditionClusterProvisioned)
 		return cond != nil && cond.Status == metav1.ConditionTrue && strings.Contains(cond.Message, "Reconcile processing (50%)")
 	})
 	if !meta.IsStatusConditionTrue(getCluster(t, name).Status.Conditions, conditions.Ready) {
@@ -482,7 +488,7 @@ func TestBroughtAlongCluster(t *testing.T) {
 	if err := mgmt.Client.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	waitCondition(t, name, operatorv1alpha1.ConditionProvisioned, metav1.ConditionFalse, operatorv1alpha1.ReasonKubeconfigMissing)
+	waitCondition(t, name, operatorv1alpha1.ConditionClusterProvisioned, metav1.ConditionFalse, operatorv1alpha1.ReasonKubeconfigMissing)
 
 	// A broken kubeconfig stalls with a clear message; nothing is created anywhere.
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "byoc-admin"}, Data: map[string][]byte{"kubeconfig": []byte("clusters: [this is not a kubeconfig")}}
@@ -500,7 +506,7 @@ func TestBroughtAlongCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitCondition(t, name, conditions.Ready, metav1.ConditionTrue, operatorv1alpha1.ReasonAdministratorsBound)
-	waitCondition(t, name, operatorv1alpha1.ConditionProvisioned, metav1.ConditionTrue, operatorv1alpha1.ReasonBroughtAlong)
+	waitCondition(t, name, operatorv1alpha1.ConditionClusterProvisioned, metav1.ConditionTrue, operatorv1alpha1.ReasonBroughtAlong)
 	if c := getCluster(t, name); meta.FindStatusCondition(c.Status.Conditions, conditions.Stalled) != nil {
 		t.Error("Stalled stays after the kubeconfig was fixed")
 	}
@@ -560,7 +566,7 @@ func TestGardenUnreachableDeletesNothing(t *testing.T) {
 	}
 	time.Sleep(2 * time.Second) // give a wrong implementation time to delete things
 	c = getCluster(t, name)
-	if !slices.Contains(c.Finalizers, clusterctrl.Finalizer) {
+	if !slices.Contains(c.Finalizers, clusterctrl.Finalizer.Name) {
 		t.Error("the Cluster lost its finalizer while the garden was down")
 	}
 	if err := mgmt.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &cp.SubscriptionRequest{}); err != nil {
@@ -605,10 +611,15 @@ func TestGardenDownAtStartStopsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := clusterctrl.Setup(mgr, g); err != nil {
+	if err := clustertarget.AddIndexes(ctx, mgr); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := subscriptionctrl.SetupWithPoolNamespace(mgr, ns); err != nil {
+	clusterOpts := clusterctrl.DefaultOptions()
+	clusterOpts.Garden = g
+	if _, err := clusterctrl.Setup(mgr, clusterOpts); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := subscriptionctrl.Setup(mgr, subscriptionctrl.Options{Pool: subscriptionctrl.PoolSecrets, PoolNamespace: ns}); err != nil {
 		t.Fatal(err)
 	}
 	managerCtx, stopManager := context.WithCancel(ctx)
@@ -679,7 +690,7 @@ func TestBadClustersStall(t *testing.T) {
 	if err := mgmt.Client.Create(ctx, failing); err != nil {
 		t.Fatal(err)
 	}
-	waitCondition(t, "failing", operatorv1alpha1.ConditionProvisioned, metav1.ConditionFalse, operatorv1alpha1.ReasonProvisioningFailed)
+	waitCondition(t, "failing", operatorv1alpha1.ConditionClusterProvisioned, metav1.ConditionFalse, operatorv1alpha1.ReasonProvisioningFailed)
 	waitCondition(t, "failing", conditions.Stalled, metav1.ConditionTrue, operatorv1alpha1.ReasonProvisioningFailed)
 
 	// A shoot of the same name that is not ours is never taken over.
@@ -732,9 +743,9 @@ func TestDedicatedSubscriptionWaitsForPool(t *testing.T) {
 	if err := mgmt.Client.Create(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	waitCondition(t, name, operatorv1alpha1.ConditionProvisioned, metav1.ConditionFalse, operatorv1alpha1.ReasonWaitingForSubscription)
+	waitCondition(t, name, operatorv1alpha1.ConditionClusterProvisioned, metav1.ConditionFalse, operatorv1alpha1.ReasonWaitingForSubscription)
 	testenv.Eventually(t, "the waiting message to pass on why the pool cannot serve", 30*time.Second, func() bool {
-		cond := meta.FindStatusCondition(getCluster(t, name).Status.Conditions, operatorv1alpha1.ConditionProvisioned)
+		cond := meta.FindStatusCondition(getCluster(t, name).Status.Conditions, operatorv1alpha1.ConditionClusterProvisioned)
 		return cond != nil && strings.Contains(cond.Message, "no free credential in the pool") && strings.Contains(cond.Message, "gcp")
 	})
 	poolSecret(t, "gcp-free-1", map[string]string{cp.LabelHyperscalerType: "gcp"})

@@ -134,7 +134,7 @@ func TestShootWrittenOnlyWhenDesiredChanges(t *testing.T) {
 		reportOperation(t, shootName, step.state, step.progress)
 		want := fmt.Sprintf("Reconcile %s (%d%%)", strings.ToLower(step.state), step.progress)
 		testenv.Eventually(t, fmt.Sprintf("step %d reported on the Cluster", i), 30*time.Second, func() bool {
-			cond := meta.FindStatusCondition(getCluster(t, name).Status.Conditions, operatorv1alpha1.ConditionProvisioned)
+			cond := meta.FindStatusCondition(getCluster(t, name).Status.Conditions, operatorv1alpha1.ConditionClusterProvisioned)
 			return cond != nil && strings.Contains(cond.Message, want)
 		})
 	}
@@ -190,7 +190,7 @@ func TestGardenAnswersClassified(t *testing.T) {
 			t.Errorf("shoot machine type %v, want %s", got, machineType)
 		}
 		c := getCluster(t, name)
-		if !meta.IsStatusConditionTrue(c.Status.Conditions, operatorv1alpha1.ConditionProvisioned) {
+		if !meta.IsStatusConditionTrue(c.Status.Conditions, operatorv1alpha1.ConditionClusterProvisioned) {
 			t.Error("a refused change made the running cluster not provisioned")
 		}
 	}

@@ -6,6 +6,7 @@ package cluster
 // deletion.
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -28,6 +29,7 @@ import (
 
 	"github.com/trustplane/trustplane/api/conditions"
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
+	"github.com/trustplane/trustplane/internal/clustertarget"
 	clusterctrl "github.com/trustplane/trustplane/internal/controller/cluster"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
@@ -42,7 +44,10 @@ func runClusterController(t testing.TB, opts clusterctrl.Options) {
 	t.Helper()
 	ns = mgmt.Namespace(t, "tenant")
 	mgmt.RunManager(t, func(mgr ctrl.Manager) error {
-		_, err := clusterctrl.SetupWithOptions(mgr, nil, opts)
+		if err := clustertarget.AddIndexes(context.Background(), mgr); err != nil {
+			return err
+		}
+		_, err := clusterctrl.Setup(mgr, opts)
 		return err
 	})
 }

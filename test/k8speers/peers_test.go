@@ -32,9 +32,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/trustplane/trustplane/api/certificates"
 	"github.com/trustplane/trustplane/internal/controller/podcertsigner"
 	"github.com/trustplane/trustplane/internal/nodeagent"
-	"github.com/trustplane/trustplane/internal/podcert"
 	"github.com/trustplane/trustplane/internal/testcerts"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
@@ -279,14 +279,14 @@ func TestOneManagerPerProjection(t *testing.T) {
 	for _, name := range []string{byKubelet.Name, byAgent.Name} {
 		testenv.Eventually(t, "CertificateOverdueForRefresh on "+name, 60*time.Second, func() bool {
 			poke()
-			return warnings(t, ns, name, podcert.ReasonOverdueForRefresh) >= 1
+			return warnings(t, ns, name, certificates.ReasonOverdueForRefresh) >= 1
 		})
 	}
 	clk.SetTime(latestEnd.Add(time.Minute))
 	for _, name := range []string{byKubelet.Name, byAgent.Name} {
 		testenv.Eventually(t, "CertificateExpired on "+name, 60*time.Second, func() bool {
 			poke()
-			return warnings(t, ns, name, podcert.ReasonExpired) >= 1
+			return warnings(t, ns, name, certificates.ReasonExpired) >= 1
 		})
 	}
 	for range 10 { // more passes of both managers
@@ -295,7 +295,7 @@ func TestOneManagerPerProjection(t *testing.T) {
 	}
 	time.Sleep(2 * time.Second) // kubelet's broadcaster writes asynchronously
 	for _, name := range []string{byKubelet.Name, byAgent.Name} {
-		for _, reason := range []string{podcert.ReasonOverdueForRefresh, podcert.ReasonExpired} {
+		for _, reason := range []string{certificates.ReasonOverdueForRefresh, certificates.ReasonExpired} {
 			if n := warnings(t, ns, name, reason); n != 1 {
 				t.Errorf("%s on %s: %d events, want 1", reason, name, n)
 			}

@@ -7,6 +7,7 @@ package kubeconfig
 // an install that left it out would, and write the status as whoever could.
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
+	"github.com/trustplane/trustplane/internal/clustertarget"
 	clusterctrl "github.com/trustplane/trustplane/internal/controller/cluster"
 	kubeconfigctrl "github.com/trustplane/trustplane/internal/controller/kubeconfig"
 	"github.com/trustplane/trustplane/internal/testenv"
@@ -96,7 +98,10 @@ func TestClusterIsNotHeldByRequestsItDoesNotGrant(t *testing.T) {
 	opts := clusterctrl.DefaultOptions()
 	opts.DeletionCleanupTimeout = grace
 	mgmt.RunManager(t, func(mgr ctrl.Manager) error {
-		_, err := clusterctrl.SetupWithOptions(mgr, nil, opts)
+		if err := clustertarget.AddIndexes(context.Background(), mgr); err != nil {
+			return err
+		}
+		_, err := clusterctrl.Setup(mgr, opts)
 		return err
 	})
 	const platformNS, intruderNS = "platform-forged", "intruder-forged"

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
+	"github.com/trustplane/trustplane/internal/clustertarget"
 	kubeconfigctrl "github.com/trustplane/trustplane/internal/controller/kubeconfig"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
@@ -78,7 +79,10 @@ func createTarget(t *testing.T) {
 
 func runController(t *testing.T) (stop func()) {
 	return mgmt.RunManager(t, func(mgr ctrl.Manager) error {
-		_, err := kubeconfigctrl.Setup(mgr, kubeconfigctrl.DefaultOptions(), nil)
+		if err := clustertarget.AddIndexes(context.Background(), mgr); err != nil {
+			return err
+		}
+		_, err := kubeconfigctrl.Setup(mgr, kubeconfigctrl.DefaultOptions())
 		return err
 	})
 }

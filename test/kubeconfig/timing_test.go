@@ -4,6 +4,7 @@ package kubeconfig
 // clock, and a Gardener Cluster waited for until it is provisioned.
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -26,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
+	"github.com/trustplane/trustplane/internal/clustertarget"
 	kubeconfigctrl "github.com/trustplane/trustplane/internal/controller/kubeconfig"
 	"github.com/trustplane/trustplane/internal/garden"
 	"github.com/trustplane/trustplane/internal/shoot"
@@ -110,7 +112,11 @@ func setupWith(t *testing.T, opts kubeconfigctrl.Options, newGarden func(ctrl.Ma
 				return err
 			}
 		}
-		_, err := kubeconfigctrl.Setup(mgr, opts, g)
+		if err := clustertarget.AddIndexes(context.Background(), mgr); err != nil {
+			return err
+		}
+		opts.Garden = g
+		_, err := kubeconfigctrl.Setup(mgr, opts)
 		return err
 	})
 	createTarget(t)
@@ -197,7 +203,7 @@ func markProvisioned(t *testing.T, cluster *operatorv1alpha1.Cluster, shootName 
 		t.Fatal(err)
 	}
 	cluster.Status.ShootName = shootName
-	meta.SetStatusCondition(&cluster.Status.Conditions, metav1.Condition{Type: operatorv1alpha1.ConditionProvisioned, Status: metav1.ConditionTrue,
+	meta.SetStatusCondition(&cluster.Status.Conditions, metav1.Condition{Type: operatorv1alpha1.ConditionClusterProvisioned, Status: metav1.ConditionTrue,
 		Reason: operatorv1alpha1.ReasonProvisioned, Message: "shoot created", ObservedGeneration: cluster.Generation})
 	if err := mgmt.Client.Status().Update(ctx, cluster); err != nil {
 		t.Fatal(err)

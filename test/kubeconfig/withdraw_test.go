@@ -6,6 +6,7 @@ package kubeconfig
 // for the objects, and with the issued token for the access.
 
 import (
+	"context"
 	"encoding/base64"
 	"slices"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
+	"github.com/trustplane/trustplane/internal/clustertarget"
 	clusterctrl "github.com/trustplane/trustplane/internal/controller/cluster"
 	kubeconfigctrl "github.com/trustplane/trustplane/internal/controller/kubeconfig"
 	"github.com/trustplane/trustplane/internal/testenv"
@@ -567,10 +569,13 @@ func TestClusterDeletionWaitsOnlyForTheRequestsItGrants(t *testing.T) {
 func runClusterAndKubeconfigControllers(t *testing.T) {
 	t.Helper()
 	mgmt.RunManager(t, func(mgr ctrl.Manager) error {
-		if _, err := clusterctrl.Setup(mgr, nil); err != nil {
+		if err := clustertarget.AddIndexes(context.Background(), mgr); err != nil {
 			return err
 		}
-		_, err := kubeconfigctrl.Setup(mgr, kubeconfigctrl.DefaultOptions(), nil)
+		if _, err := clusterctrl.Setup(mgr, clusterctrl.DefaultOptions()); err != nil {
+			return err
+		}
+		_, err := kubeconfigctrl.Setup(mgr, kubeconfigctrl.DefaultOptions())
 		return err
 	})
 }

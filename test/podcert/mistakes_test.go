@@ -14,9 +14,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trustplane/trustplane/api/certificates"
 	"github.com/trustplane/trustplane/internal/controller/podcertsigner"
 	"github.com/trustplane/trustplane/internal/nodeagent"
-	"github.com/trustplane/trustplane/internal/podcert"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
 
@@ -71,10 +71,10 @@ func TestMistakesAreReportedOnce(t *testing.T) {
 		pod, reason string
 		says        []string
 	}{
-		{weakKey.Name, nodeagent.ReasonInvalidProjection, []string{`metadata.annotations[podcert.trustplane.io/key-type]: Unsupported value: "RSA1024"`, supported}},
-		{noDomain.Name, nodeagent.ReasonInvalidProjection, []string{`metadata.annotations[podcert.trustplane.io/signer-name]: Invalid value: "pod-identity": must be a fully qualified domain`}},
-		{typo.Name, podcert.ReasonUnknownSigner, []string{`waiting for signer "trustplane.io/pod-identty"`, `did you mean "trustplane.io/pod-identity"?`}},
-		{noAccount.Name, nodeagent.ReasonServiceAccountNotFound, []string{`ServiceAccount "ghost" not found in namespace ` + ns}},
+		{weakKey.Name, certificates.ReasonInvalidProjection, []string{`metadata.annotations[podcert.trustplane.io/key-type]: Unsupported value: "RSA1024"`, supported}},
+		{noDomain.Name, certificates.ReasonInvalidProjection, []string{`metadata.annotations[podcert.trustplane.io/signer-name]: Invalid value: "pod-identity": must be a fully qualified domain`}},
+		{typo.Name, certificates.ReasonUnknownSigner, []string{`waiting for signer "trustplane.io/pod-identty"`, `did you mean "trustplane.io/pod-identity"?`}},
+		{noAccount.Name, certificates.ReasonServiceAccountNotFound, []string{`ServiceAccount "ghost" not found in namespace ` + ns}},
 	}
 	for _, m := range mistakes {
 		testenv.Eventually(t, m.reason+" on pod "+m.pod, 60*time.Second, func() bool { return len(warnings(t, ns, m.pod, m.reason)) > 0 })
@@ -88,8 +88,8 @@ func TestMistakesAreReportedOnce(t *testing.T) {
 			}
 		}
 	}
-	checkLoggedOnce(t, p.Output(), map[string]string{weakKey.Name: nodeagent.ReasonInvalidProjection,
-		noDomain.Name: nodeagent.ReasonInvalidProjection, typo.Name: "unknown signer", noAccount.Name: nodeagent.ReasonServiceAccountNotFound})
+	checkLoggedOnce(t, p.Output(), map[string]string{weakKey.Name: certificates.ReasonInvalidProjection,
+		noDomain.Name: certificates.ReasonInvalidProjection, typo.Name: "unknown signer", noAccount.Name: certificates.ReasonServiceAccountNotFound})
 
 	// The ServiceAccount created, the next pass requests and the pod is issued.
 	if err := env.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ghost"}}); err != nil {
@@ -102,7 +102,7 @@ func TestMistakesAreReportedOnce(t *testing.T) {
 	waitBundle(t, dir, ns, weakKey.Name)
 	setAnnotation(t, weakKey, nodeagent.KeyTypeAnnotation, "RSA1024")
 	testenv.Eventually(t, "the mistake made again reported again", 30*time.Second, func() bool {
-		return eventCount(warnings(t, ns, weakKey.Name, nodeagent.ReasonInvalidProjection)) == 2
+		return eventCount(warnings(t, ns, weakKey.Name, certificates.ReasonInvalidProjection)) == 2
 	})
 }
 

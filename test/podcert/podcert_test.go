@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/trustplane/trustplane/api/certificates"
 	"github.com/trustplane/trustplane/internal/controller/podcertsigner"
 	"github.com/trustplane/trustplane/internal/nodeagent"
 	"github.com/trustplane/trustplane/internal/podcert"
@@ -169,7 +170,7 @@ func TestPodCertificatesEndToEnd(t *testing.T) {
 	if !clk.Now().Before(first.NotAfter) {
 		t.Error("refreshed only after notAfter")
 	}
-	if podEvents(t, podcert.ReasonOverdueForRefresh)+podEvents(t, podcert.ReasonExpired) != 0 {
+	if podEvents(t, certificates.ReasonOverdueForRefresh)+podEvents(t, certificates.ReasonExpired) != 0 {
 		t.Error("warnings during a healthy refresh")
 	}
 	clk.SetTime(time.Now()) // the new certificate's times are real ones
@@ -185,14 +186,14 @@ func TestPodCertificatesEndToEnd(t *testing.T) {
 		}
 	}
 	clk.SetTime(latestBegin.Add(11 * time.Minute))
-	testenv.Eventually(t, "CertificateOverdueForRefresh on the Pod", 30*time.Second, func() bool { return podEvents(t, podcert.ReasonOverdueForRefresh) == 1 })
+	testenv.Eventually(t, "CertificateOverdueForRefresh on the Pod", 30*time.Second, func() bool { return podEvents(t, certificates.ReasonOverdueForRefresh) == 1 })
 	testenv.Eventually(t, "metric overdue_for_refresh", 30*time.Second, func() bool { return stateCount(t, podcert.StateOverdueForRefresh) == 1 })
 	clk.SetTime(second.NotAfter.Add(time.Minute))
-	testenv.Eventually(t, "CertificateExpired on the Pod", 30*time.Second, func() bool { return podEvents(t, podcert.ReasonExpired) == 1 })
+	testenv.Eventually(t, "CertificateExpired on the Pod", 30*time.Second, func() bool { return podEvents(t, certificates.ReasonExpired) == 1 })
 	testenv.Eventually(t, "metric expired", 30*time.Second, func() bool { return stateCount(t, podcert.StateExpired) == 1 })
 	time.Sleep(time.Second) // ten more refresh passes
-	if podEvents(t, podcert.ReasonOverdueForRefresh) != 1 || podEvents(t, podcert.ReasonExpired) != 1 {
-		t.Errorf("events repeated: overdue %d, expired %d", podEvents(t, podcert.ReasonOverdueForRefresh), podEvents(t, podcert.ReasonExpired))
+	if podEvents(t, certificates.ReasonOverdueForRefresh) != 1 || podEvents(t, certificates.ReasonExpired) != 1 {
+		t.Errorf("events repeated: overdue %d, expired %d", podEvents(t, certificates.ReasonOverdueForRefresh), podEvents(t, certificates.ReasonExpired))
 	}
 	if leaf, ok := bundle(t, path, roots); !ok || leaf.SerialNumber.Cmp(second.SerialNumber) != 0 {
 		t.Error("the expired credential is no longer served")

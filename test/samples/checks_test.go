@@ -34,9 +34,9 @@ import (
 	"github.com/trustplane/trustplane/internal/checksum"
 	"github.com/trustplane/trustplane/internal/controller/podcertsigner"
 	"github.com/trustplane/trustplane/internal/controller/secretchecksum"
+	"github.com/trustplane/trustplane/internal/credentialpool"
 	"github.com/trustplane/trustplane/internal/localcp"
 	"github.com/trustplane/trustplane/internal/nodeagent"
-	"github.com/trustplane/trustplane/internal/subscription"
 )
 
 var ctx = context.Background()
@@ -362,7 +362,7 @@ func checkSubscription(t *testing.T, r *run) {
 		if l[cp.LabelHyperscalerType] != sr.Spec.Provider || l[cp.LabelDirty] == "true" || (l[cp.LabelEUAccess] == "true") != sr.Spec.EUAccess {
 			t.Errorf("SubscriptionRequest %s (%+v) got credential %s labelled %v", sr.Name, sr.Spec, name, l)
 		}
-		tenant, err := subscription.ParseSelector(sr.Spec.SubscriptionSelector)
+		tenant, err := credentialpool.ParseSelector(sr.Spec.SubscriptionSelector)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,7 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trustplane/trustplane/internal/controller/podcertsigner"
+	"github.com/trustplane/trustplane/api/certificates"
 	"github.com/trustplane/trustplane/internal/nodeagent"
 	"github.com/trustplane/trustplane/internal/podcert"
 	"github.com/trustplane/trustplane/internal/testcerts"
@@ -86,8 +86,8 @@ func getAnotherNodesCertificate(t *testing.T) {
 			t.Fatalf("%s naming node %s: %v", who, agentNode, err)
 		}
 		denied := waitPodCertificate(t, pcr, certificatesv1.PodCertificateRequestConditionTypeDenied)
-		if c := denied.Status.Conditions[0]; c.Reason != podcertsigner.ReasonPodMismatch || !strings.Contains(c.Message, victimNode) {
-			t.Errorf("%s: %+v, want %s naming node %s", who, c, podcertsigner.ReasonPodMismatch, victimNode)
+		if c := denied.Status.Conditions[0]; c.Reason != certificates.ReasonPodMismatch || !strings.Contains(c.Message, victimNode) {
+			t.Errorf("%s: %+v, want %s naming node %s", who, c, certificates.ReasonPodMismatch, victimNode)
 		}
 	}
 	for _, pcr := range testenv.PodCertificateRequestsOf(t, env.Client, ns, payments.Name) {
@@ -146,7 +146,7 @@ func followLinkOutOfItsDirectory(t *testing.T, daemonSet corev1.PodSpec) {
 	// The agent reports the write it refused (once its certificate is issued); an agent
 	// following the link would change the host directory instead.
 	testenv.Eventually(t, "the agent to refuse the link, or write through it", 30*time.Second, func() bool {
-		return len(testenv.WarningEvents(t, env.Client, ns, linked.Name, nodeagent.ReasonBundlePathRefused)) > 0 ||
+		return len(testenv.WarningEvents(t, env.Client, ns, linked.Name, certificates.ReasonBundlePathRefused)) > 0 ||
 			!slices.Equal(hostState(t, host), hostBefore)
 	})
 
@@ -156,7 +156,7 @@ func followLinkOutOfItsDirectory(t *testing.T, daemonSet corev1.PodSpec) {
 	if raw, err := os.ReadFile(filepath.Join(host, "passwd")); err != nil || string(raw) != "root:x:0:0\n" {
 		t.Errorf("the host file changed: %q %v", raw, err)
 	}
-	if events := testenv.WarningEvents(t, env.Client, ns, linked.Name, nodeagent.ReasonBundlePathRefused); len(events) != 1 ||
+	if events := testenv.WarningEvents(t, env.Client, ns, linked.Name, certificates.ReasonBundlePathRefused); len(events) != 1 ||
 		!strings.Contains(events[0].Note, "symbolic link") {
 		t.Errorf("want one Warning event naming the link, got %+v", events)
 	}

@@ -15,7 +15,7 @@ import (
 
 	cp "github.com/trustplane/trustplane/api/controlplane/v1alpha1"
 	subscriptionctrl "github.com/trustplane/trustplane/internal/controller/subscription"
-	"github.com/trustplane/trustplane/internal/subscription"
+	"github.com/trustplane/trustplane/internal/credentialpool"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
 
@@ -39,7 +39,7 @@ func drainThePool(t *testing.T, alice *tenant) {
 	pool := make([]*corev1.Secret, 3)
 	for i := range pool {
 		pool[i] = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: poolNamespace, Name: fmt.Sprintf("drain-%d", i+1),
-			Labels: map[string]string{cp.LabelHyperscalerType: subscription.RegionalType("openstack", drainRegion)}},
+			Labels: map[string]string{cp.LabelHyperscalerType: credentialpool.RegionalType("openstack", drainRegion)}},
 			StringData: map[string]string{"credentials": "fake"}}
 		mustCreate(t, env.Client, pool[i])
 	}
@@ -128,7 +128,7 @@ func grantAccount(t *testing.T, namespace, account string) {
 		if ns.Annotations == nil {
 			ns.Annotations = map[string]string{}
 		}
-		ns.Annotations[cp.AnnotationGlobalAccounts] = subscription.Grant(ns.Annotations[cp.AnnotationGlobalAccounts], account)
+		ns.Annotations[cp.AnnotationGlobalAccounts] = credentialpool.Grant(ns.Annotations[cp.AnnotationGlobalAccounts], account)
 		return env.Client.Update(ctx, ns)
 	})
 	if err != nil {

@@ -25,6 +25,7 @@ import (
 	cp "github.com/trustplane/trustplane/api/controlplane/v1alpha1"
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
+	"github.com/trustplane/trustplane/internal/clustertarget"
 	clusterctrl "github.com/trustplane/trustplane/internal/controller/cluster"
 	jwksctrl "github.com/trustplane/trustplane/internal/controller/jwks"
 	kubeconfigctrl "github.com/trustplane/trustplane/internal/controller/kubeconfig"
@@ -59,14 +60,17 @@ func runControllers(t *testing.T) string {
 		if _, err := jwksctrl.Setup(mgr, jwksOpts); err != nil {
 			return err
 		}
-		if _, err := clusterctrl.Setup(mgr, nil); err != nil {
+		if err := clustertarget.AddIndexes(context.Background(), mgr); err != nil {
+			return err
+		}
+		if _, err := clusterctrl.Setup(mgr, clusterctrl.DefaultOptions()); err != nil {
 			return err
 		}
 		// The test's pool Secrets are in its namespace: the operator's pool, here.
-		if _, err := subscriptionctrl.SetupWithPoolNamespace(mgr, ns.Name); err != nil {
+		if _, err := subscriptionctrl.Setup(mgr, subscriptionctrl.Options{Pool: subscriptionctrl.PoolSecrets, PoolNamespace: ns.Name}); err != nil {
 			return err
 		}
-		_, err := kubeconfigctrl.Setup(mgr, kubeconfigctrl.DefaultOptions(), nil)
+		_, err := kubeconfigctrl.Setup(mgr, kubeconfigctrl.DefaultOptions())
 		return err
 	})
 	return ns.Name

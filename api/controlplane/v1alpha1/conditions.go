@@ -6,8 +6,8 @@ import (
 	"github.com/trustplane/trustplane/api/conditions"
 )
 
-// Reasons of a SubscriptionRequest's conditions, beside the shared ones of package
-// api/conditions.
+// Reasons of a SubscriptionRequest's conditions and events, beside the shared ones of
+// package api/conditions.
 const (
 	// ReasonAssigned (Ready=True): status.gardenerSecretName is the request's credential.
 	ReasonAssigned = "Assigned"
@@ -21,6 +21,11 @@ const (
 	// (AnnotationGlobalAccounts); nothing is claimed, and a change of the Namespace's
 	// annotation brings the request back.
 	ReasonGlobalAccountNotGranted = "GlobalAccountNotGranted"
+	// ReasonWaitingForShoot (Reconciling, deleting): the request's own Shoot still uses
+	// the credential; whether it becomes dirty is decided once the Shoot is gone.
+	ReasonWaitingForShoot = "WaitingForShoot"
+	// ReasonReleased (event): a dedicated credential was marked dirty on release.
+	ReasonReleased = "Released"
 )
 
 var _ conditions.Object = &SubscriptionRequest{}

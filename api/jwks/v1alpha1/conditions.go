@@ -6,13 +6,12 @@ import (
 	"github.com/trustplane/trustplane/api/conditions"
 )
 
-// Reasons of a JWKSConfig's conditions, beside the shared ones of package
-// api/conditions. A certificate that cannot be published stalls the JWKSConfig with the
-// reason of internal/jwks's InputError: MissingCertificate, InvalidPEM, NotACertificate,
-// InvalidCertificate, UnsupportedKeyType, WeakKey, CertificateExpired, InvalidAlgorithm
-// InvalidPublishedSet or SetTooLarge.
+// Reasons of a JWKSConfig's conditions and events, beside the shared ones of package
+// api/conditions. A certificate that cannot be published stalls the JWKSConfig with one
+// of the input reasons below (the reason of internal/jwks's InputError).
 const (
-	// ReasonPublished (Ready=True): the set holds the current key.
+	// ReasonPublished (Ready=True): the set holds the current key. Also the event of a
+	// set's first publication.
 	ReasonPublished = "Published"
 	// ReasonSecretNotFound (Reconciling): spec.certificateSecret does not exist yet; its
 	// creation brings the JWKSConfig back.
@@ -54,6 +53,54 @@ const (
 	// ReasonAlgorithmUnsupported (Warning event): spec.issuer is set and the published
 	// algorithm is one kube-apiserver's JWT authenticator cannot verify (EdDSA).
 	ReasonAlgorithmUnsupported = "AlgorithmUnsupportedByKubeAPIServer"
+	// ReasonKeyRotated (event): the set's current key changed; the message names the new
+	// and the previous key.
+	ReasonKeyRotated = "KeyRotated"
+	// ReasonUpdated (event): the set was rewritten with the same current key.
+	ReasonUpdated = "Updated"
+	// ReasonKeyRemoved (event): retired keys whose time was up left the set.
+	ReasonKeyRemoved = "KeyRemoved"
+	// ReasonDriftReverted (Warning event): someone else changed the set's ConfigMap; the
+	// published set was put back.
+	ReasonDriftReverted = "DriftReverted"
+	// ReasonConfigMapMoved (event): spec.configMapName changed; the set moved to the new
+	// ConfigMap and the old one was deleted.
+	ReasonConfigMapMoved = "ConfigMapMoved"
+)
+
+// Reasons of input that cannot be published (Stalled): retrying without a change to the
+// Secret or the spec cannot succeed, and the published set is left unchanged. The Secret
+// watch brings the JWKSConfig back when the Secret changes.
+const (
+	// ReasonMissingCertificate: spec.certificateSecret has no tls.crt, or an empty one.
+	ReasonMissingCertificate = "MissingCertificate"
+	// ReasonMissingPrivateKey: spec.signingSecret is set and spec.certificateSecret has no
+	// tls.key to copy to it.
+	ReasonMissingPrivateKey = "MissingPrivateKey"
+	// ReasonInvalidPEM: tls.crt holds no PEM block.
+	ReasonInvalidPEM = "InvalidPEM"
+	// ReasonNotACertificate: a PEM block of tls.crt is not a CERTIFICATE.
+	ReasonNotACertificate = "NotACertificate"
+	// ReasonInvalidCertificate: a certificate of tls.crt does not parse.
+	ReasonInvalidCertificate = "InvalidCertificate"
+	// ReasonUnsupportedKey: the certificate's key is of a type or curve a JWK Set cannot
+	// carry here (RSA, EC P-256/P-384/P-521 and Ed25519 are supported).
+	ReasonUnsupportedKey = "UnsupportedKeyType"
+	// ReasonWeakKey: an RSA key shorter than 2048 bits.
+	ReasonWeakKey = "WeakKey"
+	// ReasonCertificateExpired: the leaf certificate of tls.crt has expired.
+	ReasonCertificateExpired = "CertificateExpired"
+	// ReasonInvalidAlgorithm: spec.algorithm does not fit the certificate's key.
+	ReasonInvalidAlgorithm = "InvalidAlgorithm"
+	// ReasonInvalidPublished: the JWK Set already in the ConfigMap does not parse; it is
+	// left untouched (it may hold keys that tokens in flight need) until fixed or deleted.
+	ReasonInvalidPublished = "InvalidPublishedSet"
+	// ReasonSetTooLarge: the current certificate chain (with the one signed with) alone
+	// makes a JWK Set larger than a ConfigMap can hold.
+	ReasonSetTooLarge = "SetTooLarge"
+	// ReasonCertificateTooLarge: tls.crt is larger than a certificate chain may be here
+	// (64 KiB).
+	ReasonCertificateTooLarge = "CertificateTooLarge"
 )
 
 var _ conditions.Object = &JWKSConfig{}

@@ -6,9 +6,9 @@ import (
 	"github.com/trustplane/trustplane/api/conditions"
 )
 
-// ConditionProvisioned is the Cluster's own condition beside Ready, Reconciling and
+// ConditionClusterProvisioned is the Cluster's own condition beside Ready, Reconciling and
 // Stalled: whether the cluster exists (a Gardener Shoot created, or one brought along).
-const ConditionProvisioned = "ClusterProvisioned"
+const ConditionClusterProvisioned = "ClusterProvisioned"
 
 // Reasons of a Cluster's conditions, beside the shared ones of package api/conditions.
 const (
@@ -111,6 +111,12 @@ const (
 	// is no longer what the published kubeconfig was issued for, and a new one was issued.
 	// Until it is, Ready is False (with the reason of what holds the new one up).
 	ReasonTargetChanged = "TargetChanged"
+	// ReasonClusterGone (Normal event, withdrawing): the Cluster the request's grants
+	// lived in does not exist: there is nothing to clean up.
+	ReasonClusterGone = "ClusterGone"
+	// ReasonTargetNotCleanedUp (Warning event, withdrawing): the Cluster is going and no
+	// way into its cluster is left: what the request held there stays.
+	ReasonTargetNotCleanedUp = "TargetNotCleanedUp"
 )
 
 var (

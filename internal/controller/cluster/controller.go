@@ -9,49 +9,32 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"github.com/trustplane/trustplane/api/conditions"
 	cp "github.com/trustplane/trustplane/api/controlplane/v1alpha1"
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
 	"github.com/trustplane/trustplane/internal/access"
-	"github.com/trustplane/trustplane/internal/apply"
+	"github.com/trustplane/trustplane/internal/finalizer"
 	"github.com/trustplane/trustplane/internal/garden"
-	"github.com/trustplane/trustplane/internal/kubeconfig"
-	"github.com/trustplane/trustplane/internal/manager"
-	"github.com/trustplane/trustplane/internal/shoot"
 	"github.com/trustplane/trustplane/internal/status"
+	"github.com/trustplane/trustplane/internal/tenantkubeconfig"
 )
 
 const (
@@ -59,51 +42,14 @@ const (
 	Name = "cluster"
 	// FieldOwner applies everything this controller writes.
 	FieldOwner = "trustplane-cluster"
-	// Finalizer holds a Cluster until its Shoot is gone and its credential released.
-	Finalizer = "cluster.trustplane.io/deprovision"
-
-	// ClustersByKubeconfigRef indexes Clusters by spec.kubeconfigSecretRef.name (IndexClustersByKubeconfigRef).
-	ClustersByKubeconfigRef = ".spec.kubeconfigSecretRef.name"
-	// RequestsByCluster indexes KubeconfigRequests by "namespace/name" of the Cluster they
-	// name and of the Cluster their grants still live in (IndexRequestsByCluster), across
-	// namespaces: a request may name a Cluster in another namespace.
-	RequestsByCluster = ".spec.cluster"
+	// Help is the controller's line in --help.
+	Help = "Cluster: Gardener Shoots from a credential pool, or brought-along clusters; cluster-admin for administrators"
 )
 
-// Controller is the registry entry for `trustplane manager`; the garden options are
-// shared with the kubeconfig controller, and so is the kubeconfig policy (see
-// TenantPolicy).
-func Controller(gardenOpts *garden.Options) manager.Controller {
-	opts := DefaultOptions()
-	tenantPolicy.Store(&opts.Kubeconfig)
-	return manager.Controller{
-		Name: Name, Help: "Cluster: Gardener Shoots from a credential pool, or brought-along clusters; cluster-admin for administrators",
-		AddFlags: func(fs *pflag.FlagSet) {
-			gardenOpts.AddFlags(fs)
-			opts.AddFlags(fs)
-		},
-		Setup: gardenOpts.Setup(func(mgr ctrl.Manager, g *garden.Garden) error {
-			_, err := SetupWithOptions(mgr, g, opts)
-			return err
-		}),
-	}
-}
+// Finalizer holds a Cluster until its Shoot is gone and its credential released.
+var Finalizer = finalizer.For(Name, "cluster.trustplane.io/deprovision")
 
-// tenantPolicy is the kubeconfig policy the flags set, for the kubeconfig controller's
-// reads of brought-along kubeconfigs too: the flags are the cluster controller's, and
-// are registered (and parsed) whether it runs or not.
-var tenantPolicy atomic.Pointer[kubeconfig.Policy]
-
-// TenantPolicy is the policy brought-along kubeconfigs are read with: the flags', or the
-// default (inline credentials only) before the flags exist.
-func TenantPolicy() kubeconfig.Policy {
-	if p := tenantPolicy.Load(); p != nil {
-		return *p
-	}
-	return kubeconfig.DefaultPolicy()
-}
-
-// Options are the controller's flags.
+// Options configure the controller: its flags (AddFlags) and what it depends on.
 type Options struct {
 	// Workers is the number of concurrent reconciles.
 	Workers int
@@ -115,14 +61,20 @@ type Options struct {
 	// DeletionCleanupTimeout is how long a deleted brought-along Cluster keeps trying to
 	// remove its administrators' bindings from a cluster that cannot be reached.
 	DeletionCleanupTimeout time.Duration
-	// Kubeconfig is what a brought-along kubeconfig may use.
-	Kubeconfig kubeconfig.Policy
+
+	// Garden is the Gardener project, nil without one: only brought-along Clusters work.
+	Garden *garden.Garden
+	// Kubeconfig is what a brought-along kubeconfig may use: the policy the kubeconfig
+	// controller reads it with too, built once with the manager.
+	Kubeconfig tenantkubeconfig.Policy
+	// Clock is the time source of the deletion cleanup deadline.
+	Clock clock.PassiveClock
 }
 
 // DefaultOptions are the flag defaults.
 func DefaultOptions() Options {
 	return Options{Workers: 8, WorkersPerNamespace: 4, RetryBaseDelay: time.Second, RetryMaxDelay: 5 * time.Minute,
-		DeletionCleanupTimeout: 5 * time.Minute, Kubeconfig: kubeconfig.DefaultPolicy()}
+		DeletionCleanupTimeout: 5 * time.Minute, Kubeconfig: tenantkubeconfig.DefaultPolicy(), Clock: clock.RealClock{}}
 }
 
 // AddFlags registers the options as flags.
@@ -132,7 +84,6 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RetryBaseDelay, "cluster-retry-base-delay", o.RetryBaseDelay, "First retry delay of a Cluster after a failure; doubles with each further failure of that Cluster.")
 	fs.DurationVar(&o.RetryMaxDelay, "cluster-retry-max-delay", o.RetryMaxDelay, "Longest retry delay of a Cluster.")
 	fs.DurationVar(&o.DeletionCleanupTimeout, "cluster-deletion-cleanup-timeout", o.DeletionCleanupTimeout, "How long a deleted brought-along Cluster keeps trying to remove its administrators' bindings from a cluster it cannot reach before it goes anyway (with a Warning event).")
-	o.Kubeconfig.AddFlags(fs)
 }
 
 // Validate checks the flags.
@@ -159,10 +110,8 @@ type Reconciler struct {
 	Recorder  events.EventRecorder
 	// Garden is nil when no garden is configured.
 	Garden *garden.Garden
-	// Options are the flags (DefaultOptions when set up with Setup).
+	// Options are the flags and dependencies it was set up with.
 	Options Options
-	// Clock is the time source of the deletion cleanup deadline.
-	Clock clock.PassiveClock
 
 	slots namespaceSlots
 }
@@ -174,25 +123,14 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=control-plane.kyma-project.io,resources=subscriptionrequests,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 
-// Setup adds the controller to mgr with the default options; g may be nil (brought-along
-// clusters only).
-func Setup(mgr ctrl.Manager, g *garden.Garden) (*Reconciler, error) {
-	return SetupWithOptions(mgr, g, DefaultOptions())
-}
-
-// SetupWithOptions adds the controller to mgr; g may be nil (brought-along clusters only).
-func SetupWithOptions(mgr ctrl.Manager, g *garden.Garden, opts Options) (*Reconciler, error) {
+// Setup adds the controller to mgr. It lists by the clustertarget indexes: whoever
+// assembles the manager registers them first (clustertarget.AddIndexes).
+func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	if err := IndexClustersByKubeconfigRef(mgr); err != nil {
-		return nil, err
-	}
-	if err := IndexRequestsByCluster(mgr); err != nil {
-		return nil, err
-	}
-	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("trustplane-" + Name), Garden: g,
-		Options: opts, Clock: clock.RealClock{}}
+	g := opts.Garden
+	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("trustplane-" + Name), Garden: g, Options: opts}
 	options := controller.Options{
 		MaxConcurrentReconciles: opts.Workers,
 		// Per Cluster only: controller-runtime's default adds a bucket shared by all
@@ -218,52 +156,10 @@ func SetupWithOptions(mgr ctrl.Manager, g *garden.Garden, opts Options) (*Reconc
 	if g != nil {
 		b = b.WatchesRawSource(source.Kind(g.Cache, garden.NewShoot(), handler.TypedEnqueueRequestsFromMapFunc(clusterOfShoot)))
 		// A garden that does not answer when the manager starts holds up this controller
-		// until it does. With controller-runtime's default (give up after 2 minutes) the
-		// whole manager would exit, and every other controller and the JWKS server with it.
-		options.CacheSyncTimeout = waitForGardenForever
+		// until it does, and no other.
+		options.CacheSyncTimeout = garden.CacheSyncTimeout
 	}
 	return r, b.WithOptions(options).Complete(r)
-}
-
-// holdingChanged: the Clusters the request concerns changed, or status.grantedIn did. A
-// request withdrawn from the Cluster it still names (one that stopped granting its
-// namespace) changes only the latter.
-func holdingChanged(old, updated *operatorv1alpha1.KubeconfigRequest) bool {
-	return !slices.Equal(old.ClusterKeys(), updated.ClusterKeys()) || !ptr.Equal(old.Status.GrantedIn, updated.Status.GrantedIn)
-}
-
-// waitForGardenForever is long enough to mean "until the garden answers".
-const waitForGardenForever = 100 * 365 * 24 * time.Hour
-
-var requestsIndexed, clustersIndexed sync.Map // ctrl.Manager → struct{}
-
-// IndexClustersByKubeconfigRef registers the ClustersByKubeconfigRef index once per manager: the
-// cluster and kubeconfig controllers both use it, and either may run without the other.
-func IndexClustersByKubeconfigRef(mgr ctrl.Manager) error {
-	if _, done := clustersIndexed.LoadOrStore(mgr, struct{}{}); done {
-		return nil
-	}
-	return mgr.GetFieldIndexer().IndexField(context.Background(), &operatorv1alpha1.Cluster{}, ClustersByKubeconfigRef, func(o client.Object) []string {
-		if ref := o.(*operatorv1alpha1.Cluster).Spec.KubeconfigSecretRef; ref != nil {
-			return []string{ref.Name}
-		}
-		return nil
-	})
-}
-
-// IndexRequestsByCluster registers the RequestsByCluster index once per manager: the
-// cluster and kubeconfig controllers both use it, and either may run without the other.
-func IndexRequestsByCluster(mgr ctrl.Manager) error {
-	if _, done := requestsIndexed.LoadOrStore(mgr, struct{}{}); done {
-		return nil
-	}
-	return mgr.GetFieldIndexer().IndexField(context.Background(), &operatorv1alpha1.KubeconfigRequest{}, RequestsByCluster, func(o client.Object) []string {
-		var keys []string
-		for _, key := range o.(*operatorv1alpha1.KubeconfigRequest).ClusterKeys() {
-			keys = append(keys, key.String())
-		}
-		return keys
-	})
 }
 
 // Reconcile provisions (or adopts, or deprovisions) one Cluster. Every wait ends with a
@@ -290,30 +186,10 @@ func (r *Reconciler) reconcileOrDeprovision(ctx context.Context, c *operatorv1al
 	if !c.DeletionTimestamp.IsZero() {
 		return r.deprovision(ctx, c)
 	}
-	if controllerutil.AddFinalizer(c, Finalizer) {
-		if err := r.Client.Update(ctx, c); err != nil {
-			return status.WriteFailed("update", c, err)
-		}
+	if err := Finalizer.Ensure(ctx, r.Client, c); err != nil {
+		return err
 	}
 	return r.reconcile(ctx, c)
-}
-
-// stall reports a problem only a change of the Cluster (or its Secret) can fix: it is not
-// provisioned, and Stalled.
-func stall(c *operatorv1alpha1.Cluster, reason, msg string) error {
-	setProvisioned(c, metav1.ConditionFalse, reason, msg)
-	return status.Stalled(reason, "%s", msg)
-}
-
-// waiting reports a state that a watched change will end: the cluster is not (or no
-// longer) provisioned yet.
-func waiting(c *operatorv1alpha1.Cluster, reason, msg string) error {
-	setProvisioned(c, metav1.ConditionFalse, reason, msg)
-	return status.Waiting(reason, "%s", msg)
-}
-
-func setProvisioned(c *operatorv1alpha1.Cluster, provisioned metav1.ConditionStatus, reason, msg string) {
-	status.Set(c, operatorv1alpha1.ConditionProvisioned, provisioned, reason, msg)
 }
 
 func (r *Reconciler) reconcile(ctx context.Context, c *operatorv1alpha1.Cluster) error {
@@ -334,478 +210,4 @@ func (r *Reconciler) reconcile(ctx context.Context, c *operatorv1alpha1.Cluster)
 	}
 	status.MarkReady(c, operatorv1alpha1.ReasonAdministratorsBound, fmt.Sprintf("administrators bound to cluster-admin: %d", len(c.Spec.Administrators)))
 	return nil
-}
-
-// broughtAlong checks the Cluster's own kubeconfig.
-func (r *Reconciler) broughtAlong(ctx context.Context, c *operatorv1alpha1.Cluster) (*rest.Config, error) {
-	cfg, err := BroughtAlongConfigWith(ctx, r.APIReader, c, r.Options.Kubeconfig)
-	var missing *missingSecretError
-	var refused *kubeconfig.RefusedError
-	switch {
-	case errors.As(err, &missing):
-		// The Secret watch brings the Cluster back when it appears.
-		return nil, waiting(c, operatorv1alpha1.ReasonKubeconfigMissing, err.Error())
-	case errors.As(err, &refused):
-		return nil, stall(c, operatorv1alpha1.ReasonInsecureKubeconfig, err.Error())
-	case errors.Is(err, errInvalidKubeconfig):
-		return nil, stall(c, operatorv1alpha1.ReasonKubeconfigInvalid, err.Error())
-	case err != nil:
-		return nil, err
-	}
-	setProvisioned(c, metav1.ConditionTrue, operatorv1alpha1.ReasonBroughtAlong, "brought-along cluster at "+cfg.Host)
-	return cfg, nil
-}
-
-var errInvalidKubeconfig = kubeconfig.ErrInvalid
-
-// IsKubeconfigUnusable says whether err, from BroughtAlongConfig, is a kubeconfig Secret
-// or key that is missing, a kubeconfig that does not parse, or one that uses what the
-// policy refuses: a change to the Secret fixes it, retrying does not.
-func IsKubeconfigUnusable(err error) bool {
-	var missing *missingSecretError
-	var refused *kubeconfig.RefusedError
-	return errors.As(err, &missing) || errors.Is(err, errInvalidKubeconfig) || errors.As(err, &refused)
-}
-
-type missingSecretError struct{ msg string }
-
-func (e *missingSecretError) Error() string { return e.msg }
-
-// BroughtAlongConfig reads the cluster-admin kubeconfig a brought-along Cluster points at,
-// with the flags' policy (TenantPolicy).
-func BroughtAlongConfig(ctx context.Context, reader client.Reader, c *operatorv1alpha1.Cluster) (*rest.Config, error) {
-	return BroughtAlongConfigWith(ctx, reader, c, TenantPolicy())
-}
-
-// BroughtAlongConfigWith reads the kubeconfig a brought-along Cluster points at, through
-// kubeconfig.RESTConfig: only what policy allows is used, the rest refused by name.
-func BroughtAlongConfigWith(ctx context.Context, reader client.Reader, c *operatorv1alpha1.Cluster, policy kubeconfig.Policy) (*rest.Config, error) {
-	ref := c.Spec.KubeconfigSecretRef
-	secret := &corev1.Secret{}
-	if err := reader.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: ref.Name}, secret); apierrors.IsNotFound(err) {
-		return nil, &missingSecretError{fmt.Sprintf("kubeconfig Secret %s not found", ref.Name)}
-	} else if err != nil {
-		return nil, fmt.Errorf("reading kubeconfig Secret %s: %w", ref.Name, err)
-	}
-	key := ref.Key
-	if key == "" {
-		key = "kubeconfig"
-	}
-	raw, ok := secret.Data[key]
-	if !ok {
-		return nil, &missingSecretError{fmt.Sprintf("kubeconfig Secret %s has no key %q", ref.Name, key)}
-	}
-	cfg, err := kubeconfig.RESTConfig(raw, policy)
-	var refused *kubeconfig.RefusedError
-	switch {
-	case errors.As(err, &refused):
-		return nil, fmt.Errorf("kubeconfig Secret %s key %q: %w", ref.Name, key, err)
-	case err != nil:
-		return nil, fmt.Errorf("%w in Secret %s key %q: %w", errInvalidKubeconfig, ref.Name, key, err)
-	}
-	return cfg, nil
-}
-
-// provision drives the Gardener path. A nil config without an error means the Cluster is
-// provisioned and this generation's administrators are bound already.
-func (r *Reconciler) provision(ctx context.Context, c *operatorv1alpha1.Cluster) (*rest.Config, error) {
-	if r.Garden == nil {
-		return nil, stall(c, operatorv1alpha1.ReasonGardenNotConfigured, "the Cluster has no kubeconfigSecretRef and the operator runs without --garden-kubeconfig")
-	}
-	if err := shoot.Validate(c.Spec, r.Garden.Params); err != nil {
-		return nil, stall(c, operatorv1alpha1.ReasonInvalidSpec, err.Error())
-	}
-	sr, err := r.applySubscription(ctx, c)
-	if err != nil {
-		return nil, err
-	}
-	if err := waitForSubscription(c, sr); err != nil {
-		return nil, err
-	}
-	desired, err := shoot.Desired(c, r.Garden.Params, sr.Status.GardenerSecretName)
-	if err != nil {
-		return nil, stall(c, operatorv1alpha1.ReasonInvalidSpec, err.Error())
-	}
-	if err := r.checkShootOwner(ctx, c, desired.GetName()); err != nil {
-		return nil, err
-	}
-	if err := r.checkShootUpdate(ctx, c, desired); err != nil {
-		return nil, err
-	}
-	// The OIDC ConfigMap first: Gardener refuses a Shoot naming one that does not exist.
-	auth, err := r.applyAuthentication(ctx, c, desired)
-	if err != nil {
-		return nil, err
-	}
-	if err := r.applyShoot(ctx, c, desired); err != nil {
-		return nil, err
-	}
-	if err := r.finishAuthentication(ctx, c, desired, auth); err != nil {
-		return nil, err
-	}
-	c.Status.ShootName = desired.GetName()
-	if err := followShoot(c, desired); err != nil {
-		return nil, err
-	}
-	wasProvisioned := meta.IsStatusConditionTrue(c.Status.Conditions, operatorv1alpha1.ConditionProvisioned)
-	if !wasProvisioned {
-		r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, operatorv1alpha1.ReasonProvisioned, "Provision", "shoot %s is provisioned", desired.GetName())
-	}
-	setProvisioned(c, metav1.ConditionTrue, operatorv1alpha1.ReasonProvisioned, "shoot "+desired.GetName()+": "+shoot.ProgressOf(desired).Message())
-	// Gardener reports every step of its periodic reconciles on the Shoot; none of them
-	// needs a new admin kubeconfig once this generation's administrators are bound.
-	if ready := meta.FindStatusCondition(c.Status.Conditions, conditions.Ready); wasProvisioned && status.IsReadyForGeneration(c) &&
-		ready.Reason == operatorv1alpha1.ReasonAdministratorsBound {
-		return nil, nil
-	}
-	admin, _, err := r.Garden.AdminConfig(ctx, desired.GetName())
-	if err != nil {
-		return nil, gardenCallFailed(c, fmt.Errorf("admin kubeconfig: %w", err))
-	}
-	return admin, nil
-}
-
-// waitForSubscription waits until the Cluster's SubscriptionRequest has a credential; its
-// status change brings the Cluster back.
-func waitForSubscription(c *operatorv1alpha1.Cluster, sr *cp.SubscriptionRequest) error {
-	ready := meta.FindStatusCondition(sr.Status.Conditions, conditions.Ready)
-	if sr.Status.GardenerSecretName != "" && ready != nil && ready.Status == metav1.ConditionTrue {
-		return nil
-	}
-	msg := "waiting for SubscriptionRequest " + sr.Name
-	if ready != nil {
-		msg += ": " + ready.Message
-	}
-	return waiting(c, operatorv1alpha1.ReasonWaitingForSubscription, msg)
-}
-
-// followShoot reports the Shoot's last operation until it is provisioned; the Shoot watch
-// brings the Cluster back at every step.
-func followShoot(c *operatorv1alpha1.Cluster, s *unstructured.Unstructured) error {
-	progress := shoot.ProgressOf(s)
-	switch {
-	case progress.Provisioned():
-		return nil
-	case progress.Phase == shoot.PhaseFailed:
-		return stall(c, operatorv1alpha1.ReasonProvisioningFailed, progress.Message())
-	case progress.Phase == shoot.PhaseError: // Gardener retries
-		return waiting(c, operatorv1alpha1.ReasonProvisioningError, progress.Message())
-	default:
-		return waiting(c, operatorv1alpha1.ReasonProvisioning, progress.Message())
-	}
-}
-
-// gardenUnreachable reports a call to the garden that got no answer, or a 429 or 5xx
-// (gardenWriteFailed sorts the answers): retried with backoff, with a Warning event when
-// new; ClusterProvisioned says so too until the Shoot was provisioned.
-func gardenUnreachable(c *operatorv1alpha1.Cluster, err error) error {
-	err = status.Transient(operatorv1alpha1.ReasonGardenUnreachable, fmt.Errorf("garden: %w", err))
-	if !meta.IsStatusConditionTrue(c.Status.Conditions, operatorv1alpha1.ConditionProvisioned) {
-		setProvisioned(c, metav1.ConditionFalse, status.Reason(err), err.Error())
-	}
-	return status.Warn(err)
-}
-
-// checkShootOwner refuses to take over a Shoot of the same name made for something else.
-func (r *Reconciler) checkShootOwner(ctx context.Context, c *operatorv1alpha1.Cluster, name string) error {
-	live := garden.NewShoot()
-	err := r.Garden.Cache.Get(ctx, types.NamespacedName{Namespace: r.Garden.Params.Namespace, Name: name}, live)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return gardenUnreachable(c, fmt.Errorf("reading shoot %s: %w", name, err))
-	}
-	if l := live.GetLabels(); l[shoot.ClusterNamespaceLabel] != c.Namespace || l[shoot.ClusterNameLabel] != c.Name {
-		return stall(c, operatorv1alpha1.ReasonShootNameTaken, fmt.Sprintf("shoot %s/%s exists and does not belong to this Cluster; not taking it over", r.Garden.Params.Namespace, name))
-	}
-	return nil
-}
-
-// applySubscription asks for the Cluster's hyperscaler credential.
-func (r *Reconciler) applySubscription(ctx context.Context, c *operatorv1alpha1.Cluster) (*cp.SubscriptionRequest, error) {
-	selector := c.Spec.Infrastructure.SubscriptionSelector
-	if selector == "" {
-		selector = "shared"
-	}
-	sr := &cp.SubscriptionRequest{
-		TypeMeta: metav1.TypeMeta{APIVersion: cp.GroupVersion.String(), Kind: "SubscriptionRequest"},
-		ObjectMeta: metav1.ObjectMeta{Name: c.Name, Namespace: c.Namespace,
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(c, operatorv1alpha1.GroupVersion.WithKind("Cluster"))}},
-		// The region selects a regional pool (hyperscalerType <provider>_<region>) where there is one.
-		Spec: cp.SubscriptionRequestSpec{Provider: c.Spec.Infrastructure.Provider, SubscriptionSelector: selector, Region: c.Spec.Core.Region},
-	}
-	if err := apply.Apply(ctx, r.Client, sr, FieldOwner); err != nil {
-		return nil, status.WriteFailed("apply", sr, err)
-	}
-	return sr, nil
-}
-
-// targetFailed reports a failed call to the cluster itself. A brought-along cluster's
-// server is the tenant's choice: its errors reach the status only as a class and the host
-// (kubeconfig.Failure), never with what the server answered. A 401 or 403 is stalled (the
-// kubeconfig or the cluster's RBAC must change) yet retried with backoff; anything else
-// is retried with backoff, with a Warning event when new.
-func targetFailed(what string, tenantChosen bool, cfg *rest.Config, err error) error {
-	if tenantChosen {
-		err = kubeconfig.Failure(kubeconfig.HostOf(cfg), err)
-	}
-	err = fmt.Errorf("%s: %w", what, err)
-	if te := (*kubeconfig.TargetError)(nil); errors.As(err, &te) && (te.Class == kubeconfig.Unauthorized || te.Class == kubeconfig.Forbidden) {
-		return status.Refused(operatorv1alpha1.ReasonClusterAccessDenied, err)
-	}
-	return status.Warn(status.Transient(operatorv1alpha1.ReasonClusterUnreachable, err))
-}
-
-// bindAdministrators makes the cluster's cluster-admin bindings match the administrators:
-// it applies one per administrator and deletes only bindings it made for former ones.
-func bindAdministrators(ctx context.Context, cfg *rest.Config, owner string, administrators []string) error {
-	cfg = rest.CopyConfig(cfg)
-	if cfg.Timeout == 0 { // a Gardener admin kubeconfig; brought-along ones carry the policy's
-		cfg.Timeout = 15 * time.Second
-	}
-	// A brought-along config's own dialer and proxy keep client-go from sharing its
-	// transport between clients, so this one's connections are closed when done rather
-	// than left idle per reconcile.
-	httpClient, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return err
-	}
-	defer httpClient.CloseIdleConnections()
-	target, err := client.New(cfg, client.Options{HTTPClient: httpClient})
-	if err != nil {
-		return err
-	}
-	want := access.AdminBindings(owner, administrators)
-	names := make([]string, len(want))
-	for i := range want {
-		names[i] = want[i].Name
-		if err := apply.Apply(ctx, target, &want[i], FieldOwner); err != nil {
-			return status.WriteFailed("apply", &want[i], err)
-		}
-	}
-	return removeAdministratorsExcept(ctx, target, owner, names)
-}
-
-func removeAdministratorsExcept(ctx context.Context, target client.Client, owner string, keep []string) error {
-	have := &rbacv1.ClusterRoleBindingList{}
-	if err := target.List(ctx, have, client.MatchingLabels{access.AdministratorLabel: owner}); err != nil {
-		return fmt.Errorf("listing administrator bindings: %w", err)
-	}
-	for i := range have.Items {
-		if !slices.Contains(keep, have.Items[i].Name) {
-			if err := client.IgnoreNotFound(target.Delete(ctx, &have.Items[i])); err != nil {
-				return status.WriteFailed("delete", &have.Items[i], err)
-			}
-		}
-	}
-	return nil
-}
-
-// deprovision runs the deletion: KubeconfigRequests first (they clean up inside the
-// cluster), then the administrators' bindings or the Shoot, then the credential. Each
-// step it waits for ends with a watched change.
-func (r *Reconciler) deprovision(ctx context.Context, c *operatorv1alpha1.Cluster) error {
-	if !controllerutil.ContainsFinalizer(c, Finalizer) {
-		return nil
-	}
-	if err := r.waitForRequests(ctx, c); err != nil {
-		return err
-	}
-	if c.Spec.KubeconfigSecretRef != nil {
-		if err := r.unbindBroughtAlong(ctx, c); err != nil {
-			return err
-		}
-	} else if err := r.deleteShoot(ctx, c); err != nil {
-		return err
-	} else if err := r.deleteAuthentication(ctx, c); err != nil { // the Shoot is gone
-		return err
-	}
-	if err := r.releaseSubscription(ctx, c); err != nil {
-		return err
-	}
-	r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, operatorv1alpha1.ReasonDeprovisioning, "Delete", "deprovisioned")
-	controllerutil.RemoveFinalizer(c, Finalizer)
-	return client.IgnoreNotFound(status.WriteFailed("update", c, r.Client.Update(ctx, c)))
-}
-
-// waitForRequests holds the deletion while KubeconfigRequests of namespaces the Cluster
-// grants still name it or hold grants in it (like PVC protection); the KubeconfigRequest
-// watch brings the Cluster back. A request of a namespace it does not grant holds nothing
-// for certain, whatever its status says (KubeconfigRequest.Holds); see waitForClaims.
-func (r *Reconciler) waitForRequests(ctx context.Context, c *operatorv1alpha1.Cluster) error {
-	requests := &operatorv1alpha1.KubeconfigRequestList{}
-	key := types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
-	if err := r.Client.List(ctx, requests, client.MatchingFields{RequestsByCluster: key.String()}); err != nil {
-		return fmt.Errorf("listing the KubeconfigRequests of the Cluster: %w", err)
-	}
-	var holding, claiming []string
-	for i := range requests.Items {
-		switch kr := &requests.Items[i]; {
-		case kr.Holds(c):
-			holding = append(holding, requestName(kr, c))
-		case kr.ClaimsGrantsIn(c):
-			claiming = append(claiming, requestName(kr, c))
-		}
-	}
-	if len(holding) > 0 {
-		slices.Sort(holding)
-		return status.Waiting(operatorv1alpha1.ReasonInUse, "deletion waits for %d KubeconfigRequests of this cluster to be deleted: %s", len(holding), strings.Join(holding, ", "))
-	}
-	return r.waitForClaims(c, claiming)
-}
-
-// waitForClaims bounds the wait for requests of namespaces the Cluster no longer grants
-// whose status says their grants still live in it. That is so while their withdrawal is
-// under way, and also when a status is forged: only the manager should write one (the
-// admission policy trustplane-status-writers), but this controller does not count on the
-// policy being installed, so a claim never holds the Cluster for good. A Gardener
-// Cluster does not wait at all: deleting its Shoot deletes whatever they hold there. A
-// brought-along cluster outlives its Cluster, so they get the time its own
-// administrators' bindings get (--cluster-deletion-cleanup-timeout after the deletion);
-// then the deletion goes on, with a Warning event naming them.
-func (r *Reconciler) waitForClaims(c *operatorv1alpha1.Cluster, claiming []string) error {
-	if len(claiming) == 0 || c.Spec.KubeconfigSecretRef == nil {
-		return nil
-	}
-	slices.Sort(claiming)
-	deadline := c.DeletionTimestamp.Add(r.Options.DeletionCleanupTimeout)
-	if now := r.now(); now.Before(deadline) {
-		return status.Waiting(operatorv1alpha1.ReasonInUse, "deletion waits until %s for %d KubeconfigRequests of namespaces this cluster no longer grants to withdraw from it: %s",
-			deadline.UTC().Format(time.RFC3339), len(claiming), strings.Join(claiming, ", ")).After(deadline.Sub(now))
-	}
-	r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, operatorv1alpha1.ReasonCleanupAbandoned, "Delete",
-		"stopped waiting after %v for %d KubeconfigRequests of namespaces this cluster no longer grants, whose status says they hold grants in it (what they hold there, if anything, stays in the cluster): %s",
-		r.Options.DeletionCleanupTimeout, len(claiming), strings.Join(claiming, ", "))
-	return nil
-}
-
-// requestName names a request as the Cluster reports it: its name in the Cluster's own
-// namespace, namespace/name from another.
-func requestName(kr *operatorv1alpha1.KubeconfigRequest, c *operatorv1alpha1.Cluster) string {
-	if kr.Namespace == c.Namespace {
-		return kr.Name
-	}
-	return kr.Namespace + "/" + kr.Name
-}
-
-func (r *Reconciler) now() time.Time {
-	if r.Clock != nil {
-		return r.Clock.Now()
-	}
-	return time.Now()
-}
-
-// releaseSubscription deletes the Cluster's SubscriptionRequest, which releases the
-// credential, and waits until it is gone (its watch brings the Cluster back).
-func (r *Reconciler) releaseSubscription(ctx context.Context, c *operatorv1alpha1.Cluster) error {
-	sr := &cp.SubscriptionRequest{}
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: c.Name}, sr)
-	if apierrors.IsNotFound(err) || (err == nil && !metav1.IsControlledBy(sr, c)) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("reading SubscriptionRequest %s: %w", c.Name, err)
-	}
-	if sr.DeletionTimestamp.IsZero() {
-		if err := client.IgnoreNotFound(r.Client.Delete(ctx, sr)); err != nil {
-			return status.WriteFailed("delete", sr, err)
-		}
-	}
-	return status.Waiting(operatorv1alpha1.ReasonDeprovisioning, "releasing the hyperscaler credential")
-}
-
-// unbindBroughtAlong removes the administrators' bindings from a brought-along cluster,
-// which outlives its Cluster. A kubeconfig that is gone, broken or refused cannot be
-// used; that is reported and the deletion goes on. A cluster that cannot be reached is
-// tried again with backoff until --cluster-deletion-cleanup-timeout after the deletion,
-// then the deletion goes on with a Warning event saying what was left: a tenant's dead
-// cluster must not keep its Cluster (and namespace) forever.
-func (r *Reconciler) unbindBroughtAlong(ctx context.Context, c *operatorv1alpha1.Cluster) error {
-	cfg, err := BroughtAlongConfigWith(ctx, r.APIReader, c, r.Options.Kubeconfig)
-	if IsKubeconfigUnusable(err) {
-		reason := operatorv1alpha1.ReasonKubeconfigMissing
-		if refused := (*kubeconfig.RefusedError)(nil); errors.As(err, &refused) {
-			reason = operatorv1alpha1.ReasonInsecureKubeconfig
-		}
-		r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, reason, "Delete", "administrator bindings left in the cluster: %v", err)
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	err = bindAdministrators(ctx, cfg, access.AdministratorsOf(c.Namespace, c.Name), nil)
-	if err == nil {
-		return nil
-	}
-	failed := targetFailed("removing administrator bindings", true, cfg, err)
-	if r.now().Before(c.DeletionTimestamp.Add(r.Options.DeletionCleanupTimeout)) {
-		return failed
-	}
-	r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, operatorv1alpha1.ReasonCleanupAbandoned, "Delete",
-		"gave up removing the cluster-admin bindings of %d administrators (label %s=%s) from the cluster after %v: %v",
-		len(c.Spec.Administrators), access.AdministratorLabel, access.AdministratorsOf(c.Namespace, c.Name), r.Options.DeletionCleanupTimeout, failed)
-	return nil
-}
-
-// deleteShoot confirms and deletes the Cluster's Shoot and waits until it is gone (the
-// Shoot watch brings the Cluster back). A Shoot of that name that belongs to something
-// else is never touched.
-func (r *Reconciler) deleteShoot(ctx context.Context, c *operatorv1alpha1.Cluster) error {
-	name := shoot.Name(c.Namespace, c.Name)
-	if r.Garden == nil {
-		if c.Status.ShootName == "" {
-			return nil // never provisioned
-		}
-		return status.Stalled(operatorv1alpha1.ReasonGardenNotConfigured, "shoot %s cannot be deleted: the operator runs without --garden-kubeconfig", c.Status.ShootName)
-	}
-	live := garden.NewShoot()
-	err := r.Garden.Client.Get(ctx, types.NamespacedName{Namespace: r.Garden.Params.Namespace, Name: name}, live)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return gardenUnreachable(c, fmt.Errorf("reading shoot %s: %w", name, err))
-	}
-	if l := live.GetLabels(); l[shoot.ClusterNamespaceLabel] != c.Namespace || l[shoot.ClusterNameLabel] != c.Name {
-		return nil
-	}
-	if live.GetDeletionTimestamp() == nil {
-		// Gardener refuses to delete a Shoot that does not carry the confirmation.
-		confirm := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+shoot.ConfirmDeletionAnnotation+`":"true"}}}`))
-		if err := r.Garden.Client.Patch(ctx, live, confirm); err != nil {
-			return gardenWriteFailed(c, "confirm the deletion of", live, err)
-		}
-		if err := client.IgnoreNotFound(r.Garden.Client.Delete(ctx, live)); err != nil {
-			return gardenWriteFailed(c, "delete", live, err)
-		}
-		r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, operatorv1alpha1.ReasonDeprovisioning, "Delete", "deleting shoot %s", name)
-	}
-	msg := "deleting shoot " + name
-	if p := shoot.ProgressOf(live); p.Phase == shoot.PhaseDeleting {
-		msg += ": " + p.Message()
-	}
-	return waiting(c, operatorv1alpha1.ReasonDeprovisioning, msg)
-}
-
-// clusterOfShoot maps a Shoot to its Cluster through the labels Desired sets.
-func clusterOfShoot(_ context.Context, s *unstructured.Unstructured) []reconcile.Request {
-	l := s.GetLabels()
-	if l[shoot.ClusterNamespaceLabel] == "" || l[shoot.ClusterNameLabel] == "" {
-		return nil
-	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l[shoot.ClusterNamespaceLabel], Name: l[shoot.ClusterNameLabel]}}}
-}
-
-// clustersUsingSecret maps a kubeconfig Secret to the brought-along Clusters using it.
-func (r *Reconciler) clustersUsingSecret(ctx context.Context, o client.Object) []reconcile.Request {
-	list := &operatorv1alpha1.ClusterList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{ClustersByKubeconfigRef: o.GetName()}); err != nil {
-		return nil
-	}
-	out := make([]reconcile.Request, len(list.Items))
-	for i, c := range list.Items {
-		out[i] = reconcile.Request{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Name}}
-	}
-	return out
 }

@@ -117,7 +117,7 @@ func gardenCallFailed(c *operatorv1alpha1.Cluster, err error) error {
 // notProvisionedUnlessItWas reports on ClusterProvisioned why the cluster is not there,
 // unless it is: a refused change leaves a provisioned Shoot running as it was.
 func notProvisionedUnlessItWas(c *operatorv1alpha1.Cluster, reason, msg string) {
-	if !meta.IsStatusConditionTrue(c.Status.Conditions, operatorv1alpha1.ConditionProvisioned) {
+	if !meta.IsStatusConditionTrue(c.Status.Conditions, operatorv1alpha1.ConditionClusterProvisioned) {
 		setProvisioned(c, metav1.ConditionFalse, reason, msg)
 	}
 }
@@ -146,11 +146,11 @@ const (
 func gardenMessage(err error) string {
 	var apiStatus apierrors.APIStatus
 	if !errors.As(err, &apiStatus) {
-		return trim(err.Error(), maxGardenMessageLen)
+		return status.Truncate(strings.TrimSpace(err.Error()), maxGardenMessageLen)
 	}
 	s := apiStatus.Status()
 	if s.Details == nil || len(s.Details.Causes) == 0 {
-		return trim(s.Message, maxGardenMessageLen)
+		return status.Truncate(strings.TrimSpace(s.Message), maxGardenMessageLen)
 	}
 	causes := s.Details.Causes
 	parts := make([]string, 0, min(len(causes), maxCauses)+1)
@@ -159,7 +159,7 @@ func gardenMessage(err error) string {
 			parts = append(parts, fmt.Sprintf("and %d more", len(causes)-maxCauses))
 			break
 		}
-		part := trim(cause.Message, maxCauseLength)
+		part := status.Truncate(strings.TrimSpace(cause.Message), maxCauseLength)
 		if cause.Field != "" {
 			part = cause.Field + ": " + part
 		}
@@ -168,20 +168,7 @@ func gardenMessage(err error) string {
 	msg := strings.Join(parts, "; ")
 	// An admission policy's or webhook's name is in the status message only.
 	if prefix, _, found := strings.Cut(s.Message, " denied request"); found && strings.Contains(prefix, "AdmissionPolicy '") {
-		msg = trim(prefix, maxCauseLength) + " denied the request: " + msg
+		msg = status.Truncate(strings.TrimSpace(prefix), maxCauseLength) + " denied the request: " + msg
 	}
-	return trim(msg, maxGardenMessageLen)
-}
-
-// trim cuts s to at most n bytes on a rune boundary, marking the cut.
-func trim(s string, n int) string {
-	s = strings.TrimSpace(s)
-	if len(s) <= n {
-		return s
-	}
-	cut := n - len("…")
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut] + "…"
+	return status.Truncate(strings.TrimSpace(msg), maxGardenMessageLen)
 }

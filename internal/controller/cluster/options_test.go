@@ -9,7 +9,8 @@ import (
 	"github.com/trustplane/trustplane/internal/garden"
 )
 
-// Every flag of the controller is registered beside the garden's, parses, and a bad value
+// Every flag of the controller is registered beside the garden's and the kubeconfig
+// policy's, parses, and a bad value
 // is a one-line error naming the flag.
 func TestFlags(t *testing.T) {
 	for _, tc := range []struct {
@@ -32,6 +33,7 @@ func TestFlags(t *testing.T) {
 		garden.DefaultOptions().AddFlags(fs)
 		opts := DefaultOptions()
 		opts.AddFlags(fs)
+		opts.Kubeconfig.AddFlags(fs) // bound once for the manager (internal/cli), validated here too
 		if err := fs.Parse(tc.args); err != nil {
 			t.Fatal(err)
 		}
@@ -39,18 +41,5 @@ func TestFlags(t *testing.T) {
 		if (tc.want == "") != (err == nil) || err != nil && (!strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n")) {
 			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
 		}
-	}
-}
-
-// The flags reach the kubeconfig controller's reads too (TenantPolicy).
-func TestTenantPolicyFollowsTheFlags(t *testing.T) {
-	c := Controller(garden.DefaultOptions())
-	fs := pflag.NewFlagSet("manager", pflag.ContinueOnError)
-	c.AddFlags(fs)
-	if err := fs.Parse([]string{"--insecure-kubeconfig-tls", "--cluster-target-timeout=3s"}); err != nil {
-		t.Fatal(err)
-	}
-	if p := TenantPolicy(); !p.AllowInsecureTLS || p.Timeout.String() != "3s" {
-		t.Errorf("TenantPolicy %+v does not follow the flags", p)
 	}
 }

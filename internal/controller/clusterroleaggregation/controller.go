@@ -7,9 +7,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
-	"github.com/spf13/pflag"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,51 +25,12 @@ import (
 
 	"github.com/trustplane/trustplane/internal/debounce"
 	"github.com/trustplane/trustplane/internal/handlers"
-	"github.com/trustplane/trustplane/internal/manager"
 	"github.com/trustplane/trustplane/internal/rbac"
 )
 
-const (
-	// Name is the controller's name in --controllers (and upstream's).
-	Name = "clusterrole-aggregation"
-	// FieldManager is upstream's field manager, so that both controllers own the same
-	// fields and either can take over from the other.
-	FieldManager = "clusterrole-aggregation-controller"
-)
-
-// Options are the controller's flags.
-type Options struct {
-	// Workers is the number of concurrent syncs (upstream runs 5).
-	Workers int
-	// QuietPeriod is how long an aggregator's inputs must stay unchanged before it syncs,
-	// so that a burst of changes costs one sync and at most one write.
-	QuietPeriod time.Duration
-	// MaxDelay bounds how long continuous changes can hold a sync back.
-	MaxDelay time.Duration
-}
-
-// DefaultOptions are the flag defaults. A quiet second lets a whole level of aggregators
-// write before the aggregators that select them sync (200ms wrote intermediate states);
-// a max delay shorter than a long burst forces a write per aggregator per max delay,
-// which is what a slowed-down `make bench-aggregation` showed at 10s.
-func DefaultOptions() Options {
-	return Options{Workers: 5, QuietPeriod: time.Second, MaxDelay: 30 * time.Second}
-}
-
-// Controller is the registry entry for `trustplane manager`.
-func Controller() manager.Controller {
-	opts := DefaultOptions()
-	return manager.Controller{
-		Name: Name,
-		Help: "ClusterRole aggregationRule → rules, as kube-controller-manager does it",
-		AddFlags: func(fs *pflag.FlagSet) {
-			fs.IntVar(&opts.Workers, "clusterrole-aggregation-workers", opts.Workers, "Concurrent ClusterRole aggregation syncs.")
-			fs.DurationVar(&opts.QuietPeriod, "clusterrole-aggregation-quiet-period", opts.QuietPeriod, "How long an aggregator's inputs must be unchanged before it syncs (bursts cost one sync).")
-			fs.DurationVar(&opts.MaxDelay, "clusterrole-aggregation-max-delay", opts.MaxDelay, "Longest a sync waits while its inputs keep changing.")
-		},
-		Setup: func(mgr ctrl.Manager) error { _, err := Setup(mgr, opts); return err },
-	}
-}
+// FieldOwner is upstream's field manager, so that both controllers own the same fields
+// and either can take over from the other.
+const FieldOwner = "clusterrole-aggregation-controller"
 
 // Reconciler aggregates the rules of one ClusterRole.
 type Reconciler struct {
@@ -98,11 +57,15 @@ type Reconciler struct {
 
 // Setup adds the controller to mgr.
 func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
-	if opts.Workers < 1 {
-		return nil, fmt.Errorf("--clusterrole-aggregation-workers must be positive, not %d", opts.Workers)
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	c := opts.Clock
+	if c == nil {
+		c = clock.RealClock{}
 	}
 	r := &Reconciler{Reader: mgr.GetCache(), Writer: mgr.GetClient(), Live: mgr.GetAPIReader(), Index: rbac.NewIndex(),
-		Debounce: debounce.New(opts.QuietPeriod, opts.MaxDelay, clock.RealClock{})}
+		Debounce: debounce.New(opts.QuietPeriod, opts.MaxDelay, c)}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
 		WatchesRawSource(source.Kind(mgr.GetCache(), &rbacv1.ClusterRole{}, handlers.OldNew(r.changed))).
@@ -152,7 +115,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // the controller may not do (Forbidden), and the Update finds nothing (NotFound).
 func (r *Reconciler) write(ctx context.Context, role *rbacv1.ClusterRole, rules []rbacv1.PolicyRule) error {
 	apply := rbacv1ac.ClusterRole(role.Name).WithRules(rbac.ApplyRules(rules)...)
-	err := r.Writer.Apply(ctx, apply, client.FieldOwner(FieldManager), client.ForceOwnership)
+	err := r.Writer.Apply(ctx, apply, client.FieldOwner(FieldOwner), client.ForceOwnership)
 	if apierrors.IsUnsupportedMediaType(err) {
 		updated := role.DeepCopy()
 		updated.Rules = rules
@@ -166,8 +129,8 @@ func (r *Reconciler) write(ctx context.Context, role *rbacv1.ClusterRole, rules 
 		return nil
 	}
 	if apierrors.IsForbidden(err) {
-		return rbac.IgnoreIfGone(ctx, r.Live, &rbacv1.ClusterRole{}, client.ObjectKeyFromObject(role),
-			fmt.Errorf("applying the rules of ClusterRole %s: %w", role.Name, err))
+		return rbac.IgnoreIfGone(fmt.Errorf("applying the rules of ClusterRole %s: %w", role.Name, err),
+			r.Live.Get(ctx, client.ObjectKeyFromObject(role), &rbacv1.ClusterRole{}))
 	}
 	return fmt.Errorf("writing the rules of ClusterRole %s: %w", role.Name, err)
 }

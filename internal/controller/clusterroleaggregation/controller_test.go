@@ -296,10 +296,10 @@ func TestFieldManagerAndApplyShape(t *testing.T) {
 	}
 	found := false
 	for _, m := range managers {
-		found = found || m == FieldManager+"/Apply"
+		found = found || m == FieldOwner+"/Apply"
 	}
 	if !found {
-		t.Errorf("managed fields %v lack %s/Apply", managers, FieldManager)
+		t.Errorf("managed fields %v lack %s/Apply", managers, FieldOwner)
 	}
 	if role.Labels["keep"] != "me" || role.AggregationRule == nil {
 		t.Error("the apply touched more than the rules")

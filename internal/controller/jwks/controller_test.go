@@ -199,14 +199,14 @@ func TestBadInputKeepsThePublishedSet(t *testing.T) {
 		name, reason, message string
 		data                  map[string][]byte
 	}{
-		{"no tls.crt", jwks.ReasonMissingCertificate, `Secret "tls" has no tls.crt`, map[string][]byte{"tls.key": good.KeyPEM()}},
-		{"garbage", jwks.ReasonInvalidPEM, "no PEM block", map[string][]byte{"tls.crt": []byte("garbage")}},
-		{"non-certificate block", jwks.ReasonNotACertificate, `"PRIVATE KEY" PEM block`, map[string][]byte{"tls.crt": good.KeyPEM()}},
-		{"DSA", jwks.ReasonUnsupportedKey, "DSA is not supported", map[string][]byte{"tls.crt": testdata("dsa.crt")}},
-		{"Ed448", jwks.ReasonUnsupportedKey, "Ed448 is not supported", map[string][]byte{"tls.crt": testdata("ed448.crt")}},
-		{"RSA 1024", jwks.ReasonWeakKey, "1024 bits", tlsData(weak)},
-		{"expired", jwks.ReasonCertificateExpired, "expired at", tlsData(expired)},
-		{"oversized", jwks.ReasonCertificateTooLarge, "more than the 65536",
+		{"no tls.crt", jwksv1alpha1.ReasonMissingCertificate, `Secret "tls" has no tls.crt`, map[string][]byte{"tls.key": good.KeyPEM()}},
+		{"garbage", jwksv1alpha1.ReasonInvalidPEM, "no PEM block", map[string][]byte{"tls.crt": []byte("garbage")}},
+		{"non-certificate block", jwksv1alpha1.ReasonNotACertificate, `"PRIVATE KEY" PEM block`, map[string][]byte{"tls.crt": good.KeyPEM()}},
+		{"DSA", jwksv1alpha1.ReasonUnsupportedKey, "DSA is not supported", map[string][]byte{"tls.crt": testdata("dsa.crt")}},
+		{"Ed448", jwksv1alpha1.ReasonUnsupportedKey, "Ed448 is not supported", map[string][]byte{"tls.crt": testdata("ed448.crt")}},
+		{"RSA 1024", jwksv1alpha1.ReasonWeakKey, "1024 bits", tlsData(weak)},
+		{"expired", jwksv1alpha1.ReasonCertificateExpired, "expired at", tlsData(expired)},
+		{"oversized", jwksv1alpha1.ReasonCertificateTooLarge, "more than the 65536",
 			map[string][]byte{"tls.crt": append(good.PEM(), bytes.Repeat([]byte("\n"), jwks.MaxCertificateBytes)...)}},
 	} {
 		putSecret(t, ns, "tls", tc.data)
@@ -255,7 +255,7 @@ func TestCorruptPublishedSetIsNotOverwritten(t *testing.T) {
 	}
 	putSecret(t, ns, "tls", tlsData(newChain(t, testcerts.P256)))
 	newJWKSConfig(t, ns, "corrupt", "tls")
-	waitReady(t, ns, "corrupt", metav1.ConditionFalse, jwks.ReasonInvalidPublished)
+	waitReady(t, ns, "corrupt", metav1.ConditionFalse, jwksv1alpha1.ReasonInvalidPublished)
 	if got := getConfigMap(t, ns, "corrupt-jwks").Data[jwks.DocumentKey]; got != cm.Data[jwks.DocumentKey] {
 		t.Error("the unreadable set was overwritten")
 	}
@@ -367,7 +367,7 @@ func TestDeletion(t *testing.T) {
 		putSecret(t, ns, "tls", tlsData(newChain(t, testcerts.P256)))
 		cfg := newJWKSConfig(t, ns, "gone", "tls", func(c *jwksv1alpha1.JWKSConfig) { c.Spec.CleanupOnDelete = cleanup })
 		waitReady(t, ns, "gone", metav1.ConditionTrue, jwksv1alpha1.ReasonPublished)
-		if got := getConfig(t, ns, "gone"); len(got.Finalizers) != 1 || got.Finalizers[0] != Finalizer {
+		if got := getConfig(t, ns, "gone"); len(got.Finalizers) != 1 || got.Finalizers[0] != Finalizer.Name {
 			t.Fatalf("finalizers = %v", got.Finalizers)
 		}
 		if err := env.Client.Delete(ctx, cfg); err != nil {

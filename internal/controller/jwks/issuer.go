@@ -11,9 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	"github.com/trustplane/trustplane/internal/jwks"
@@ -35,9 +33,6 @@ const (
 	IssuerClaimLabel = "jwks.trustplane.io/issuer-claim"
 	// claimPrefix starts the name of every claim ConfigMap.
 	claimPrefix = "jwks-issuer-"
-	// issuerKeyIndex indexes JWKSConfigs by jwks.IssuerKey of spec.issuer, so that a claim's
-	// change wakes the JWKSConfigs waiting for that issuer.
-	issuerKeyIndex = ".spec.issuer.key"
 )
 
 // claim data keys.
@@ -72,14 +67,6 @@ func issuerKeyOf(cfg *jwksv1alpha1.JWKSConfig) string {
 		return ""
 	}
 	return key
-}
-
-// IssuerKeyIndexOf is the issuerKeyIndex value of a JWKSConfig.
-func IssuerKeyIndexOf(o client.Object) []string {
-	if key := issuerKeyOf(o.(*jwksv1alpha1.JWKSConfig)); key != "" {
-		return []string{key}
-	}
-	return nil
 }
 
 func claimObjectName(key string) string {
@@ -259,22 +246,4 @@ func (r *Reconciler) release(ctx context.Context, cm *corev1.ConfigMap, now time
 		return status.WriteFailed("update", cm, err)
 	}
 	return nil
-}
-
-// configsForClaim maps a claim's event to the JWKSConfigs naming its issuer.
-func (r *Reconciler) configsForClaim(ctx context.Context, cm client.Object) []reconcile.Request {
-	key := cm.(*corev1.ConfigMap).Data[claimIssuer]
-	if key == "" {
-		return nil
-	}
-	list := &jwksv1alpha1.JWKSConfigList{}
-	if err := r.Client.List(ctx, list, client.MatchingFields{issuerKeyIndex: key}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing JWKSConfigs for an issuer claim", "issuer", key)
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for _, c := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Name}})
-	}
-	return reqs
 }

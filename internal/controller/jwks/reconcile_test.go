@@ -237,7 +237,7 @@ func TestInputErrorsAreTerminal(t *testing.T) {
 	if !errors.Is(err, reconcile.TerminalError(nil)) {
 		t.Fatalf("err = %v, want terminal", err)
 	}
-	if !d.sawEvent(jwks.ReasonInvalidPEM) {
+	if !d.sawEvent(jwksv1alpha1.ReasonInvalidPEM) {
 		t.Error("no Warning event")
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -32,17 +31,11 @@ import (
 // Name is the controller's name in --controllers.
 const Name = "jwks"
 
+// Help is the controller's line in --help.
+const Help = "JWKSConfig: TLS Secret → JWK Set ConfigMap, nginx, and trustplane's own JWKS server"
+
 // DefaultNginxImage is --jwks-nginx-image's default.
 const DefaultNginxImage = "nginxinc/nginx-unprivileged:1.29-alpine"
-
-// secretIndex indexes JWKSConfigs by the Secrets they read and write (certificateSecret,
-// signingSecret), so a Secret event finds its JWKSConfigs without listing them all.
-const secretIndex = ".spec.certificateSecret"
-
-// objectNameIndex indexes JWKSConfigs by the names of the objects they write, so that
-// when one JWKSConfig frees a name (deleted, renamed), another that stalled on it
-// (NameInUse) is reconciled at once.
-const objectNameIndex = ".spec.objectNames"
 
 // Options are the controller's flags.
 type Options struct {
@@ -129,17 +122,6 @@ func (o *Options) limits() (Limits, error) {
 	return l, nil
 }
 
-// Controller is the registry entry for `trustplane manager`.
-func Controller() manager.Controller {
-	opts := DefaultOptions()
-	return manager.Controller{
-		Name:     Name,
-		Help:     "JWKSConfig: TLS Secret → JWK Set ConfigMap, nginx, and trustplane's own JWKS server",
-		AddFlags: opts.AddFlags,
-		Setup:    func(mgr ctrl.Manager) error { _, err := Setup(mgr, opts); return err },
-	}
-}
-
 // RetryLimiter is the backoff of transient errors: base, 2×base, 4×base, … up to max.
 func RetryLimiter(base, maxDelay time.Duration) workqueue.TypedRateLimiter[reconcile.Request] {
 	return workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](base, maxDelay)
@@ -180,19 +162,10 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &jwksv1alpha1.JWKSConfig{}, issuerKeyIndex, IssuerKeyIndexOf); err != nil {
 		return nil, fmt.Errorf("indexing JWKSConfigs by issuer: %w", err)
 	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &jwksv1alpha1.JWKSConfig{}, secretIndex, func(o client.Object) []string {
-		c := o.(*jwksv1alpha1.JWKSConfig)
-		if c.Spec.SigningSecret != "" { // its loss or an edit brings the JWKSConfig back too
-			return []string{c.Spec.CertificateSecret, c.Spec.SigningSecret}
-		}
-		return []string{c.Spec.CertificateSecret}
-	}); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &jwksv1alpha1.JWKSConfig{}, secretIndex, secretIndexOf); err != nil {
 		return nil, fmt.Errorf("indexing JWKSConfigs by Secret: %w", err)
 	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &jwksv1alpha1.JWKSConfig{}, objectNameIndex, func(o client.Object) []string {
-		c := o.(*jwksv1alpha1.JWKSConfig)
-		return []string{jwksConfigMapName(c), nginxConfigMapName(c)}
-	}); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &jwksv1alpha1.JWKSConfig{}, objectNameIndex, objectNameIndexOf); err != nil {
 		return nil, fmt.Errorf("indexing JWKSConfigs by ConfigMap name: %w", err)
 	}
 	r := &Reconciler{
@@ -209,9 +182,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 
 		PromotionMargin: opts.PromotionMargin,
 	}
-	toOwner := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetLabels()[OwnerLabel]}}}
-	})
+	toOwner := handler.EnqueueRequestsFromMapFunc(configOfOwned)
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
 		For(&jwksv1alpha1.JWKSConfig{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
@@ -259,36 +230,4 @@ func labelledCache(mgr ctrl.Manager, label, namespace string) (cache.Cache, erro
 		opts.DefaultNamespaces = map[string]cache.Config{namespace: {}}
 	}
 	return cache.New(mgr.GetConfig(), opts)
-}
-
-// configsForSecret maps a Secret event to the JWKSConfigs that read it.
-func (r *Reconciler) configsForSecret(ctx context.Context, secret client.Object) []reconcile.Request {
-	list := &jwksv1alpha1.JWKSConfigList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(secret.GetNamespace()), client.MatchingFields{secretIndex: secret.GetName()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing JWKSConfigs for a Secret", "secret", secret.GetName())
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for _, c := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Name}})
-	}
-	return reqs
-}
-
-// configsForConfigMap maps an event of a ConfigMap made for a JWKSConfig to that
-// JWKSConfig and to every other one in the namespace that names the ConfigMap (and waits,
-// NameInUse, for the name to be freed).
-func (r *Reconciler) configsForConfigMap(ctx context.Context, cm client.Object) []reconcile.Request {
-	reqs := []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: cm.GetNamespace(), Name: cm.GetLabels()[OwnerLabel]}}}
-	list := &jwksv1alpha1.JWKSConfigList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(cm.GetNamespace()), client.MatchingFields{objectNameIndex: cm.GetName()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing JWKSConfigs for a ConfigMap", "configMap", cm.GetName())
-		return reqs
-	}
-	for _, c := range list.Items {
-		if c.Name != reqs[0].Name {
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Name}})
-		}
-	}
-	return reqs
 }

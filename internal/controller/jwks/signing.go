@@ -118,7 +118,7 @@ func (r *Reconciler) writeSigningSecret(ctx context.Context, cfg *jwksv1alpha1.J
 		return fmt.Errorf("the certificate Secret %s no longer holds key %s", cfg.Spec.CertificateSecret, kid)
 	}
 	if len(source.Data[corev1.TLSPrivateKeyKey]) == 0 {
-		return status.Stalled(jwks.ReasonMissingPrivateKey, "Secret %q has no %s: spec.signingSecret gets no key to sign with", cfg.Spec.CertificateSecret, corev1.TLSPrivateKeyKey)
+		return status.Stalled(jwksv1alpha1.ReasonMissingPrivateKey, "Secret %q has no %s: spec.signingSecret gets no key to sign with", cfg.Spec.CertificateSecret, corev1.TLSPrivateKeyKey)
 	}
 	data := map[string][]byte{corev1.TLSCertKey: source.Data[corev1.TLSCertKey], corev1.TLSPrivateKeyKey: source.Data[corev1.TLSPrivateKeyKey]}
 	if ca := source.Data["ca.crt"]; len(ca) > 0 {

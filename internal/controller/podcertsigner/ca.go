@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/trustplane/trustplane/api/certificates"
 	"github.com/trustplane/trustplane/internal/podcert"
 )
 
@@ -83,7 +84,7 @@ func (r *Reconciler) reconcileCA(ctx context.Context, _ reconcile.Request) (reco
 	}
 	now := r.opts.Clock.Now()
 	next := rot.Clone()
-	changed, err := next.Advance(now, r.rotationPolicy(), r.generateCA)
+	changed, err := next.Advance(now, r.opts.rotationPolicy(), r.generateCA)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -97,14 +98,10 @@ func (r *Reconciler) reconcileCA(ctx context.Context, _ reconcile.Request) (reco
 	if err := r.applyBundle(ctx, rot.Bundle()); err != nil {
 		return reconcile.Result{}, err
 	}
-	if at := rot.NextChange(r.rotationPolicy()); !at.IsZero() {
+	if at := rot.NextChange(r.opts.rotationPolicy()); !at.IsZero() {
 		return reconcile.Result{RequeueAfter: max(at.Sub(now), time.Second)}, nil
 	}
 	return reconcile.Result{}, nil
-}
-
-func (r *Reconciler) rotationPolicy() podcert.RotationPolicy {
-	return podcert.RotationPolicy{Every: r.opts.CARotation, Overlap: r.opts.CAOverlap, MaxLifetime: r.opts.MaxLifetime}
 }
 
 // caValidity is how long a generated CA is valid: long enough to sign through its turn
@@ -140,7 +137,7 @@ func (r *Reconciler) loadRotationLocked(ctx context.Context) (*podcert.Rotation,
 	if err != nil {
 		if r.badVersion != secret.ResourceVersion {
 			r.badVersion = secret.ResourceVersion
-			r.Recorder.Eventf(secret, nil, corev1.EventTypeWarning, "InvalidCA", "LoadCA", "CA Secret does not parse, the last good CA signs on: %v", err)
+			r.Recorder.Eventf(secret, nil, corev1.EventTypeWarning, certificates.ReasonInvalidCA, "LoadCA", "CA Secret does not parse, the last good CA signs on: %v", err)
 			log.FromContext(ctx).Error(err, "CA Secret does not parse; keeping the last good CA", "secret", key.String())
 		}
 		return r.rot, nil
@@ -152,7 +149,7 @@ func (r *Reconciler) loadRotationLocked(ctx context.Context) (*podcert.Rotation,
 	}
 	if rot.NextError != nil && r.badNextVersion != secret.ResourceVersion {
 		r.badNextVersion = secret.ResourceVersion
-		r.Recorder.Eventf(secret, nil, corev1.EventTypeWarning, "InvalidNextCA", "LoadCA", "next CA ignored: %v", rot.NextError)
+		r.Recorder.Eventf(secret, nil, corev1.EventTypeWarning, certificates.ReasonInvalidNextCA, "LoadCA", "next CA ignored: %v", rot.NextError)
 	}
 	r.rot, r.caVersion, r.secret = rot, secret.ResourceVersion, secret
 	return rot, nil
@@ -244,7 +241,7 @@ func (r *Reconciler) reserve(ctx context.Context, notAfter func(*CA) (time.Time,
 		return nil, err
 	}
 	next := rot.Clone()
-	if next.Reserve(r.opts.Clock.Now(), until, r.rotationPolicy()) {
+	if next.Reserve(r.opts.Clock.Now(), until, r.opts.rotationPolicy()) {
 		if err := r.persistLocked(ctx, next); err != nil {
 			return nil, err
 		}

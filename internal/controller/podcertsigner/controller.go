@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/spf13/pflag"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	certificatesv1beta1 "k8s.io/api/certificates/v1beta1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,60 +25,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/trustplane/trustplane/internal/manager"
+	"github.com/trustplane/trustplane/api/certificates"
 	"github.com/trustplane/trustplane/internal/podcert"
 )
-
-// Name is the controller's name in --controllers.
-const Name = "podcertificate-signer"
-
-// Options are the controller's flags.
-type Options struct {
-	SignerName   string
-	CANamespace  string
-	CASecretName string
-	MaxLifetime  time.Duration
-	KeyTypes     []string
-	TrustDomain  string
-	Workers      int
-	// CARotation generates a new CA this often (0: only supplied CAs rotate in).
-	CARotation time.Duration
-	// CAOverlap is how long a new CA is in the trust bundle before it signs.
-	CAOverlap time.Duration
-	Clock     clock.PassiveClock
-}
-
-// DefaultOptions are the flag defaults.
-func DefaultOptions() Options {
-	return Options{
-		SignerName: "trustplane.io/pod-identity", CANamespace: manager.OwnNamespace(), CASecretName: "trustplane-pod-identity-ca",
-		MaxLifetime: 24 * time.Hour, KeyTypes: []string{"RSA3072", "RSA4096", "ECDSAP256", "ECDSAP384", "ECDSAP521", "ED25519"},
-		TrustDomain: "cluster.local", Workers: 16, CAOverlap: time.Hour, Clock: clock.RealClock{},
-	}
-}
-
-// AddFlags registers the options as flags.
-func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.SignerName, "podcert-signer-name", o.SignerName, "signerName whose PodCertificateRequests this signer issues.")
-	fs.StringVar(&o.CANamespace, "podcert-ca-namespace", o.CANamespace, "Namespace of the CA Secret (default: the manager's own).")
-	fs.StringVar(&o.CASecretName, "podcert-ca-secret", o.CASecretName, "kubernetes.io/tls Secret holding the CA; created with a new self-signed P-256 CA when absent, never overwritten.")
-	fs.DurationVar(&o.MaxLifetime, "podcert-max-lifetime", o.MaxLifetime, "Longest certificate lifetime issued (at least 1h, as the API requires).")
-	fs.StringSliceVar(&o.KeyTypes, "podcert-key-types", o.KeyTypes, "Key types issued; others are denied UnsupportedKeyType.")
-	fs.StringVar(&o.TrustDomain, "podcert-trust-domain", o.TrustDomain, "Trust domain of the SPIFFE ID URI SAN (spiffe://<domain>/ns/<ns>/sa/<sa>).")
-	fs.IntVar(&o.Workers, "podcert-signer-workers", o.Workers, "Concurrent signings.")
-	fs.DurationVar(&o.CARotation, "podcert-ca-rotation", o.CARotation, "Generate a new CA this often (0: never; a CA written to the Secret's next.crt/next.key still rotates in).")
-	fs.DurationVar(&o.CAOverlap, "podcert-ca-overlap", o.CAOverlap, "How long a new CA is published in the ClusterTrustBundle before it signs.")
-}
-
-// Controller is the registry entry for `trustplane manager`.
-func Controller() manager.Controller {
-	opts := DefaultOptions()
-	return manager.Controller{
-		Name: Name, Help: "PodCertificateRequest signer backed by a CA Secret",
-		AddFlags: opts.AddFlags,
-		Setup:    func(mgr ctrl.Manager) error { _, err := Setup(mgr, opts); return err },
-	}
-}
 
 // Reconciler signs PodCertificateRequests.
 type Reconciler struct {
@@ -113,10 +60,7 @@ type Reconciler struct {
 
 // Setup adds the signer to mgr.
 func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
-	if opts.MaxLifetime < time.Hour {
-		return nil, fmt.Errorf("--podcert-max-lifetime must be at least 1h, not %v", opts.MaxLifetime)
-	}
-	if err := (podcert.RotationPolicy{Every: opts.CARotation, Overlap: opts.CAOverlap, MaxLifetime: opts.MaxLifetime}).Validate(); err != nil {
+	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	policy := Policy{MaxLifetime: opts.MaxLifetime, KeyTypes: map[string]bool{}, TrustDomain: opts.TrustDomain}
@@ -175,7 +119,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	cond := metav1.Condition{
 		Type: certificatesv1.PodCertificateRequestConditionTypeIssued, Status: metav1.ConditionTrue,
-		Reason: "Issued", Message: "issued by " + r.opts.SignerName, LastTransitionTime: metav1.NewTime(now), ObservedGeneration: pcr.Generation,
+		Reason: certificatesv1.PodCertificateRequestConditionTypeIssued, Message: "issued by " + r.opts.SignerName, LastTransitionTime: metav1.NewTime(now), ObservedGeneration: pcr.Generation,
 	}
 	if beta != nil {
 		beta.Status.CertificateChain = issued.Chain
@@ -224,15 +168,6 @@ func (r *Reconciler) request(ctx context.Context, pcr *certificatesv1.PodCertifi
 	return req, beta, nil
 }
 
-// Reasons of the Denied condition (and Warning event) for a request that does not come
-// from the live pod and node it names.
-const (
-	ReasonPodNotFound  = "PodNotFound"
-	ReasonPodMismatch  = "PodMismatch"
-	ReasonNodeNotFound = "NodeNotFound"
-	ReasonNodeMismatch = "NodeMismatch"
-)
-
 // checkNode denies requests from a node that is gone, or from an earlier node of the
 // same name (its UID differs): a deleted node's credentials must not be renewed.
 func (r *Reconciler) checkNode(ctx context.Context, pcr *certificatesv1.PodCertificateRequest) (*Denial, error) {
@@ -240,11 +175,11 @@ func (r *Reconciler) checkNode(ctx context.Context, pcr *certificatesv1.PodCerti
 	err := r.APIReader.Get(ctx, client.ObjectKey{Name: string(pcr.Spec.NodeName)}, node)
 	switch {
 	case apierrors.IsNotFound(err):
-		return &Denial{ReasonNodeNotFound, fmt.Sprintf("node %s does not exist", pcr.Spec.NodeName)}, nil
+		return &Denial{certificates.ReasonNodeNotFound, fmt.Sprintf("node %s does not exist", pcr.Spec.NodeName)}, nil
 	case err != nil:
 		return nil, fmt.Errorf("reading node %s: %w", pcr.Spec.NodeName, err)
 	case node.UID != pcr.Spec.NodeUID:
-		return &Denial{ReasonNodeMismatch, fmt.Sprintf("node %s's UID differs from spec.nodeUID: the node was replaced", pcr.Spec.NodeName)}, nil
+		return &Denial{certificates.ReasonNodeMismatch, fmt.Sprintf("node %s's UID differs from spec.nodeUID: the node was replaced", pcr.Spec.NodeName)}, nil
 	}
 	return nil, nil
 }
@@ -267,15 +202,15 @@ func (r *Reconciler) checkPod(ctx context.Context, pcr *certificatesv1.PodCertif
 	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: pcr.Namespace, Name: pcr.Spec.PodName}, pod)
 	switch {
 	case apierrors.IsNotFound(err):
-		return time.Time{}, &Denial{ReasonPodNotFound, fmt.Sprintf("pod %s/%s does not exist", pcr.Namespace, pcr.Spec.PodName)}, nil
+		return time.Time{}, &Denial{certificates.ReasonPodNotFound, fmt.Sprintf("pod %s/%s does not exist", pcr.Namespace, pcr.Spec.PodName)}, nil
 	case err != nil:
 		return time.Time{}, nil, err
 	case pod.UID != pcr.Spec.PodUID:
-		return time.Time{}, &Denial{ReasonPodMismatch, "the pod's UID differs from spec.podUID"}, nil
+		return time.Time{}, &Denial{certificates.ReasonPodMismatch, "the pod's UID differs from spec.podUID"}, nil
 	case string(pcr.Spec.NodeName) != pod.Spec.NodeName:
-		return time.Time{}, &Denial{ReasonPodMismatch, fmt.Sprintf("the pod is bound to node %q, not to spec.nodeName %s", pod.Spec.NodeName, pcr.Spec.NodeName)}, nil
+		return time.Time{}, &Denial{certificates.ReasonPodMismatch, fmt.Sprintf("the pod is bound to node %q, not to spec.nodeName %s", pod.Spec.NodeName, pcr.Spec.NodeName)}, nil
 	case pod.Spec.ServiceAccountName != pcr.Spec.ServiceAccountName:
-		return time.Time{}, &Denial{ReasonPodMismatch, "the pod runs as another service account"}, nil
+		return time.Time{}, &Denial{certificates.ReasonPodMismatch, "the pod runs as another service account"}, nil
 	}
 	if denial, err := r.checkNode(ctx, pcr); denial != nil || err != nil {
 		return time.Time{}, denial, err
@@ -304,7 +239,7 @@ func (r *Reconciler) deny(ctx context.Context, pcr *certificatesv1.PodCertificat
 	if err := r.Client.Status().Update(ctx, obj); err != nil {
 		return fmt.Errorf("recording the denial: %w", err)
 	}
-	r.Recorder.Eventf(pcr, nil, corev1.EventTypeWarning, "Denied", "Sign", "%s", d.Error())
+	r.Recorder.Eventf(pcr, nil, corev1.EventTypeWarning, certificatesv1.PodCertificateRequestConditionTypeDenied, "Sign", "%s", d.Error())
 	return nil
 }
 

@@ -17,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trustplane/trustplane/api/certificates"
 	"github.com/trustplane/trustplane/internal/podcert"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
@@ -179,13 +180,13 @@ func TestRequestsNotFromThePodOnItsNodeAreDenied(t *testing.T) {
 	nodeB, podB := world(t, "signer-node-b")
 
 	otherNode := waitConcluded(t, request(t, nodeA, podB, opts.SignerName, "ECDSAP256"))
-	if c := otherNode.Status.Conditions[0]; c.Type != certificatesv1.PodCertificateRequestConditionTypeDenied || c.Reason != ReasonPodMismatch ||
+	if c := otherNode.Status.Conditions[0]; c.Type != certificatesv1.PodCertificateRequestConditionTypeDenied || c.Reason != certificates.ReasonPodMismatch ||
 		!strings.Contains(c.Message, nodeA.Name) || !strings.Contains(c.Message, nodeB.Name) {
 		t.Errorf("a request for node %s's pod naming node %s: %+v", nodeB.Name, nodeA.Name, c)
 	}
 	earlier := podB.DeepCopy()
 	earlier.UID = "00000000-0000-0000-0000-000000000000"
-	if c := waitConcluded(t, request(t, nodeB, earlier, opts.SignerName, "ECDSAP256")).Status.Conditions[0]; c.Reason != ReasonPodMismatch {
+	if c := waitConcluded(t, request(t, nodeB, earlier, opts.SignerName, "ECDSAP256")).Status.Conditions[0]; c.Reason != certificates.ReasonPodMismatch {
 		t.Errorf("a request naming an earlier pod's UID: %+v", c)
 	}
 	own := waitConcluded(t, request(t, nodeB, podB, opts.SignerName, "ECDSAP256"))

@@ -19,6 +19,7 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 
+	"github.com/trustplane/trustplane/api/certificates"
 	"github.com/trustplane/trustplane/internal/podcert"
 )
 
@@ -87,16 +88,16 @@ func (req Request) PublicKey() (any, *Denial) {
 	case stub && !pkix:
 		csr, err := x509.ParseCertificateRequest(req.StubPKCS10Request)
 		if err != nil {
-			return nil, &Denial{"InvalidProofOfPossession", "stubPKCS10Request does not parse"}
+			return nil, &Denial{certificates.ReasonInvalidProofOfPossession, "stubPKCS10Request does not parse"}
 		}
 		if err := csr.CheckSignature(); err != nil {
-			return nil, &Denial{"InvalidProofOfPossession", "stubPKCS10Request is not signed by its key"}
+			return nil, &Denial{certificates.ReasonInvalidProofOfPossession, "stubPKCS10Request is not signed by its key"}
 		}
 		return csr.PublicKey, nil
 	case !stub && len(req.PKIXPublicKey) != 0 && len(req.ProofOfPossession) != 0:
 		pub, err := x509.ParsePKIXPublicKey(req.PKIXPublicKey)
 		if err != nil {
-			return nil, &Denial{"InvalidProofOfPossession", "pkixPublicKey does not parse"}
+			return nil, &Denial{certificates.ReasonInvalidProofOfPossession, "pkixPublicKey does not parse"}
 		}
 		digest := sha256.Sum256([]byte(req.PodUID))
 		ok := false
@@ -111,11 +112,11 @@ func (req Request) PublicKey() (any, *Denial) {
 			return nil, &Denial{certificatesv1.PodCertificateRequestConditionUnsupportedKeyType, fmt.Sprintf("public key type %T", pub)}
 		}
 		if !ok {
-			return nil, &Denial{"InvalidProofOfPossession", "proofOfPossession is not the key's signature over the pod UID"}
+			return nil, &Denial{certificates.ReasonInvalidProofOfPossession, "proofOfPossession is not the key's signature over the pod UID"}
 		}
 		return pub, nil
 	}
-	return nil, &Denial{"InvalidProofOfPossession", "exactly one of stubPKCS10Request or (pkixPublicKey, proofOfPossession) must be set"}
+	return nil, &Denial{certificates.ReasonInvalidProofOfPossession, "exactly one of stubPKCS10Request or (pkixPublicKey, proofOfPossession) must be set"}
 }
 
 // Sign issues the request at now, or returns a *Denial. It checks the proof of
@@ -138,7 +139,7 @@ func Sign(ca *CA, req Request, policy Policy, now time.Time) (*Issued, error) {
 		}
 	}
 	if lifetime < time.Hour {
-		return nil, &Denial{"LifetimeTooShort", fmt.Sprintf("a certificate must live at least 1h; at most %v was allowed", lifetime)}
+		return nil, &Denial{certificates.ReasonLifetimeTooShort, fmt.Sprintf("a certificate must live at least 1h; at most %v was allowed", lifetime)}
 	}
 	notBefore := now.Add(-time.Minute).Truncate(time.Second)
 	notAfter := notBefore.Add(lifetime)

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/spf13/pflag"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -28,49 +27,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/trustplane/trustplane/api/aggregation"
 	"github.com/trustplane/trustplane/internal/handlers"
-	"github.com/trustplane/trustplane/internal/manager"
 	"github.com/trustplane/trustplane/internal/rbac"
 )
 
 const (
-	// Name is the controller's name in --controllers.
-	Name = "role-aggregation"
-	// FieldManager owns the rules this controller writes.
-	FieldManager = "trustplane-role-aggregation"
+	// FieldOwner owns the rules this controller writes.
+	FieldOwner = "trustplane-role-aggregation"
 	// SelectorAnnotation holds the label selector, in kubectl syntax
 	// (e.g. "rbac.example.com/aggregate-to-dev=true,tier in (a,b)").
 	SelectorAnnotation = "rbac.trustplane.io/aggregate-from"
-	// ReasonInvalidSelector is the Warning event for a selector that does not parse.
-	ReasonInvalidSelector = "InvalidSelector"
-	// ReasonUntrustedAnnotation is the Warning event for an annotation the controller
-	// ignores because nothing made sure its author may escalate (see Reconciler.Trusted).
-	ReasonUntrustedAnnotation = "AggregationNotTrusted"
 )
-
-// Options are the controller's flags.
-type Options struct {
-	// Workers is the number of concurrent syncs.
-	Workers int
-	// TrustRoleAuthors aggregates without the admission policy: the operator vouches that
-	// whoever may set the annotation may also escalate Roles.
-	TrustRoleAuthors bool
-}
-
-// Controller is the registry entry for `trustplane manager`.
-func Controller() manager.Controller {
-	opts := Options{Workers: 2}
-	return manager.Controller{
-		Name: Name,
-		Help: "Role annotated " + SelectorAnnotation + " → rules of matching Roles in its namespace",
-		AddFlags: func(fs *pflag.FlagSet) {
-			fs.IntVar(&opts.Workers, "role-aggregation-workers", opts.Workers, "Concurrent Role aggregation syncs.")
-			fs.BoolVar(&opts.TrustRoleAuthors, "role-aggregation-trust-role-authors", opts.TrustRoleAuthors,
-				"Aggregate even without the ValidatingAdmissionPolicy "+PolicyName+": only where everyone who may edit Roles may also escalate them.")
-		},
-		Setup: func(mgr ctrl.Manager) error { _, err := Setup(mgr, opts); return err },
-	}
-}
 
 // Reconciler aggregates the rules of one annotated Role.
 type Reconciler struct {
@@ -102,8 +70,8 @@ type Reconciler struct {
 
 // Setup adds the controller to mgr.
 func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
-	if opts.Workers < 1 {
-		return nil, fmt.Errorf("--role-aggregation-workers must be positive, not %d", opts.Workers)
+	if err := opts.Validate(); err != nil {
+		return nil, err
 	}
 	r := &Reconciler{Reader: mgr.GetCache(), Writer: mgr.GetClient(), Live: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("trustplane-" + Name),
 		Index: rbac.NewIndex(), TrustRoleAuthors: opts.TrustRoleAuthors}
@@ -202,7 +170,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if !trusted {
 		// Left untouched; a change of the policy (watched) or of the Role brings it back.
 		if _, told := r.warned.LoadOrStore(req.NamespacedName, struct{}{}); !told {
-			r.Recorder.Eventf(role, nil, corev1.EventTypeWarning, ReasonUntrustedAnnotation, "Aggregate",
+			r.Recorder.Eventf(role, nil, corev1.EventTypeWarning, aggregation.ReasonUntrustedAnnotation, "Aggregate",
 				"annotation %s ignored, rules left unchanged: %s, so its author may not be allowed to escalate; install it (config/policy) or run the manager with --role-aggregation-trust-role-authors", SelectorAnnotation, why)
 			log.FromContext(ctx).Info("ignoring the aggregation annotation: nothing makes sure its author may escalate Roles",
 				"annotation", SelectorAnnotation, "why", why)
@@ -213,7 +181,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	selector, err := labels.Parse(raw)
 	if err != nil {
 		// The Role is left untouched; the annotation's next change brings it back.
-		r.Recorder.Eventf(role, nil, corev1.EventTypeWarning, ReasonInvalidSelector, "Aggregate",
+		r.Recorder.Eventf(role, nil, corev1.EventTypeWarning, aggregation.ReasonInvalidSelector, "Aggregate",
 			"annotation %s is not a valid label selector, rules left unchanged: %v", SelectorAnnotation, err)
 		return reconcile.Result{}, nil
 	}
@@ -236,13 +204,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // it ends the sync: the apply would be a create, which the controller may not do.
 func (r *Reconciler) write(ctx context.Context, role *rbacv1.Role, rules []rbacv1.PolicyRule) error {
 	apply := rbacv1ac.Role(role.Name, role.Namespace).WithRules(rbac.ApplyRules(rules)...)
-	err := r.Writer.Apply(ctx, apply, client.FieldOwner(FieldManager), client.ForceOwnership)
+	err := r.Writer.Apply(ctx, apply, client.FieldOwner(FieldOwner), client.ForceOwnership)
 	if err == nil {
 		return nil
 	}
 	err = fmt.Errorf("applying the rules of Role %s/%s: %w", role.Namespace, role.Name, err)
 	if apierrors.IsForbidden(err) {
-		return rbac.IgnoreIfGone(ctx, r.Live, &rbacv1.Role{}, client.ObjectKeyFromObject(role), err)
+		return rbac.IgnoreIfGone(err, r.Live.Get(ctx, client.ObjectKeyFromObject(role), &rbacv1.Role{}))
 	}
 	return err
 }

@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trustplane/trustplane/api/aggregation"
 	"github.com/trustplane/trustplane/internal/rbac"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
@@ -91,10 +92,10 @@ func TestNamespacedAggregation(t *testing.T) {
 
 	owned := false
 	for _, mf := range getRole(t, ns, "dev").ManagedFields {
-		owned = owned || (mf.Manager == FieldManager && mf.Operation == metav1.ManagedFieldsOperationApply)
+		owned = owned || (mf.Manager == FieldOwner && mf.Operation == metav1.ManagedFieldsOperationApply)
 	}
 	if !owned {
-		t.Errorf("rules not applied by %s", FieldManager)
+		t.Errorf("rules not applied by %s", FieldOwner)
 	}
 }
 
@@ -111,7 +112,7 @@ func TestInvalidSelectorLeavesRoleUntouchedWithAWarning(t *testing.T) {
 		}
 		found := false
 		for _, e := range list.Items {
-			found = found || (e.Regarding.Name == "broken" && e.Reason == ReasonInvalidSelector && e.Type == corev1.EventTypeWarning)
+			found = found || (e.Regarding.Name == "broken" && e.Reason == aggregation.ReasonInvalidSelector && e.Type == corev1.EventTypeWarning)
 		}
 		if found {
 			break

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trustplane/trustplane/api/aggregation"
 	"github.com/trustplane/trustplane/internal/rbac"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
@@ -90,7 +91,7 @@ func warnings(t *testing.T, ns, name string) int {
 	}
 	n := 0
 	for _, e := range list.Items {
-		if e.Regarding.Name == name && e.Reason == ReasonUntrustedAnnotation && e.Type == corev1.EventTypeWarning {
+		if e.Regarding.Name == name && e.Reason == aggregation.ReasonUntrustedAnnotation && e.Type == corev1.EventTypeWarning {
 			n++
 			if !strings.Contains(e.Note, SelectorAnnotation) || !strings.Contains(e.Note, "--role-aggregation-trust-role-authors") {
 				t.Errorf("event note does not say what is ignored and what to do: %q", e.Note)

@@ -23,6 +23,7 @@ import (
 	tenginev1 "github.com/trustplane/trustplane/api/tengine/v1"
 	"github.com/trustplane/trustplane/internal/checksum"
 	"github.com/trustplane/trustplane/internal/handlers"
+	"github.com/trustplane/trustplane/internal/manager"
 )
 
 // inputs turns Secrets into what the formula needs before they reach the cache.
@@ -62,7 +63,7 @@ func (in *inputs) cache(mgr ctrl.Manager, namespaces []string) (cache.Cache, err
 	c, err := cache.New(mgr.GetConfig(), cache.Options{
 		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
 		DefaultNamespaces: byNamespace(namespaces),
-		NewInformer:       StripListPages(in.strip, ListPageBytes),
+		NewInformer:       manager.StripListPages(in.strip, manager.ListPageBytes),
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Secret{}:             {Transform: in.stripSecret},
 			&networkingv1.Ingress{}:      {Transform: in.stripIngress},
@@ -171,7 +172,7 @@ func (in *inputs) secretID(s *corev1.Secret) (string, error) {
 // dataHash covers exactly the keys Tengine-Ingress reads, each length-prefixed.
 func dataHash(data map[string][]byte) [sha256.Size]byte {
 	h := sha256.New()
-	for _, key := range []string{checksum.KeyTLSCrt, checksum.KeyTLSKey, checksum.KeyCACrt, checksum.KeyCACRL} {
+	for _, key := range checksum.SecretKeys {
 		value, present := data[key]
 		var prefix [9]byte
 		if present {

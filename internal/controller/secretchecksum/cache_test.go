@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	tenginev1alpha1 "github.com/trustplane/trustplane/api/tengine/v1alpha1"
 	"github.com/trustplane/trustplane/internal/checksum"
 )
 
@@ -60,7 +61,7 @@ func TestStripKeepsNoDataButTheOutcome(t *testing.T) {
 	mismatched := strip(secret("2", "site-2", good.PEM(), other.KeyPEM(), "1"))
 	if _, err := in.secretID(mismatched); err == nil {
 		t.Error("a Secret whose key does not match its certificate was counted")
-	} else if l, _ := checksum.IsLeftOut(err); l == nil || l.Reason != checksum.ReasonKeyMismatch {
+	} else if l, _ := checksum.IsLeftOut(err); l == nil || l.Reason != tenginev1alpha1.ReasonKeyMismatch {
 		t.Errorf("mismatched pair: %v", err)
 	}
 
@@ -175,7 +176,7 @@ func TestStripBoundsWhatIsKept(t *testing.T) {
 		t.Errorf("kept %d bytes of a 200 KB version annotation", n)
 	}
 	_, got := in.secretID(odd)
-	if l, _ := checksum.IsLeftOut(got); l == nil || l.Reason != checksum.ReasonNoVersion {
+	if l, _ := checksum.IsLeftOut(got); l == nil || l.Reason != tenginev1alpha1.ReasonNoVersion {
 		t.Errorf("huge version: %v; want the reason of %v", got, want)
 	} else if len(l.Message) > 200 {
 		t.Errorf("left-out message is %d bytes", len(l.Message))

@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	tenginev1 "github.com/trustplane/trustplane/api/tengine/v1"
+	tenginev1alpha1 "github.com/trustplane/trustplane/api/tengine/v1alpha1"
 	"github.com/trustplane/trustplane/internal/checksum"
 	"github.com/trustplane/trustplane/internal/debounce"
 	"github.com/trustplane/trustplane/internal/handlers"
@@ -38,6 +39,8 @@ import (
 const (
 	// Name is the controller's name in --controllers.
 	Name = "secret-checksum"
+	// Help is the controller's line in --help.
+	Help = "SecretCheckSum/IngressCheckSum: Tengine-Ingress secret global consistency, control plane"
 	// ManagedByLabel marks the checksum objects this controller publishes; it only ever
 	// deletes objects carrying it.
 	ManagedByLabel = "app.kubernetes.io/managed-by"
@@ -48,14 +51,6 @@ const (
 	ScopeKindLabel = "checksum.trustplane.io/scope-kind"
 	// ScopeAnnotation records, on each published object, which objects it covers.
 	ScopeAnnotation = checksum.ScopeAnnotation
-	// ReasonLeftOut is the Warning event on a versioned Secret or Ingress the checksum
-	// leaves out.
-	ReasonLeftOut = "LeftOutOfChecksum"
-	// ReasonIDsOmitted is the Warning event on a checksum published without its IDs.
-	ReasonIDsOmitted = "IDsOmitted"
-
-	trackSecrets   = "secrets"
-	trackIngresses = "ingresses"
 )
 
 // ScopeKind is how the covered namespaces are grouped into checksums.
@@ -151,17 +146,6 @@ func (o *Options) Validate() error {
 
 func (o *Options) publishes(kind ScopeKind) bool { return slices.Contains(o.Scopes, string(kind)) }
 
-// Controller is the registry entry for `trustplane manager`.
-func Controller() manager.Controller {
-	opts := DefaultOptions()
-	return manager.Controller{
-		Name:     Name,
-		Help:     "SecretCheckSum/IngressCheckSum: Tengine-Ingress secret global consistency, control plane",
-		AddFlags: opts.AddFlags,
-		Setup:    func(mgr ctrl.Manager) error { _, err := Setup(mgr, opts); return err },
-	}
-}
-
 // Reconciler publishes checksums.
 type Reconciler struct {
 	Client   client.Client
@@ -211,7 +195,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	r.Reader = c
 	b := ctrl.NewControllerManagedBy(mgr).Named(Name).
 		WatchesRawSource(kindSource(c, &corev1.Secret{}, r.onSecret)).
-		WatchesRawSource(kindSource(c, &tenginev1.SecretCheckSum{}, onPublished[*tenginev1.SecretCheckSum](trackSecrets))).
+		WatchesRawSource(kindSource(c, &tenginev1.SecretCheckSum{}, onPublished[*tenginev1.SecretCheckSum](checksum.TrackSecrets))).
 		WatchesRawSource(source.Func(r.queueStandingPublications))
 	if opts.Ingresses {
 		if err := indexIngressesByClass(c); err != nil {
@@ -219,7 +203,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		}
 		b = b.WatchesRawSource(kindSource(c, &networkingv1.Ingress{}, r.onIngress)).
 			WatchesRawSource(kindSource(c, &networkingv1.IngressClass{}, r.onIngressClass)).
-			WatchesRawSource(kindSource(c, &tenginev1.IngressCheckSum{}, onPublished[*tenginev1.IngressCheckSum](trackIngresses)))
+			WatchesRawSource(kindSource(c, &tenginev1.IngressCheckSum{}, onPublished[*tenginev1.IngressCheckSum](checksum.TrackIngresses)))
 	}
 	return r, b.Complete(r)
 }
@@ -231,9 +215,9 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 // even the MD5 of the empty string. Workers start once the caches have synced, so these
 // publish the complete sets.
 func (r *Reconciler) queueStandingPublications(_ context.Context, q handlers.Queue) error {
-	tracks := []string{trackSecrets}
+	tracks := []checksum.Track{checksum.TrackSecrets}
 	if r.opts.Ingresses {
-		tracks = append(tracks, trackIngresses)
+		tracks = append(tracks, checksum.TrackIngresses)
 	}
 	for _, track := range tracks {
 		if r.opts.publishes(ScopeCluster) {
@@ -265,7 +249,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	ids, sum := r.set(p).Snapshot()
-	r.Metrics.ids.WithLabelValues(p.track, string(p.kind), p.namespace).Set(float64(len(ids)))
+	r.Metrics.ids.WithLabelValues(string(p.track), string(p.kind), p.namespace).Set(float64(len(ids)))
 
 	published, err := r.listPublished(ctx, p)
 	if err != nil {
@@ -297,8 +281,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	r.mu.Lock()
 	r.published[p] = sum
 	r.mu.Unlock()
-	r.Metrics.publications.WithLabelValues(p.track, string(p.kind), p.namespace).Inc()
-	r.Recorder.Eventf(created, nil, corev1.EventTypeNormal, "Published", "Publish", "Published checksum %s over %d IDs", sum, len(ids))
+	r.Metrics.publications.WithLabelValues(string(p.track), string(p.kind), p.namespace).Inc()
+	r.Recorder.Eventf(created, nil, corev1.EventTypeNormal, tenginev1alpha1.ReasonPublished, "Publish", "Published checksum %s over %d IDs", sum, len(ids))
 	log.FromContext(ctx).Info("published checksum", "track", p.track, "scope", p.kind, "namespace", p.namespace, "checksum", sum, "ids", len(ids))
 	// The data plane reacts to Add and Delete only: first the new object, then the old go.
 	return reconcile.Result{}, r.deleteOlder(ctx, published, 0)

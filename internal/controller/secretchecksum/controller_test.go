@@ -235,7 +235,7 @@ func TestNoChangeNoWriteBurstOnePublicationIncrementalParse(t *testing.T) {
 	// A burst of changes: one publication. Everything is prepared first and the updates
 	// are sent at once, so that the burst is well inside one quiet period however loaded
 	// the machine is.
-	pubs := defaultMetrics.publications.WithLabelValues(trackSecrets, "cluster", ns)
+	pubs := defaultMetrics.publications.WithLabelValues(string(checksum.TrackSecrets), "cluster", ns)
 	before := counter(t, pubs)
 	updated := make([]*corev1.Secret, len(certs))
 	for i := range certs {
@@ -318,7 +318,7 @@ func listEvents(t *testing.T, ns string) []eventsv1.Event {
 func eventsAbout(t *testing.T, ns, name string) []eventsv1.Event {
 	var out []eventsv1.Event
 	for _, e := range listEvents(t, ns) {
-		if e.Regarding.Name == name && e.Reason == ReasonLeftOut {
+		if e.Regarding.Name == name && e.Reason == tenginev1alpha1.ReasonLeftOut {
 			out = append(out, e)
 		}
 	}
@@ -335,7 +335,7 @@ func waitForEvent(t *testing.T, ns, name, text string) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no %s event on %s mentioning %q", ReasonLeftOut, name, text)
+			t.Fatalf("no %s event on %s mentioning %q", tenginev1alpha1.ReasonLeftOut, name, text)
 		}
 		time.Sleep(25 * time.Millisecond)
 	}

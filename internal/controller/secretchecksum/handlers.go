@@ -4,6 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trustplane/trustplane/internal/checksum"
 	"github.com/trustplane/trustplane/internal/handlers"
 )
 
@@ -12,16 +13,16 @@ import (
 func (r *Reconciler) onSecret(old, cur *corev1.Secret, q handlers.Queue) {
 	if cur == nil {
 		r.inputs.forget(old.UID)
-		r.record(trackSecrets, old, "", nil, q)
+		r.record(checksum.TrackSecrets, old, "", nil, q)
 		return
 	}
 	id, err := r.inputs.secretID(cur)
-	r.record(trackSecrets, cur, id, err, q)
+	r.record(checksum.TrackSecrets, cur, id, err, q)
 }
 
 // record puts one object's ID into (or takes it out of) every publication it counts in,
 // and schedules those that changed. id == "" with err == nil means the object is gone.
-func (r *Reconciler) record(track string, obj client.Object, id string, err error, q handlers.Queue) {
+func (r *Reconciler) record(track checksum.Track, obj client.Object, id string, err error, q handlers.Queue) {
 	for _, p := range r.publicationsOf(track, obj.GetNamespace()) {
 		key := obj.GetName()
 		if p.kind == ScopeCluster {
@@ -43,7 +44,7 @@ func (r *Reconciler) record(track string, obj client.Object, id string, err erro
 
 // onPublished brings a publication back when its objects change (someone deleted ours,
 // a leftover needs cleaning, or it belongs to a scope no longer published).
-func onPublished[T client.Object](track string) func(old, cur T, q handlers.Queue) {
+func onPublished[T client.Object](track checksum.Track) func(old, cur T, q handlers.Queue) {
 	return func(old, cur T, q handlers.Queue) {
 		var obj client.Object = cur
 		if isNil(cur) {

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/trustplane/trustplane/internal/checksum"
 	"github.com/trustplane/trustplane/internal/handlers"
 )
 
@@ -39,7 +40,7 @@ func (r *Reconciler) onIngress(old, cur *networkingv1.Ingress, q handlers.Queue)
 	r.ingressMu.Lock()
 	defer r.ingressMu.Unlock()
 	if cur == nil {
-		r.record(trackIngresses, old, "", nil, q)
+		r.record(checksum.TrackIngresses, old, "", nil, q)
 		return
 	}
 	r.recordIngress(cur, q)
@@ -75,7 +76,7 @@ func (r *Reconciler) onIngressClass(old, cur *networkingv1.IngressClass, q handl
 func (r *Reconciler) recordIngress(ing *networkingv1.Ingress, q handlers.Queue) {
 	id, err := r.opts.IngressClasses.IngressIDOfClass(ing.Name, ing.Annotations, ing.Spec.IngressClassName,
 		r.opts.VersionAnnotation, r.ingressClass)
-	r.record(trackIngresses, ing, id, err, q)
+	r.record(checksum.TrackIngresses, ing, id, err, q)
 }
 
 // ingressClass looks a class up in the cache. Only "not there" means absent; the cache

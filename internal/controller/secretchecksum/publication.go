@@ -18,37 +18,40 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	tenginev1 "github.com/trustplane/trustplane/api/tengine/v1"
+	tenginev1alpha1 "github.com/trustplane/trustplane/api/tengine/v1alpha1"
 	"github.com/trustplane/trustplane/internal/checksum"
 )
 
 // generateNames are the name prefixes of published objects, as Tengine-Ingress's own.
-var generateNames = map[string]string{trackSecrets: "secret-", trackIngresses: "ingress-"}
+var generateNames = map[checksum.Track]string{checksum.TrackSecrets: "secret-", checksum.TrackIngresses: "ingress-"}
 
 // publication is one checksum this controller maintains: a track of a scope kind, in the
 // namespace it is published in.
 type publication struct {
-	track     string
+	track     checksum.Track
 	kind      ScopeKind
 	namespace string
 }
 
-func (p publication) String() string { return p.track + "/" + string(p.kind) + "/" + p.namespace }
+func (p publication) String() string {
+	return string(p.track) + "/" + string(p.kind) + "/" + p.namespace
+}
 
 // request is p as a work item; its name is "<track>.<kind>", never an object's name.
 func (p publication) request() reconcile.Request {
-	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.namespace, Name: p.track + "." + string(p.kind)}}
+	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.namespace, Name: string(p.track) + "." + string(p.kind)}}
 }
 
 func publicationOf(req reconcile.Request) (publication, bool) {
 	track, kind, _ := strings.Cut(req.Name, ".")
-	p := publication{track: track, kind: ScopeKind(kind), namespace: req.Namespace}
-	validTrack := track == trackSecrets || track == trackIngresses
+	p := publication{track: checksum.Track(track), kind: ScopeKind(kind), namespace: req.Namespace}
+	validTrack := p.track == checksum.TrackSecrets || p.track == checksum.TrackIngresses
 	validKind := p.kind == ScopeCluster || p.kind == ScopeNamespace
 	return p, validTrack && validKind
 }
 
 // publicationsOf are the publications an object of namespace ns counts in.
-func (r *Reconciler) publicationsOf(track, ns string) []publication {
+func (r *Reconciler) publicationsOf(track checksum.Track, ns string) []publication {
 	var out []publication
 	if r.opts.publishes(ScopeCluster) {
 		out = append(out, publication{track, ScopeCluster, r.opts.PublishNamespace})
@@ -70,7 +73,7 @@ type publishedObject struct {
 func (r *Reconciler) listPublished(ctx context.Context, p publication) ([]publishedObject, error) {
 	var out []publishedObject
 	opts := []client.ListOption{client.InNamespace(p.namespace), client.MatchingLabelsSelector{Selector: ownSelector(p.kind)}}
-	if p.track == trackSecrets {
+	if p.track == checksum.TrackSecrets {
 		list := &tenginev1.SecretCheckSumList{}
 		if err := r.Reader.List(ctx, list, opts...); err != nil {
 			return nil, err
@@ -149,7 +152,7 @@ func (r *Reconciler) create(ctx context.Context, p publication, ids []string, su
 	}
 	now := metav1.NewTime(r.Clock.Now().UTC().Truncate(time.Second))
 	var obj client.Object
-	if p.track == trackSecrets {
+	if p.track == checksum.TrackSecrets {
 		obj = &tenginev1.SecretCheckSum{ObjectMeta: meta, Spec: tenginev1.SecretCheckSumSpec{Checksum: sum, IDs: ids, Timestamp: now}}
 	} else {
 		obj = &tenginev1.IngressCheckSum{ObjectMeta: meta, Spec: tenginev1.IngressCheckSumSpec{Checksum: sum, IDs: ids, Timestamp: now}}
@@ -160,7 +163,7 @@ func (r *Reconciler) create(ctx context.Context, p publication, ids []string, su
 // reportOmitted keeps the metric current and, when IDs were left out, says so in an
 // event on the object and in the log, with the count and the limit.
 func (r *Reconciler) reportOmitted(ctx context.Context, p publication, obj client.Object, omitted string) {
-	gauge := r.Metrics.idsOmitted.WithLabelValues(p.track, string(p.kind), p.namespace)
+	gauge := r.Metrics.idsOmitted.WithLabelValues(string(p.track), string(p.kind), p.namespace)
 	if omitted == "" {
 		gauge.Set(0)
 		return
@@ -168,7 +171,7 @@ func (r *Reconciler) reportOmitted(ctx context.Context, p publication, obj clien
 	gauge.Set(1)
 	log.FromContext(ctx).Info("published a checksum without its IDs: data planes can still compare the checksum but cannot say which IDs differ",
 		"track", p.track, "scope", p.kind, "namespace", p.namespace, "object", obj.GetName(), "why", omitted)
-	r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonIDsOmitted, "Publish", "spec.ids left empty: %s", omitted)
+	r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, tenginev1alpha1.ReasonIDsOmitted, "Publish", "spec.ids left empty: %s", omitted)
 }
 
 // objectBytes estimates the JSON size of a published object: each ID quoted with a

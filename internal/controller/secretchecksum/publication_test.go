@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	tenginev1 "github.com/trustplane/trustplane/api/tengine/v1"
+	tenginev1alpha1 "github.com/trustplane/trustplane/api/tengine/v1alpha1"
 	"github.com/trustplane/trustplane/internal/checksum"
 	"github.com/trustplane/trustplane/internal/scheme"
 )
@@ -38,7 +39,7 @@ func TestRefusedAsTooLargeIsPublishedWithoutIDs(t *testing.T) {
 	r := &Reconciler{Client: c, Recorder: recorder, Clock: clock.RealClock{}, Metrics: defaultMetrics, opts: opts,
 		reports: newReporter(c, clock.RealClock{}, defaultMetrics)}
 	ids := []string{"1-1-aa", "2-1-bb"}
-	obj, err := r.publish(context.Background(), publication{trackSecrets, ScopeCluster, "edge"}, ids, checksum.Sum(ids))
+	obj, err := r.publish(context.Background(), publication{checksum.TrackSecrets, ScopeCluster, "edge"}, ids, checksum.Sum(ids))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func TestRefusedAsTooLargeIsPublishedWithoutIDs(t *testing.T) {
 	}
 	select {
 	case e := <-recorder.Events:
-		if !strings.Contains(e, ReasonIDsOmitted) {
+		if !strings.Contains(e, tenginev1alpha1.ReasonIDsOmitted) {
 			t.Errorf("event %q", e)
 		}
 	default:

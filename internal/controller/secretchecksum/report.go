@@ -18,8 +18,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	tenginev1alpha1 "github.com/trustplane/trustplane/api/tengine/v1alpha1"
 	"github.com/trustplane/trustplane/internal/checksum"
 	"github.com/trustplane/trustplane/internal/handlers"
+	"github.com/trustplane/trustplane/internal/status"
 )
 
 // reportsRequestName is the work item that sends a namespace's left-out reports.
@@ -48,7 +50,7 @@ type reporter struct {
 // leftOut is one object's problem.
 type leftOut struct {
 	regarding corev1.ObjectReference
-	track     string
+	track     checksum.Track
 	reason    string
 	message   string
 }
@@ -61,8 +63,8 @@ func newReporter(c client.Client, clk clock.PassiveClock, m *Metrics) *reporter 
 
 // observe records an object's outcome (err nil: counted, or gone) and schedules a
 // report when its problem is new.
-func (rp *reporter) observe(track string, obj client.Object, err error, q handlers.Queue) {
-	key := track + "/" + obj.GetNamespace() + "/" + obj.GetName()
+func (rp *reporter) observe(track checksum.Track, obj client.Object, err error, q handlers.Queue) {
+	key := string(track) + "/" + obj.GetNamespace() + "/" + obj.GetName()
 	now := leftOut{track: track}
 	if l, ok := checksum.IsLeftOut(err); ok && !l.NotMeantForChecksum() {
 		now.reason, now.message = l.Reason, l.Message
@@ -75,7 +77,7 @@ func (rp *reporter) observe(track string, obj client.Object, err error, q handle
 		return
 	}
 	if before.reason != "" {
-		rp.metrics.leftOut.WithLabelValues(track, obj.GetNamespace(), before.reason).Dec()
+		rp.metrics.leftOut.WithLabelValues(string(track), obj.GetNamespace(), before.reason).Dec()
 	}
 	delete(rp.current, key)
 	if rp.pending[obj.GetNamespace()] != nil {
@@ -83,7 +85,7 @@ func (rp *reporter) observe(track string, obj client.Object, err error, q handle
 	}
 	if now.reason != "" {
 		rp.current[key] = now
-		rp.metrics.leftOut.WithLabelValues(track, obj.GetNamespace(), now.reason).Inc()
+		rp.metrics.leftOut.WithLabelValues(string(track), obj.GetNamespace(), now.reason).Inc()
 		if rp.pending[obj.GetNamespace()] == nil {
 			rp.pending[obj.GetNamespace()] = map[string]leftOut{}
 		}
@@ -133,10 +135,10 @@ func (rp *reporter) send(ctx context.Context, l leftOut) error {
 		ReportingController: "trustplane-" + Name,
 		ReportingInstance:   rp.instance,
 		Action:              "Checksum",
-		Reason:              ReasonLeftOut,
+		Reason:              tenginev1alpha1.ReasonLeftOut,
 		Regarding:           l.regarding,
 		Type:                corev1.EventTypeWarning,
-		Note:                truncate(fmt.Sprintf("left out of the %s checksum: %s", l.track, l.message), 1000),
+		Note:                status.Truncate(fmt.Sprintf("left out of the %s checksum: %s", l.track, l.message), 1000),
 	}
 	if err := rp.client.Create(ctx, ev); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("reporting %s %s/%s left out: %w", l.regarding.Kind, l.regarding.Namespace, l.regarding.Name, err)
@@ -155,17 +157,10 @@ func eventName(l leftOut) string {
 	return name + "." + hex.EncodeToString(sum[:8])
 }
 
-func reference(track string, obj client.Object) corev1.ObjectReference {
+func reference(track checksum.Track, obj client.Object) corev1.ObjectReference {
 	ref := corev1.ObjectReference{APIVersion: "v1", Kind: "Secret", Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID()}
-	if track == trackIngresses {
+	if track == checksum.TrackIngresses {
 		ref.APIVersion, ref.Kind = "networking.k8s.io/v1", "Ingress"
 	}
 	return ref
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

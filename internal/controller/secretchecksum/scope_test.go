@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	tenginev1 "github.com/trustplane/trustplane/api/tengine/v1"
+	tenginev1alpha1 "github.com/trustplane/trustplane/api/tengine/v1alpha1"
 	"github.com/trustplane/trustplane/internal/checksum"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
@@ -187,13 +188,13 @@ func TestTooManyIDsArePublishedWithoutThem(t *testing.T) {
 	}
 	testenv.Eventually(t, "an IDsOmitted event", 20*time.Second, func() bool {
 		for _, e := range listEvents(t, ns) {
-			if e.Reason == ReasonIDsOmitted && e.Regarding.Name == got.Name && strings.Contains(e.Note, "4096") {
+			if e.Reason == tenginev1alpha1.ReasonIDsOmitted && e.Regarding.Name == got.Name && strings.Contains(e.Note, "4096") {
 				return true
 			}
 		}
 		return false
 	})
-	if v := counter(t, defaultMetrics.idsOmitted.WithLabelValues(trackSecrets, "cluster", ns)); v != 1 {
+	if v := counter(t, defaultMetrics.idsOmitted.WithLabelValues(string(checksum.TrackSecrets), "cluster", ns)); v != 1 {
 		t.Errorf("ids-omitted metric %v", v)
 	}
 }

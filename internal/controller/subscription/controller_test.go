@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cp "github.com/trustplane/trustplane/api/controlplane/v1alpha1"
-	"github.com/trustplane/trustplane/internal/garden"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
 
@@ -105,7 +104,10 @@ func secret(t *testing.T, ns, name string) *corev1.Secret {
 // start runs the controller with the Secret pool in poolNamespace.
 func start(t *testing.T, poolNamespace string) *Reconciler {
 	var r *Reconciler
-	env.RunManager(t, func(mgr ctrl.Manager) (err error) { r, err = SetupWithPoolNamespace(mgr, poolNamespace); return err })
+	env.RunManager(t, func(mgr ctrl.Manager) (err error) {
+		r, err = Setup(mgr, Options{Pool: PoolSecrets, PoolNamespace: poolNamespace})
+		return err
+	})
 	return r
 }
 
@@ -406,13 +408,13 @@ func deleteAndWait(t *testing.T, sr *cp.SubscriptionRequest) {
 // TestPoolNamespaceFlagIsValidated: a --subscription-pool-namespace that is not a
 // namespace name stops the manager with a one-line error naming the flag.
 func TestPoolNamespaceFlagIsValidated(t *testing.T) {
-	c := Controller(garden.DefaultOptions())
+	opts := DefaultOptions()
 	fs := pflag.NewFlagSet("manager", pflag.ContinueOnError)
-	c.AddFlags(fs)
+	opts.AddFlags(fs)
 	if err := fs.Parse([]string{"--subscription-pool-namespace=Tenant_A"}); err != nil {
 		t.Fatal(err)
 	}
-	err := c.Setup(nil) // refused before the manager is used
+	_, err := Setup(nil, opts) // refused before the manager is used
 	if err == nil || !strings.HasPrefix(err.Error(), `--subscription-pool-namespace="Tenant_A": not a namespace name`) || strings.Contains(err.Error(), "\n") {
 		t.Errorf("Setup: %v", err)
 	}

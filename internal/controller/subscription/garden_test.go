@@ -52,7 +52,9 @@ func startGarden(t *testing.T, project string) *Reconciler {
 		if err != nil {
 			return err
 		}
-		r, err = SetupWithGarden(mgr, g)
+		opts := DefaultOptions()
+		opts.Pool, opts.Garden = PoolGarden, g
+		r, err = Setup(mgr, opts)
 		return err
 	})
 	return r
@@ -226,7 +228,7 @@ func TestGardenPoolDedicatedLifecycle(t *testing.T) {
 			return false
 		}
 		c := meta.FindStatusCondition(sr.Status.Conditions, "Ready")
-		return c != nil && c.Reason == ReasonWaitingForShoot
+		return c != nil && c.Reason == cp.ReasonWaitingForShoot
 	})
 	if err := env.Client.Delete(ctx, own); err != nil {
 		t.Fatal(err)

@@ -13,10 +13,6 @@ import (
 )
 
 const (
-	// ReasonTooLarge is the Warning event on a Secret whose tls.crt is above
-	// --secret-max-certificate-bytes.
-	ReasonTooLarge = "CertificateTooLarge"
-
 	stateInvalid  = "invalid"
 	stateTooLarge = "too_large"
 

@@ -15,7 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trustplane/trustplane/internal/podcert"
+	"github.com/trustplane/trustplane/api/certificates"
 	"github.com/trustplane/trustplane/internal/testcerts"
 )
 
@@ -157,9 +157,9 @@ func TestOversizedSecretIsLeftOutWithAWarning(t *testing.T) {
 		return out
 	}
 	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(strings.Join(warnings()["big-tls"], ","), ReasonTooLarge) {
+	for !strings.Contains(strings.Join(warnings()["big-tls"], ","), certificates.ReasonTooLarge) {
 		if time.Now().After(deadline) {
-			t.Fatalf("no %s event on the oversized Secret (saw %v)", ReasonTooLarge, warnings())
+			t.Fatalf("no %s event on the oversized Secret (saw %v)", certificates.ReasonTooLarge, warnings())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -181,8 +181,8 @@ func TestOversizedSecretIsLeftOutWithAWarning(t *testing.T) {
 	}
 	time.Sleep(2 * time.Second)
 	reasons := warnings()["big-tls"]
-	if strings.Count(strings.Join(reasons, ","), ReasonTooLarge) != 1 || strings.Contains(strings.Join(reasons, ","), podcert.ReasonExpired) {
-		t.Errorf("oversized Secret's warnings: %v; want one %s and no %s", reasons, ReasonTooLarge, podcert.ReasonExpired)
+	if strings.Count(strings.Join(reasons, ","), certificates.ReasonTooLarge) != 1 || strings.Contains(strings.Join(reasons, ","), certificates.ReasonExpired) {
+		t.Errorf("oversized Secret's warnings: %v; want one %s and no %s", reasons, certificates.ReasonTooLarge, certificates.ReasonExpired)
 	}
 	r.mu.Lock()
 	state := r.certs[types.NamespacedName{Namespace: ns, Name: "big-tls"}].state

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
@@ -30,13 +29,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"github.com/trustplane/trustplane/internal/controller/secretchecksum"
+	"github.com/trustplane/trustplane/api/certificates"
 	"github.com/trustplane/trustplane/internal/manager"
 	"github.com/trustplane/trustplane/internal/podcert"
 )
-
-// Name is the controller's name in --controllers.
-const Name = "tls-expiry"
 
 // overdueAfter mirrors the pod-certificate rule: a refresh is overdue this long after
 // the point it should have happened.
@@ -50,53 +46,6 @@ var (
 )
 
 func init() { metrics.Registry.MustRegister(notAfterGauge, stateGauge) }
-
-// DefaultMaxCertificateBytes is the --secret-max-certificate-bytes default. A leaf
-// certificate with its chain is a few KiB (an RSA-4096 leaf and two intermediates are
-// about 6 KiB of PEM); 64 KiB leaves ample room and still keeps a tenant from making the
-// manager parse and fingerprint megabytes per Secret.
-const DefaultMaxCertificateBytes = 64 << 10
-
-// minMaxCertificateBytes is the smallest limit accepted: below it a single RSA-4096
-// certificate would not fit.
-const minMaxCertificateBytes = 4 << 10
-
-// Options are the controller's flags.
-type Options struct {
-	// MaxCertificateBytes is the largest tls.crt that is parsed; larger ones are left out
-	// with a Warning event on the Secret.
-	MaxCertificateBytes int
-	// Clock decides when a certificate is overdue or expired.
-	Clock clock.PassiveClock
-}
-
-// DefaultOptions are the flag defaults.
-func DefaultOptions() Options {
-	return Options{MaxCertificateBytes: DefaultMaxCertificateBytes, Clock: clock.RealClock{}}
-}
-
-// AddFlags registers the options as flags.
-func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.IntVar(&o.MaxCertificateBytes, "secret-max-certificate-bytes", o.MaxCertificateBytes, "Largest tls.crt of a kubernetes.io/tls Secret whose expiry is watched; a larger one is left out with a Warning event CertificateTooLarge on the Secret.")
-}
-
-// Validate checks the options before anything connects.
-func (o *Options) Validate() error {
-	if o.MaxCertificateBytes < minMaxCertificateBytes {
-		return fmt.Errorf("--secret-max-certificate-bytes=%d: must be at least %d (one RSA-4096 certificate)", o.MaxCertificateBytes, minMaxCertificateBytes)
-	}
-	return nil
-}
-
-// Controller is the registry entry for `trustplane manager`.
-func Controller() manager.Controller {
-	opts := DefaultOptions()
-	return manager.Controller{
-		Name: Name, Help: "Warning events and metrics when kubernetes.io/tls Secrets are overdue for renewal or expired",
-		AddFlags: opts.AddFlags,
-		Setup:    func(mgr ctrl.Manager) error { _, err := Setup(mgr, opts); return err },
-	}
-}
 
 // Reconciler watches one Secret's certificate.
 type Reconciler struct {
@@ -131,8 +80,8 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	}
 	secrets, err := cache.New(mgr.GetConfig(), cache.Options{
 		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-		// Lists that are not streamed come in stripped pages too (see StripListPages).
-		NewInformer: secretchecksum.StripListPages(Transform(opts.MaxCertificateBytes), secretchecksum.ListPageBytes),
+		// Lists that are not streamed come in stripped pages too (see manager.StripListPages).
+		NewInformer: manager.StripListPages(Transform(opts.MaxCertificateBytes), manager.ListPageBytes),
 		ByObject: map[client.Object]cache.ByObject{&corev1.Secret{}: {
 			Field:     fields.OneTermEqualSelector("type", string(corev1.SecretTypeTLS)),
 			Transform: Transform(opts.MaxCertificateBytes),
@@ -172,7 +121,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			// never parsed.
 			r.setState(req.NamespacedName, t, &tracked{fingerprint: cert.SHA256, state: stateTooLarge})
 			notAfterGauge.DeleteLabelValues(req.Namespace, req.Name)
-			r.Recorder.Eventf(secret, nil, corev1.EventTypeWarning, ReasonTooLarge, "Check",
+			r.Recorder.Eventf(secret, nil, corev1.EventTypeWarning, certificates.ReasonTooLarge, "Check",
 				"tls.crt is %d bytes, above --secret-max-certificate-bytes=%d: its expiry is not watched", cert.Bytes, r.MaxCertificateBytes)
 			return reconcile.Result{}, nil
 		case problemInvalid:
@@ -191,12 +140,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	now := r.Clock.Now()
 	if now.After(t.refreshAt.Add(overdueAfter)) && !t.emittedOverdue {
-		r.Recorder.Eventf(secret, nil, corev1.EventTypeWarning, podcert.ReasonOverdueForRefresh, "Check",
+		r.Recorder.Eventf(secret, nil, corev1.EventTypeWarning, certificates.ReasonOverdueForRefresh, "Check",
 			"TLS certificate refresh overdue: it should have been renewed by %s and expires at %s", t.refreshAt.UTC().Format(time.RFC3339), t.notAfter.UTC().Format(time.RFC3339))
 		t.emittedOverdue = true
 	}
 	if now.After(t.notAfter) && !t.emittedExpired {
-		r.Recorder.Eventf(secret, nil, corev1.EventTypeWarning, podcert.ReasonExpired, "Check", "TLS certificate expired at %s", t.notAfter.UTC().Format(time.RFC3339))
+		r.Recorder.Eventf(secret, nil, corev1.EventTypeWarning, certificates.ReasonExpired, "Check", "TLS certificate expired at %s", t.notAfter.UTC().Format(time.RFC3339))
 		t.emittedExpired = true
 	}
 	state, next := podcert.StateFresh, t.refreshAt.Add(overdueAfter)

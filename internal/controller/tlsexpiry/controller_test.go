@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/trustplane/trustplane/internal/podcert"
+	"github.com/trustplane/trustplane/api/certificates"
 	"github.com/trustplane/trustplane/internal/testcerts"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
@@ -77,25 +77,25 @@ func TestOncePerCertificateAtTheThresholds(t *testing.T) {
 	}
 	clk.Step(2*time.Hour + 10*time.Minute + time.Second)
 	res, _ = r.Reconcile(ctx, req)
-	if count(rec, seen)[podcert.ReasonOverdueForRefresh] != 1 || res.RequeueAfter != 50*time.Minute {
+	if count(rec, seen)[certificates.ReasonOverdueForRefresh] != 1 || res.RequeueAfter != 50*time.Minute {
 		t.Fatalf("overdue: %v, requeue %v", seen, res.RequeueAfter)
 	}
 	r.Reconcile(ctx, req)
 	clk.Step(time.Hour)
 	res, _ = r.Reconcile(ctx, req)
 	r.Reconcile(ctx, req)
-	if count(rec, seen)[podcert.ReasonExpired] != 1 || seen[podcert.ReasonOverdueForRefresh] != 1 || res.RequeueAfter != 0 {
+	if count(rec, seen)[certificates.ReasonExpired] != 1 || seen[certificates.ReasonOverdueForRefresh] != 1 || res.RequeueAfter != 0 {
 		t.Fatalf("expired: %v, requeue %v", seen, res.RequeueAfter)
 	}
 	// Renewed: a new certificate gets its own warnings later, and none now.
 	putTLS(t, "web-tls", clk.Now(), 3*time.Hour)
 	res, _ = r.Reconcile(ctx, req)
-	if count(rec, seen)[podcert.ReasonExpired] != 1 || res.RequeueAfter == 0 {
+	if count(rec, seen)[certificates.ReasonExpired] != 1 || res.RequeueAfter == 0 {
 		t.Fatalf("after renewal: %v, requeue %v", seen, res.RequeueAfter)
 	}
 	clk.Step(4 * time.Hour)
 	r.Reconcile(ctx, req)
-	if count(rec, seen)[podcert.ReasonExpired] != 2 || seen[podcert.ReasonOverdueForRefresh] != 2 {
+	if count(rec, seen)[certificates.ReasonExpired] != 2 || seen[certificates.ReasonOverdueForRefresh] != 2 {
 		t.Fatalf("second certificate: %v", seen)
 	}
 }
@@ -116,7 +116,7 @@ func TestEventsReachTheSecretThroughTheManager(t *testing.T) {
 				reasons = append(reasons, e.Reason)
 			}
 		}
-		if strings.Contains(strings.Join(reasons, ","), podcert.ReasonExpired) {
+		if strings.Contains(strings.Join(reasons, ","), certificates.ReasonExpired) {
 			return
 		}
 		if time.Now().After(deadline) {

@@ -27,6 +27,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
+	"github.com/trustplane/trustplane/internal/clustertarget"
 	kubeconfigctrl "github.com/trustplane/trustplane/internal/controller/kubeconfig"
 	"github.com/trustplane/trustplane/internal/scheme"
 	"github.com/trustplane/trustplane/internal/testenv"
@@ -71,7 +72,10 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if _, err := kubeconfigctrl.Setup(mgr, kubeconfigctrl.DefaultOptions(), nil); err != nil {
+	if err := clustertarget.AddIndexes(ctx, mgr); err != nil {
+		return err
+	}
+	if _, err := kubeconfigctrl.Setup(mgr, kubeconfigctrl.DefaultOptions()); err != nil {
 		return err
 	}
 	mctx, cancel := context.WithCancel(ctx)

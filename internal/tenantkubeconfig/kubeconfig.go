@@ -1,4 +1,4 @@
-// Package kubeconfig turns a kubeconfig a tenant brought along (a Cluster's
+// Package tenantkubeconfig turns a kubeconfig a tenant brought along (a Cluster's
 // kubeconfigSecretRef) into a rest.Config the manager may use, and tenant-chosen servers'
 // failures into messages a tenant may read. It has no Kubernetes client.
 //
@@ -10,7 +10,7 @@
 // the server, CA data, client certificate and key data, and a bearer token. Unlike Flux,
 // whatever else the kubeconfig says is refused by name rather than dropped silently, so
 // the tenant learns which field to remove.
-package kubeconfig
+package tenantkubeconfig
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package kubeconfig
+package tenantkubeconfig
 
 import (
 	"errors"

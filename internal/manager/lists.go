@@ -1,4 +1,4 @@
-package secretchecksum
+package manager
 
 import (
 	"context"

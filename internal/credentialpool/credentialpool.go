@@ -1,4 +1,4 @@
-// Package subscription chooses hyperscaler credentials from a pool labelled as
+// Package credentialpool chooses hyperscaler credentials from a pool labelled as
 // kyma-environment-broker's hyperscaler account pool labels it (hyperscalerType, shared,
 // tenantName, dirty, internal, euAccess), and decides what releasing one means. No client
 // here: the controller lists the pool and the Shoots, and claims or marks what this
@@ -25,7 +25,7 @@
 // And one rule of trustplane's own: a namespace claims dedicated credentials only for the
 // global accounts the operator grants it (Granted), so that no tenant drains the pool by
 // asking for made-up accounts.
-package subscription
+package credentialpool
 
 import (
 	"errors"

@@ -1,0 +1,259 @@
+package clustertarget
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
+	"github.com/trustplane/trustplane/internal/access"
+	"github.com/trustplane/trustplane/internal/garden"
+	"github.com/trustplane/trustplane/internal/shoot"
+	"github.com/trustplane/trustplane/internal/status"
+	"github.com/trustplane/trustplane/internal/tenantkubeconfig"
+)
+
+// defaultTimeout bounds each request to a target whose config sets none (a Gardener admin
+// kubeconfig; a brought-along one carries the policy's --cluster-target-timeout).
+const defaultTimeout = 15 * time.Second
+
+var (
+	// ErrClusterGone: the Cluster does not exist (any more).
+	ErrClusterGone = errors.New("cluster not found")
+	// ErrNoWayIn: the Cluster is going and its kubeconfig went first (its namespace is
+	// being deleted, say): nothing will let us into the target again.
+	ErrNoWayIn = errors.New("no way into the target cluster any more")
+)
+
+// Target is a connection to a Cluster's target cluster.
+type Target struct {
+	// Name is the Cluster's name.
+	Name   string
+	Config *rest.Config
+	Client client.Client
+	Kube   kubernetes.Interface
+	// TenantServer: the server is the tenant's choice (a brought-along Cluster): its
+	// answers never reach a status (Redact).
+	TenantServer bool
+
+	version   string    // of the kubeconfig Secret it was made from (brought along)
+	refreshAt time.Time // when a fresh admin kubeconfig is due (Gardener)
+	mu        sync.Mutex
+	prepared  bool
+}
+
+// Endpoint is where the connection reaches the target and what it trusts there: what an
+// issued kubeconfig must say to work as the connection does.
+func (t *Target) Endpoint() access.Endpoint {
+	return access.Endpoint{Server: t.Config.Host, CAData: t.Config.CAData, TLSServerName: t.Config.ServerName}
+}
+
+// Redact is what a tenant may read of err, a failed call to this target.
+func (t *Target) Redact(err error) error { return Redact(t.Config, t.TenantServer, err) }
+
+// Prepare runs prepare once per connection (again after a failure): what a controller
+// sets up in a target before its first use there.
+func (t *Target) Prepare(prepare func() error) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.prepared {
+		return nil
+	}
+	if err := prepare(); err != nil {
+		return err
+	}
+	t.prepared = true
+	return nil
+}
+
+// Connections caches a connection per Cluster: a new one costs a TLS handshake and API
+// discovery. A brought-along Cluster's is reused while its kubeconfig Secret is
+// unchanged, a Gardener Cluster's for half the lifetime of its admin kubeconfig.
+type Connections struct {
+	// Client reads Clusters and (as metadata) kubeconfig Secrets from the cache.
+	Client client.Client
+	// APIReader reads kubeconfig Secrets uncached: they hold cluster-admin credentials.
+	APIReader client.Reader
+	// Garden is nil when no garden is configured: only brought-along Clusters work then.
+	Garden *garden.Garden
+	// Policy is what a brought-along kubeconfig may use.
+	Policy tenantkubeconfig.Policy
+	Clock  clock.PassiveClock
+	// Moved, if set, is told of a Gardener Cluster whose fresh admin kubeconfig reaches
+	// another server or trusts another CA than the one before: nothing else says so (no
+	// watch shows an admin kubeconfig). A brought-along Cluster's move is seen by a watch
+	// on its kubeconfig Secret.
+	Moved func(ctx context.Context, cluster *operatorv1alpha1.Cluster)
+
+	cache sync.Map // Cluster UID → *Target
+}
+
+// Get connects to the Cluster at key: a brought-along one through its kubeconfig Secret,
+// a Gardener one through a short-lived admin kubeconfig kept in memory only. A Cluster
+// that cannot be connected to yet is waited for (a status.Waiting error): a watch on the
+// Cluster (and on its kubeconfig Secret) says when that changes. A Cluster that is gone
+// wraps ErrClusterGone, one going with no way in left ErrNoWayIn.
+func (c *Connections) Get(ctx context.Context, key types.NamespacedName) (*Target, error) {
+	cluster := &operatorv1alpha1.Cluster{}
+	if err := c.Client.Get(ctx, key, cluster); apierrors.IsNotFound(err) {
+		return nil, status.Waiting(operatorv1alpha1.ReasonClusterNotReady, "cluster %s: %w", key, ErrClusterGone)
+	} else if err != nil {
+		return nil, fmt.Errorf("reading Cluster %s: %w", key, err)
+	}
+	if cluster.Spec.KubeconfigSecretRef != nil {
+		return c.broughtAlong(ctx, cluster)
+	}
+	return c.shoot(ctx, cluster)
+}
+
+// broughtAlong reuses the connection while the kubeconfig Secret is unchanged; its
+// version comes from the metadata cache, its content is read uncached only on change.
+func (c *Connections) broughtAlong(ctx context.Context, cluster *operatorv1alpha1.Cluster) (*Target, error) {
+	ref := types.NamespacedName{Namespace: cluster.Namespace, Name: cluster.Spec.KubeconfigSecretRef.Name}
+	secretMeta := &metav1.PartialObjectMetadata{}
+	secretMeta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	if err := c.Client.Get(ctx, ref, secretMeta); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("reading the kubeconfig Secret %s of cluster %q: %w", ref.Name, cluster.Name, err)
+		}
+		if cluster.DeletionTimestamp.IsZero() {
+			return nil, status.Waiting(operatorv1alpha1.ReasonClusterNotReady, "cluster %q: its kubeconfig Secret %s does not exist", cluster.Name, ref.Name)
+		}
+		if t, ok := c.cached(cluster); ok {
+			return t, nil // the connection made before still gets in to clean up
+		}
+		return nil, status.Waiting(operatorv1alpha1.ReasonClusterNotReady, "cluster %q is being deleted and its kubeconfig Secret is gone: %w", cluster.Name, ErrNoWayIn)
+	}
+	if t, ok := c.cached(cluster); ok && t.version == secretMeta.ResourceVersion {
+		return t, nil
+	}
+	cfg, err := BroughtAlongConfig(ctx, c.APIReader, cluster, c.Policy)
+	if IsKubeconfigUnusable(err) {
+		// The Cluster reports it (and stalls); fixing the Secret brings the request back.
+		return nil, status.Waiting(operatorv1alpha1.ReasonClusterNotReady, "cluster %q: %w", cluster.Name, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cluster %q: %w", cluster.Name, err)
+	}
+	return c.connect(cluster, secretMeta.ResourceVersion, cfg, time.Time{}, true)
+}
+
+// shoot asks Gardener for an admin kubeconfig and reuses it for half its lifetime.
+func (c *Connections) shoot(ctx context.Context, cluster *operatorv1alpha1.Cluster) (*Target, error) {
+	if c.Garden == nil {
+		return nil, status.Stalled(operatorv1alpha1.ReasonClusterNotReady, "cluster %q is a Gardener cluster and the operator runs without --garden-kubeconfig", cluster.Name)
+	}
+	provisioned := meta.FindStatusCondition(cluster.Status.Conditions, operatorv1alpha1.ConditionClusterProvisioned)
+	if provisioned == nil || provisioned.Status != metav1.ConditionTrue || cluster.Status.ShootName == "" {
+		return nil, status.Waiting(operatorv1alpha1.ReasonClusterNotReady, "cluster %q is not provisioned yet", cluster.Name)
+	}
+	// The Shoot is the one the Cluster controller names for this Cluster, never what the
+	// status says: a status can be forged by whoever may write clusters/status, and the
+	// garden project is shared by every tenant.
+	shootName := shoot.Name(cluster.Namespace, cluster.Name)
+	if cluster.Status.ShootName != shootName {
+		return nil, status.Stalled(operatorv1alpha1.ReasonShootMismatch, "cluster %s/%s: status.shootName %q is not this Cluster's shoot %q: no kubeconfig is issued for another shoot",
+			cluster.Namespace, cluster.Name, cluster.Status.ShootName, shootName)
+	}
+	now := c.Clock.Now()
+	if t, ok := c.cached(cluster); ok && now.Before(t.refreshAt) {
+		return t, nil
+	}
+	if err := c.checkShoot(ctx, cluster, shootName); err != nil {
+		return nil, err
+	}
+	cfg, expires, err := c.Garden.AdminConfig(ctx, shootName)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %q: %w", cluster.Name, err)
+	}
+	previous, hadOne := c.cached(cluster)
+	t, err := c.connect(cluster, "", cfg, now.Add(expires.Sub(now)/2), false)
+	if err == nil && hadOne && c.Moved != nil && previous.Endpoint().Moved(t.Endpoint()) != "" {
+		c.Moved(ctx, cluster)
+	}
+	return t, err
+}
+
+// checkShoot: the Shoot exists and carries the owner labels the Cluster controller puts
+// on the Shoot of this Cluster; it is read uncached, as an admin kubeconfig is about to be
+// asked for it.
+func (c *Connections) checkShoot(ctx context.Context, cluster *operatorv1alpha1.Cluster, shootName string) error {
+	live, err := ShootOf(ctx, c.Garden.APIReader, c.Garden, cluster, shootName)
+	var notOwned *NotOwnedError
+	switch {
+	case errors.As(err, &notOwned):
+		return status.Stalled(operatorv1alpha1.ReasonShootMismatch, "cluster %s/%s: shoot %s is labelled %s=%q, %s=%q: it is not this Cluster's shoot, no kubeconfig is issued for it",
+			cluster.Namespace, cluster.Name, shootName, shoot.ClusterNamespaceLabel, notOwned.Namespace, shoot.ClusterNameLabel, notOwned.Name)
+	case err != nil:
+		return fmt.Errorf("cluster %q: %w", cluster.Name, err)
+	case live == nil:
+		return status.Waiting(operatorv1alpha1.ReasonClusterNotReady, "cluster %q: shoot %s does not exist (yet)", cluster.Name, shootName)
+	}
+	return nil
+}
+
+func (c *Connections) cached(cluster *operatorv1alpha1.Cluster) (*Target, bool) {
+	t, ok := c.cache.Load(cluster.UID)
+	if !ok {
+		return nil, false
+	}
+	return t.(*Target), true
+}
+
+// connect makes the connection to cluster and caches it in place of the one before; a
+// zero refreshAt never expires.
+func (c *Connections) connect(cluster *operatorv1alpha1.Cluster, version string, cfg *rest.Config, refreshAt time.Time, tenantServer bool) (*Target, error) {
+	if cfg.Timeout == 0 {
+		cfg.Timeout = defaultTimeout
+	}
+	// client-go's default of 5 requests/s would serialise a burst of requests. As for its
+	// own connection (controller-runtime's default), client-side rate limiting is off: the
+	// target API server protects itself with priority and fairness.
+	cfg.QPS = -1
+	cl, err := client.New(cfg, client.Options{Scheme: c.Client.Scheme()})
+	if err != nil {
+		return nil, err
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if refreshAt.IsZero() {
+		refreshAt = time.Unix(1<<62, 0)
+	}
+	t := &Target{Name: cluster.Name, Config: cfg, Client: cl, Kube: kube, TenantServer: tenantServer, version: version, refreshAt: refreshAt}
+	c.cache.Store(cluster.UID, t)
+	return t, nil
+}
+
+// Dial is a client of the target at cfg for one reconcile; close closes its connections.
+// A brought-along config's own dialer and proxy keep client-go from sharing its transport
+// between clients, so a connection not closed would stay idle after every reconcile.
+func Dial(cfg *rest.Config) (target client.Client, closeIdle func(), err error) {
+	cfg = rest.CopyConfig(cfg)
+	if cfg.Timeout == 0 {
+		cfg.Timeout = defaultTimeout
+	}
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	target, err = client.New(cfg, client.Options{HTTPClient: httpClient})
+	if err != nil {
+		httpClient.CloseIdleConnections()
+		return nil, nil, err
+	}
+	return target, httpClient.CloseIdleConnections, nil
+}

@@ -1,0 +1,504 @@
+package jwks
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
+	"github.com/trustplane/trustplane/internal/apply"
+	"github.com/trustplane/trustplane/internal/jwks"
+	"github.com/trustplane/trustplane/internal/status"
+)
+
+// publish computes the set for the current certificate and makes the cluster match it.
+func (r *Reconciler) publish(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, now time.Time) (ctrl.Result, error) {
+	if err := validateSpec(cfg); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.Limits.check(cfg); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.claimIssuer(ctx, cfg, now); err != nil {
+		return ctrl.Result{}, err
+	}
+	key, err := r.currentKey(ctx, cfg, now)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	cm, source, err := r.publishedConfigMap(ctx, cfg)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	previous, err := r.restore(cfg, source)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	signing, err := r.signingState(ctx, cfg)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	keep, promoteAtOnce := signingPolicy(cfg, key.KeyID(), signing)
+	if keep != "" && !slices.ContainsFunc(previous, func(k jwks.PublishedKey) bool { return k.KeyID() == keep }) {
+		// The key signers use is not in the set any more (only a lost ConfigMap and status
+		// can do that): the current key, which is, signs from now on.
+		keep, promoteAtOnce = "", true
+	}
+	next, doc, nextRemoval, err := planSet(cfg, key, previous, keep, now)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	desired, err := desiredJWKSConfigMap(cfg, doc, jwks.EncodeRetirements(next))
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if cm != nil {
+		// The set is planned from what was read, maybe from a cache that has not seen our
+		// last write yet: the API server refuses the apply (conflict, retried) rather than
+		// let a stale plan drop a key.
+		desired.ResourceVersion = cm.ResourceVersion
+	}
+	if cm == nil || r.drifted(cm, desired) {
+		id := types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Name}
+		// Creating a set, or putting back one someone else changed, is never throttled:
+		// the interval spaces out this controller's own changes, not repairs.
+		repair := cm != nil && appliedBy(cm, FieldOwner) && !r.ownsDocument(cm)
+		if wait := r.Throttle.Wait(id, now, cm == nil || repair); wait > 0 {
+			log.FromContext(ctx).V(1).Info("ConfigMap update throttled", "wait", wait)
+			return ctrl.Result{}, status.Waiting(jwksv1alpha1.ReasonUpdateThrottled,
+				"the set changed within %v of its last update; the change is published at %s, the previous set is served until then",
+				r.Throttle.Interval, now.Add(wait).UTC().Format(time.RFC3339)).After(wait).KeepReady()
+		}
+		if err := r.apply(ctx, desired); err != nil {
+			return ctrl.Result{}, err
+		}
+		if cm != nil && !repair { // creating a set is not an update: it does not start a window
+			r.Throttle.Wrote(id, now)
+		}
+		if repair {
+			r.Recorder.Eventf(cfg, cm, corev1.EventTypeWarning, jwksv1alpha1.ReasonDriftReverted, "Publish",
+				"ConfigMap %q was changed by someone else; the published set (%d keys) was put back", cm.Name, len(next))
+		}
+		r.announce(cfg, previous, next)
+		cfg.Status.LastUpdateTime = &metav1.Time{Time: now}
+		if nginxEnabled(cfg) {
+			if err := r.refreshPods(ctx, cfg, desired); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+	}
+	if err := r.removeRenamed(ctx, cfg); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.reconcileNginx(ctx, cfg, now); err != nil {
+		return ctrl.Result{}, err
+	}
+	setKeyStatus(cfg, next)
+	r.Metrics.observeSet(cfg, next)
+	if err := r.checkServed(ctx, cfg, doc); err != nil {
+		return ctrl.Result{}, err
+	}
+	promotion, err := r.promote(ctx, cfg, key.KeyID(), signing, promoteAtOnce, now)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	wake := nextWakeUp(now, nextRemoval, key.NotAfter)
+	if promotion > 0 {
+		wake = min(wake, promotion)
+	}
+	return ctrl.Result{RequeueAfter: wake}, nil
+}
+
+// planSet is the next set and its document: jwks.Plan under the spec's policy, within the
+// size a ConfigMap can hold (retired keys leave early, oldest first, to fit).
+func planSet(cfg *jwksv1alpha1.JWKSConfig, key jwks.Key, previous []jwks.PublishedKey, signing string, now time.Time) ([]jwks.PublishedKey, []byte, time.Time, error) {
+	policy := policyOf(cfg)
+	policy.Signing = signing
+	next, nextRemoval := jwks.Plan(key, previous, policy, now)
+	kept, doc, err := jwks.MarshalWithin(next, jwks.MaxDocumentBytes)
+	if err != nil {
+		return nil, nil, time.Time{}, err
+	}
+	if len(kept) < len(next) {
+		// The removal that was due may belong to a key that no longer fits.
+		nextRemoval = jwks.EarliestRemoval(kept, policy.OldKeysTTL)
+	}
+	return kept, doc, nextRemoval, nil
+}
+
+// publishedConfigMap returns the JWKS ConfigMap named by the spec (nil if it does not
+// exist yet) and the one to read the previous set from: the same one, or, right after
+// spec.configMapName changed, the ConfigMap this JWKSConfig published in before, so that
+// the set moves with its retired keys. A ConfigMap of that name that is not this
+// JWKSConfig's is never read or written (NameInUse).
+func (r *Reconciler) publishedConfigMap(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig) (current, source *corev1.ConfigMap, err error) {
+	obj, err := r.claim(ctx, cfg, &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: cfg.Namespace, Name: jwksConfigMapName(cfg)}})
+	if err != nil {
+		return nil, nil, err
+	}
+	if obj != nil {
+		cm := obj.(*corev1.ConfigMap)
+		return cm, cm, nil
+	}
+	renamed, err := r.renamedConfigMaps(ctx, cfg)
+	if err != nil || len(renamed) == 0 {
+		return nil, nil, err
+	}
+	return nil, &renamed[0], nil
+}
+
+// renamedConfigMaps are the JWKS ConfigMaps this JWKSConfig made under names it no
+// longer uses (spec.configMapName changed), by name.
+func (r *Reconciler) renamedConfigMaps(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig) ([]corev1.ConfigMap, error) {
+	list := &corev1.ConfigMapList{}
+	if err := r.Owned.List(ctx, list, client.InNamespace(cfg.Namespace), client.MatchingLabels{OwnerLabel: cfg.Name}); err != nil {
+		return nil, fmt.Errorf("listing the ConfigMaps of JWKSConfig %s: %w", cfg.Name, err)
+	}
+	var out []corev1.ConfigMap
+	for _, cm := range list.Items {
+		_, isSet := cm.Annotations[RetirementsAnnotation]
+		if isSet && cm.Name != jwksConfigMapName(cfg) && cm.Name != nginxConfigMapName(cfg) {
+			out = append(out, cm)
+		}
+	}
+	slices.SortFunc(out, func(a, b corev1.ConfigMap) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// removeRenamed deletes the JWKS ConfigMaps left under an old name once the set is
+// published under the new one.
+func (r *Reconciler) removeRenamed(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig) error {
+	renamed, err := r.renamedConfigMaps(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	for i := range renamed {
+		old := &renamed[i]
+		err := r.Client.Delete(ctx, old, client.Preconditions{UID: ptrTo(old.UID)})
+		if apierrors.IsNotFound(err) {
+			continue // deleted by an earlier reconcile; the cache had not seen it go
+		}
+		if err != nil {
+			return status.WriteFailed("delete", old, err)
+		}
+		r.Recorder.Eventf(cfg, old, corev1.EventTypeNormal, jwksv1alpha1.ReasonConfigMapMoved, "Delete", "The set moved to ConfigMap %q; deleted %q", jwksConfigMapName(cfg), old.Name)
+	}
+	return nil
+}
+
+// claim returns the existing object named like obj if it is this JWKSConfig's (it
+// carries OwnerLabel with this JWKSConfig's name), or nil when there is none. One made for
+// another JWKSConfig, or by anyone else, is never adopted, overwritten or deleted: that
+// is NameInUse, until its name is freed or it is labelled over to this JWKSConfig.
+func (r *Reconciler) claim(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, obj client.Object) (client.Object, error) {
+	current := obj.DeepCopyObject().(client.Object)
+	key := client.ObjectKeyFromObject(obj)
+	err := r.Owned.Get(ctx, key, current)
+	if apierrors.IsNotFound(err) {
+		// The private cache holds only labelled objects: ask the API server whether an
+		// unlabelled one (someone else's) is in the way, or ours is not cached yet.
+		err = r.APIReader.Get(ctx, key, current)
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	kind := obj.GetObjectKind().GroupVersionKind().Kind
+	if err != nil {
+		return nil, fmt.Errorf("getting %s %s: %w", kind, key.Name, err)
+	}
+	if owner := current.GetLabels()[OwnerLabel]; owner != cfg.Name {
+		whose := "was not made by trustplane"
+		if owner != "" {
+			whose = fmt.Sprintf("belongs to JWKSConfig %q", owner)
+		}
+		return nil, status.Stalled(jwksv1alpha1.ReasonNameInUse,
+			"%s %q already exists and %s; it is left untouched: choose another name, delete it, or label it %s=%s to hand it over",
+			kind, key.Name, whose, OwnerLabel, cfg.Name)
+	}
+	return current, nil
+}
+
+// restore reads the previous set from cm (nil: none). When someone else has written the
+// set since this controller last did (the document's field has moved to another
+// manager), only the keys this JWKSConfig published (status.keys) are taken back: a key
+// slipped into the ConfigMap is never published. A ConfigMap handed over by labelling,
+// never written by this controller, is taken as it is.
+//
+// Whatever the ConfigMap says, the keys status.keys records (written by the manager only)
+// are taken back too: a ConfigMap edited, emptied or replaced never makes a retired key
+// inside its TTL leave the set (jwks.Plan drops what the policy says must go).
+func (r *Reconciler) restore(cfg *jwksv1alpha1.JWKSConfig, cm *corev1.ConfigMap) ([]jwks.PublishedKey, error) {
+	keys, err := restorePublished(cm)
+	if err != nil {
+		return nil, err
+	}
+	if cm != nil && appliedBy(cm, FieldOwner) && !r.ownsDocument(cm) {
+		published := map[string]bool{}
+		for _, k := range cfg.Status.Keys {
+			published[k.KeyID] = true
+		}
+		keys = slices.DeleteFunc(keys, func(k jwks.PublishedKey) bool { return !published[k.KeyID()] })
+	}
+	return append(keys, recordedKeys(cfg, keys)...), nil
+}
+
+// recordedKeys are the keys of status.keys that are not in keys, rebuilt from their
+// recorded public JWK (without x5c, which status does not keep).
+func recordedKeys(cfg *jwksv1alpha1.JWKSConfig, keys []jwks.PublishedKey) []jwks.PublishedKey {
+	have := map[string]bool{}
+	for _, k := range keys {
+		have[k.KeyID()] = true
+	}
+	var out []jwks.PublishedKey
+	for _, pk := range cfg.Status.Keys {
+		if have[pk.KeyID] || pk.PublicKey == "" {
+			continue
+		}
+		k, err := jwks.ParsePublicJWK(pk.KeyID, pk.PublicKey)
+		if err != nil {
+			continue // not ours to repair: status is written by this controller only
+		}
+		restored := jwks.PublishedKey{Key: k}
+		if pk.NotAfter != nil {
+			restored.NotAfter = pk.NotAfter.Time
+		}
+		if pk.RetiredAt != nil {
+			restored.RetiredAt = &pk.RetiredAt.Time
+		}
+		out = append(out, restored)
+	}
+	return out
+}
+
+// ownsDocument says whether this controller still owns the set in cm, with its value.
+func (r *Reconciler) ownsDocument(cm *corev1.ConfigMap) bool {
+	owned, err := apply.Owned(cm, FieldOwner)
+	if err != nil {
+		return false
+	}
+	doc, ok := owned.(*corev1ac.ConfigMapApplyConfiguration).Data[jwks.DocumentKey]
+	return ok && doc == cm.Data[jwks.DocumentKey]
+}
+
+// appliedBy says whether manager has ever applied obj.
+func appliedBy(obj client.Object, manager string) bool {
+	for _, f := range obj.GetManagedFields() {
+		if f.Manager == manager && f.Operation == metav1.ManagedFieldsOperationApply {
+			return true
+		}
+	}
+	return false
+}
+
+// currentKey reads the Secret and parses tls.crt, reusing the last parse when the bytes
+// have not changed.
+func (r *Reconciler) currentKey(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, now time.Time) (jwks.Key, error) {
+	secret := &corev1.Secret{}
+	ref := types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Spec.CertificateSecret}
+	if err := r.APIReader.Get(ctx, ref, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return jwks.Key{}, status.Waiting(jwksv1alpha1.ReasonSecretNotFound, "Secret %q does not exist; waiting for it", ref.Name).Warn()
+		}
+		return jwks.Key{}, fmt.Errorf("getting Secret %s: %w", ref.Name, err)
+	}
+	crt, ok := secret.Data[corev1.TLSCertKey]
+	if !ok {
+		return jwks.Key{}, &jwks.InputError{Reason: jwksv1alpha1.ReasonMissingCertificate, Message: fmt.Sprintf("Secret %q has no %s", ref.Name, corev1.TLSCertKey)}
+	}
+	if len(crt) > jwks.MaxCertificateBytes {
+		return jwks.Key{}, &jwks.InputError{Reason: jwksv1alpha1.ReasonCertificateTooLarge, Message: fmt.Sprintf("Secret %q: %s is %d bytes, more than the %d a certificate chain may have here", ref.Name, corev1.TLSCertKey, len(crt), jwks.MaxCertificateBytes)}
+	}
+	id := types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Name}
+	fp := sha256.Sum256(append([]byte(cfg.Spec.Algorithm+"\x00"), crt...))
+	if v, ok := r.parsed.Load(id); ok && v.(parsedCert).fingerprint == fp {
+		key := v.(parsedCert).key
+		if now.After(key.NotAfter) {
+			return jwks.Key{}, &jwks.InputError{Reason: jwksv1alpha1.ReasonCertificateExpired, Message: fmt.Sprintf("the certificate in Secret %q expired at %s", ref.Name, key.NotAfter.UTC().Format(time.RFC3339))}
+		}
+		return key, nil
+	}
+	key, err := jwks.ParseChain(crt, cfg.Spec.Algorithm, now)
+	if err != nil {
+		var ie *jwks.InputError
+		if errors.As(err, &ie) {
+			ie.Message = fmt.Sprintf("Secret %q: %s", ref.Name, ie.Message)
+		}
+		return jwks.Key{}, err
+	}
+	r.parsed.Store(id, parsedCert{fingerprint: fp, key: key})
+	return key, nil
+}
+
+// restorePublished reads the previous set back. A document that does not parse is not
+// overwritten: it may hold keys that tokens in flight still need.
+func restorePublished(cm *corev1.ConfigMap) ([]jwks.PublishedKey, error) {
+	if cm == nil || cm.Data[jwks.DocumentKey] == "" {
+		return nil, nil
+	}
+	retirements, err := jwks.DecodeRetirements(cm.Annotations[RetirementsAnnotation])
+	if err != nil {
+		// Losing retirement times only keeps old keys longer (they count as retired now).
+		retirements = nil
+	}
+	keys, err := jwks.Restore([]byte(cm.Data[jwks.DocumentKey]), retirements)
+	if err != nil {
+		var ie *jwks.InputError
+		if errors.As(err, &ie) {
+			ie.Message = fmt.Sprintf("ConfigMap %q: %s; fix or delete it, it is left untouched", cm.Name, ie.Message)
+		}
+		return nil, err
+	}
+	return keys, nil
+}
+
+// reconcileNginx applies (or, when disabled, removes) the nginx ConfigMap, Deployment
+// and Service, and reverts what others changed in the fields it owns.
+func (r *Reconciler) reconcileNginx(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, now time.Time) error {
+	objs := []client.Object{desiredNginxConfigMap(cfg), desiredDeployment(cfg, r.NginxImage), desiredService(cfg)}
+	if !nginxEnabled(cfg) {
+		return r.deleteOwned(ctx, r.Owned, cfg, objs...)
+	}
+	for i, obj := range objs {
+		current, err := r.claim(ctx, cfg, obj)
+		if err != nil {
+			return err
+		}
+		if current != nil && !r.drifted(current, obj) {
+			continue
+		}
+		if err := r.apply(ctx, obj); err != nil {
+			return err
+		}
+		if i == 0 {
+			cfg.Status.NginxConfigUpdated = &metav1.Time{Time: now}
+		}
+	}
+	return nil
+}
+
+// refreshPods bumps an annotation on the running nginx pods so their kubelets resync
+// the JWKS volume now rather than on their next periodic sync.
+func (r *Reconciler) refreshPods(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, cm *corev1.ConfigMap) error {
+	pods := &corev1.PodList{}
+	if err := r.Owned.List(ctx, pods, client.InNamespace(cfg.Namespace), client.MatchingLabels(podLabels(cfg))); err != nil {
+		return fmt.Errorf("listing nginx pods: %w", err)
+	}
+	content := hashOf(cm.Data)
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if pod.Annotations[PodContentAnnotation] == content || !pod.DeletionTimestamp.IsZero() {
+			continue
+		}
+		patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, PodContentAnnotation, content))
+		if err := r.Client.Patch(ctx, pod, patch); client.IgnoreNotFound(err) != nil {
+			return status.WriteFailed("patch", pod, err)
+		}
+	}
+	return nil
+}
+
+// finalize removes what the JWKSConfig made, then its finalizer.
+func (r *Reconciler) finalize(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig) error {
+	if !Finalizer.Held(cfg) {
+		return nil
+	}
+	objs := []client.Object{desiredDeployment(cfg, r.NginxImage), desiredService(cfg), desiredNginxConfigMap(cfg)}
+	if cfg.Spec.CleanupOnDelete {
+		set, _ := desiredJWKSConfigMap(cfg, nil, "") // no document: cannot fail
+		objs = append(objs, set)
+	}
+	if err := r.deleteOwned(ctx, r.APIReader, cfg, objs...); err != nil {
+		return err
+	}
+	if err := r.releaseIssuers(ctx, cfg, "", r.Clock.Now()); err != nil {
+		return err
+	}
+	if err := Finalizer.Release(ctx, r.Client, cfg); err != nil {
+		return err
+	}
+	r.forget(types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Name})
+	return nil
+}
+
+// deleteOwned deletes objects that carry this JWKSConfig's owner label; an object of
+// the same name that someone else made is never deleted. It looks them up with from:
+// the cache on the steady path, the API server when finalizing (an object the cache
+// has not seen yet must not be left behind).
+func (r *Reconciler) deleteOwned(ctx context.Context, from client.Reader, cfg *jwksv1alpha1.JWKSConfig, objs ...client.Object) error {
+	for _, obj := range objs {
+		current := obj.DeepCopyObject().(client.Object)
+		if err := from.Get(ctx, client.ObjectKeyFromObject(obj), current); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return fmt.Errorf("getting %T %s: %w", obj, obj.GetName(), err)
+		}
+		if current.GetLabels()[OwnerLabel] != cfg.Name {
+			continue
+		}
+		precondition := client.Preconditions{UID: ptrTo(current.GetUID())}
+		if err := r.Client.Delete(ctx, current, precondition); client.IgnoreNotFound(err) != nil {
+			return status.WriteFailed("delete", current, err)
+		}
+	}
+	return nil
+}
+
+// apply server-side applies obj with the controller's field owner.
+func (r *Reconciler) apply(ctx context.Context, obj client.Object) error {
+	u, err := apply.Configuration(r.Client, obj)
+	if err != nil {
+		return err
+	}
+	u.SetResourceVersion(obj.GetResourceVersion()) // a precondition when set
+	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return status.WriteFailed("apply", u, err)
+	}
+	r.Metrics.countWrite(u.GetKind())
+	return nil
+}
+
+// drifted says whether applying desired would change current: a field this controller
+// set differs, was changed or removed by someone else (the field then belongs to them,
+// as server-side apply records it), or is not set yet.
+func (r *Reconciler) drifted(current, desired client.Object) bool {
+	drifted, err := apply.Drifted(r.Client, current, desired, FieldOwner)
+	return err != nil || drifted
+}
+
+func hashOf(v any) string {
+	raw, _ := json.Marshal(v) // maps marshal with sorted keys: stable
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:16])
+}
+
+// nextWakeUp is when to reconcile again with no other change: when a retired key is due
+// to go, or when the current certificate expires (to report it).
+func nextWakeUp(now, nextRemoval, notAfter time.Time) time.Duration {
+	wake := notAfter.Add(time.Second)
+	if !nextRemoval.IsZero() && nextRemoval.Before(wake) {
+		wake = nextRemoval
+	}
+	if d := wake.Sub(now); d > 0 {
+		return d
+	}
+	return time.Second
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -1,0 +1,77 @@
+package podcertsigner
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/utils/clock"
+
+	"github.com/trustplane/trustplane/internal/manager"
+	"github.com/trustplane/trustplane/internal/podcert"
+)
+
+const (
+	// Name is the controller's name in --controllers.
+	Name = "podcertificate-signer"
+	// Help is the controller's one-line description in --help.
+	Help = "PodCertificateRequest signer backed by a CA Secret"
+)
+
+// Options configure the signer: its flags, and the clock tests inject.
+type Options struct {
+	// SignerName is the signerName whose PodCertificateRequests this signer issues.
+	SignerName string
+	// CANamespace and CASecretName name the kubernetes.io/tls Secret holding the CA.
+	CANamespace  string
+	CASecretName string
+	// MaxLifetime is the longest certificate lifetime issued (at least 1h).
+	MaxLifetime time.Duration
+	// KeyTypes are the key types issued; others are denied UnsupportedKeyType.
+	KeyTypes []string
+	// TrustDomain is the trust domain of the SPIFFE ID URI SAN.
+	TrustDomain string
+	// Workers is the number of concurrent signings.
+	Workers int
+	// CARotation generates a new CA this often (0: only supplied CAs rotate in).
+	CARotation time.Duration
+	// CAOverlap is how long a new CA is in the trust bundle before it signs.
+	CAOverlap time.Duration
+	// Clock decides the certificates' times and the CA rotation's.
+	Clock clock.PassiveClock
+}
+
+// DefaultOptions are the flag defaults.
+func DefaultOptions() Options {
+	return Options{
+		SignerName: "trustplane.io/pod-identity", CANamespace: manager.OwnNamespace(), CASecretName: "trustplane-pod-identity-ca",
+		MaxLifetime: 24 * time.Hour, KeyTypes: []string{"RSA3072", "RSA4096", "ECDSAP256", "ECDSAP384", "ECDSAP521", "ED25519"},
+		TrustDomain: "cluster.local", Workers: 16, CAOverlap: time.Hour, Clock: clock.RealClock{},
+	}
+}
+
+// AddFlags registers the options as flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.SignerName, "podcert-signer-name", o.SignerName, "signerName whose PodCertificateRequests this signer issues.")
+	fs.StringVar(&o.CANamespace, "podcert-ca-namespace", o.CANamespace, "Namespace of the CA Secret (default: the manager's own).")
+	fs.StringVar(&o.CASecretName, "podcert-ca-secret", o.CASecretName, "kubernetes.io/tls Secret holding the CA; created with a new self-signed P-256 CA when absent, never overwritten.")
+	fs.DurationVar(&o.MaxLifetime, "podcert-max-lifetime", o.MaxLifetime, "Longest certificate lifetime issued (at least 1h, as the API requires).")
+	fs.StringSliceVar(&o.KeyTypes, "podcert-key-types", o.KeyTypes, "Key types issued; others are denied UnsupportedKeyType.")
+	fs.StringVar(&o.TrustDomain, "podcert-trust-domain", o.TrustDomain, "Trust domain of the SPIFFE ID URI SAN (spiffe://<domain>/ns/<ns>/sa/<sa>).")
+	fs.IntVar(&o.Workers, "podcert-signer-workers", o.Workers, "Concurrent signings.")
+	fs.DurationVar(&o.CARotation, "podcert-ca-rotation", o.CARotation, "Generate a new CA this often (0: never; a CA written to the Secret's next.crt/next.key still rotates in).")
+	fs.DurationVar(&o.CAOverlap, "podcert-ca-overlap", o.CAOverlap, "How long a new CA is published in the ClusterTrustBundle before it signs.")
+}
+
+// Validate checks the options before anything connects: the API's minimum lifetime, and
+// a CA rotation that fits the longest leaf.
+func (o Options) Validate() error {
+	if o.MaxLifetime < time.Hour {
+		return fmt.Errorf("--podcert-max-lifetime must be at least 1h, not %v", o.MaxLifetime)
+	}
+	return o.rotationPolicy().Validate()
+}
+
+func (o Options) rotationPolicy() podcert.RotationPolicy {
+	return podcert.RotationPolicy{Every: o.CARotation, Overlap: o.CAOverlap, MaxLifetime: o.MaxLifetime}
+}

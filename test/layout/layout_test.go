@@ -1,0 +1,185 @@
+// Package layout checks the house plan of docs/architecture.md, so that it stays true:
+// condition types and reasons are declared in api/ only, controllers do not import each
+// other and keep no package-level mutable state, and the pure packages of internal/ hold
+// no Kubernetes client.
+package layout
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/trustplane/trustplane/"
+
+// root is the repository's root: this package is test/layout.
+var root = filepath.Join("..", "..")
+
+// pure are the packages of internal/ that hold pure logic: no client of any API server.
+var pure = []string{"access", "atomicfile", "checksum", "credentialpool", "debounce", "jwks", "podcert", "rbac", "scheme", "shoot", "tenantkubeconfig", "testcerts", "version"}
+
+// reasonArgument is, per called function or method name, the position of its reason
+// argument: status.* helpers, status.Set, and an EventRecorder's Eventf.
+var reasonArgument = map[string]int{
+	"Stalled": 0, "Waiting": 0, "Refused": 0, "Transient": 0,
+	"MarkReady": 1, "MarkNotReady": 1, "Set": 3, "Eventf": 3,
+}
+
+// TestReasonsLiveInAPI: no production Go file outside api/ declares a Reason* or
+// Condition* constant or variable, or passes a string literal where a reason goes.
+func TestReasonsLiveInAPI(t *testing.T) {
+	for path, file := range productionFiles(t) {
+		if strings.HasPrefix(path, "api/") {
+			continue
+		}
+		ast.Inspect(file, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.ValueSpec:
+				for _, name := range n.Names {
+					if strings.HasPrefix(name.Name, "Reason") || strings.HasPrefix(name.Name, "Condition") ||
+						strings.HasPrefix(name.Name, "reason") || strings.HasPrefix(name.Name, "condition") {
+						t.Errorf("%s: %s is declared outside api/: condition types and reasons belong in api/", path, name.Name)
+					}
+				}
+			case *ast.CallExpr:
+				if lit := literalReason(n); lit != "" {
+					t.Errorf("%s: reason %s is a literal: declare it in api/", path, lit)
+				}
+			}
+			return true
+		})
+	}
+}
+
+func literalReason(call *ast.CallExpr) string {
+	sel, ok := call.Fun.(*ast.SelectorExpr)
+	if !ok {
+		return ""
+	}
+	i, ok := reasonArgument[sel.Sel.Name]
+	if !ok || i >= len(call.Args) {
+		return ""
+	}
+	if lit, ok := call.Args[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+		return lit.Value
+	}
+	return ""
+}
+
+// TestControllersStandAlone: no controller package depends on another (go list -deps),
+// and none keeps package-level state of type sync.* or sync/atomic.*: what controllers
+// share is built where the manager is assembled (internal/cli) and handed to each.
+func TestControllersStandAlone(t *testing.T) {
+	controllers := packagesUnder(t, "internal/controller")
+	for _, pkg := range controllers {
+		for _, dep := range deps(t, pkg) {
+			if dep != pkg && slices.Contains(controllers, dep) {
+				t.Errorf("%s depends on %s: controllers share through packages of internal/, never each other", pkg, dep)
+			}
+		}
+	}
+	for path, file := range productionFiles(t) {
+		if !strings.HasPrefix(path, "internal/controller/") {
+			continue
+		}
+		for _, decl := range file.Decls {
+			gen, ok := decl.(*ast.GenDecl)
+			if !ok || gen.Tok != token.VAR {
+				continue
+			}
+			for _, spec := range gen.Specs {
+				if sel, ok := spec.(*ast.ValueSpec).Type.(*ast.SelectorExpr); ok {
+					if x, ok := sel.X.(*ast.Ident); ok && (x.Name == "sync" || x.Name == "atomic") {
+						t.Errorf("%s: package-level %s.%s: shared mutable state belongs in Options", path, x.Name, sel.Sel.Name)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestPurePackagesHoldNoClient: the pure packages of internal/ reach no API server.
+func TestPurePackagesHoldNoClient(t *testing.T) {
+	for _, name := range pure {
+		pkg := module + "internal/" + name
+		for _, dep := range deps(t, pkg) {
+			if strings.HasPrefix(dep, "sigs.k8s.io/controller-runtime") || dep == "k8s.io/client-go/kubernetes" || dep == "k8s.io/client-go/dynamic" {
+				t.Errorf("%s depends on %s: it is listed as pure logic (docs/architecture.md)", pkg, dep)
+			}
+		}
+	}
+}
+
+// productionFiles are the parsed non-test Go files of the module, by slash path from the
+// root, without generated code and without nested modules.
+func productionFiles(t *testing.T) map[string]*ast.File {
+	t.Helper()
+	files := map[string]*ast.File{}
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if rel != "." && (strings.HasPrefix(d.Name(), ".") || rel == "bin" || hasOwnModule(path)) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") || strings.HasPrefix(d.Name(), "zz_generated") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			return err
+		}
+		files[rel] = f
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 100 {
+		t.Fatalf("found only %d production files under %s", len(files), root)
+	}
+	return files
+}
+
+func hasOwnModule(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, "go.mod"))
+	return err == nil && filepath.Clean(dir) != filepath.Clean(root)
+}
+
+func packagesUnder(t *testing.T, dir string) []string {
+	t.Helper()
+	return goList(t, "./"+dir+"/...")
+}
+
+func deps(t *testing.T, pkg string) []string {
+	t.Helper()
+	return goList(t, "-deps", pkg)
+}
+
+func goList(t *testing.T, args ...string) []string {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list"}, args...)...)
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %s: %v", strings.Join(args, " "), err)
+	}
+	lines := strings.Fields(string(out))
+	if len(lines) == 0 {
+		t.Fatalf("go list %s: nothing", strings.Join(args, " "))
+	}
+	return lines
+}
