@@ -101,7 +101,7 @@ bench-memory: k8s-bins ## Secret caches: manager peak RSS with 400 Opaque Secret
 
 .PHONY: fuzz-jwks
 fuzz-jwks: ## Fuzz the certificate → JWK path for FUZZTIME (default 3m).
-	go test ./internal/jwks -run '^$$' -fuzz FuzzParseChain -fuzztime $(or $(FUZZTIME),3m)
+	go test ./internal/jwkset -run '^$$' -fuzz FuzzParseChain -fuzztime $(or $(FUZZTIME),3m)
 
 .PHONY: test-deps
 test-deps: ## Install the Debian packages tests run for real (nginx, openssl) when missing.

@@ -22,7 +22,7 @@ import (
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	"github.com/trustplane/trustplane/internal/checksum"
 	jwksctrl "github.com/trustplane/trustplane/internal/controller/jwks"
-	"github.com/trustplane/trustplane/internal/jwks"
+	"github.com/trustplane/trustplane/internal/jwkset"
 	"github.com/trustplane/trustplane/internal/nodeagent"
 	"github.com/trustplane/trustplane/internal/testcerts"
 	"github.com/trustplane/trustplane/internal/testenv"
@@ -104,7 +104,7 @@ func testManagerPublishes(t *testing.T, jwksServer string) {
 		Data: map[string][]byte{corev1.TLSCertKey: chain.PEM(), corev1.TLSPrivateKeyKey: chain.KeyPEM()}})
 	create(t, &jwksv1alpha1.JWKSConfig{ObjectMeta: metav1.ObjectMeta{Namespace: jwksNamespace, Name: "issuer"},
 		Spec: jwksv1alpha1.JWKSConfigSpec{CertificateSecret: "issuer-tls"}})
-	key, err := jwks.ParseChain(chain.PEM(), "", time.Now())
+	key, err := jwkset.ParseChain(chain.PEM(), "", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func testManagerPublishes(t *testing.T, jwksServer string) {
 	testenv.Eventually(t, "the JWK Set in its ConfigMap", 30*time.Second, func() bool {
 		cm := &corev1.ConfigMap{}
 		return env.Client.Get(ctx, client.ObjectKey{Namespace: jwksNamespace, Name: "issuer-jwks"}, cm) == nil &&
-			strings.Contains(cm.Data[jwks.DocumentKey], `"kid":"`+kid+`"`)
+			strings.Contains(cm.Data[jwkset.DocumentKey], `"kid":"`+kid+`"`)
 	})
 	testenv.Eventually(t, "the JWK Set from the manager's own server", 30*time.Second, func() bool {
 		body, ok := get(t, urlOf(jwksServer, "/"+jwksNamespace+"/issuer/jwks.json"))

@@ -23,7 +23,7 @@ const module = "github.com/trustplane/trustplane/"
 var root = filepath.Join("..", "..")
 
 // pure are the packages of internal/ that hold pure logic: no client of any API server.
-var pure = []string{"access", "atomicfile", "checksum", "credentialpool", "debounce", "jwks", "podcert", "rbac", "scheme", "shoot", "tenantkubeconfig", "testcerts", "version"}
+var pure = []string{"access", "atomicfile", "checksum", "credentialpool", "debounce", "jwkset", "podcert", "rbac", "scheme", "shoot", "tenantkubeconfig", "testcerts", "version"}
 
 // reasonArgument is, per called function or method name, the position of its reason
 // argument: status.* helpers, status.Set, and an EventRecorder's Eventf.
@@ -182,4 +182,20 @@ func goList(t *testing.T, args ...string) []string {
 		t.Fatalf("go list %s: nothing", strings.Join(args, " "))
 	}
 	return lines
+}
+
+// TestPackageNamesAreUnique: no two packages of internal/ and pkg/ share a name, so a
+// name says which one is meant (internal/kubeconfig beside internal/controller/kubeconfig
+// needed an alias in every file that used both).
+func TestPackageNamesAreUnique(t *testing.T) {
+	seen := map[string]string{}
+	for _, dir := range []string{"internal", "pkg"} {
+		for _, pkg := range packagesUnder(t, dir) {
+			name := pkg[strings.LastIndex(pkg, "/")+1:]
+			if other, ok := seen[name]; ok {
+				t.Errorf("%s and %s share the name %s", other, pkg, name)
+			}
+			seen[name] = pkg
+		}
+	}
 }

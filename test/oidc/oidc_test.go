@@ -33,7 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
-	"github.com/trustplane/trustplane/internal/jwks"
+	"github.com/trustplane/trustplane/internal/jwkset"
 	"github.com/trustplane/trustplane/internal/testcerts"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
@@ -111,27 +111,27 @@ func TestGoOIDCAgainstTheGeneratedNginx(t *testing.T) {
 	proxy, backend := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	issuer := "https://" + proxy
 
-	published, err := jwks.ParseChain(key.chain, "", time.Now())
+	published, err := jwkset.ParseChain(key.chain, "", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc, err := jwks.Marshal([]jwks.PublishedKey{{Key: published}})
+	doc, err := jwkset.Marshal([]jwkset.PublishedKey{{Key: published}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	discovery, err := jwks.Discovery(issuer, doc)
+	discovery, err := jwkset.Discovery(issuer, doc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	html := t.TempDir()
-	for name, content := range map[string][]byte{jwks.DocumentKey: doc, jwks.DiscoveryKey: discovery} {
+	for name, content := range map[string][]byte{jwkset.DocumentKey: doc, jwkset.DiscoveryKey: discovery} {
 		if err := os.WriteFile(filepath.Join(html, name), content, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 	_, portText, _ := net.SplitHostPort(backend)
 	port, _ := strconv.Atoi(portText)
-	generated := jwks.NginxServer(port, html, 5*time.Minute, true)
+	generated := jwkset.NginxServer(port, html, 5*time.Minute, true)
 	generated = strings.ReplaceAll(generated, fmt.Sprintf("listen %d;", port), "listen "+backend+";")
 	testenv.StartNginx(t, proxyTLS.conf+generated+proxyServer(proxy, fmt.Sprintf(`
     location / {
@@ -237,7 +237,7 @@ func newSigningKey(t *testing.T, ns, name string) signingKey {
 	if err != nil {
 		t.Fatal(err)
 	}
-	published, err := jwks.ParseChain(data[corev1.TLSCertKey], "", time.Now())
+	published, err := jwkset.ParseChain(data[corev1.TLSCertKey], "", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
-	"github.com/trustplane/trustplane/internal/jwks"
+	"github.com/trustplane/trustplane/internal/jwkset"
 	"github.com/trustplane/trustplane/internal/testcerts"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
@@ -250,7 +250,7 @@ func keyOf(t *testing.T, ns, name string) signingKey {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kid, err := jwks.KeyIDOf(secret.Data[corev1.TLSCertKey])
+	kid, err := jwkset.KeyIDOf(secret.Data[corev1.TLSCertKey])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func currentKid(t *testing.T, ns, name string) string {
 	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, secret); err != nil {
 		return ""
 	}
-	kid, _ := jwks.KeyIDOf(secret.Data[corev1.TLSCertKey])
+	kid, _ := jwkset.KeyIDOf(secret.Data[corev1.TLSCertKey])
 	return kid
 }
 

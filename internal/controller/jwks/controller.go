@@ -24,7 +24,7 @@ import (
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	"github.com/trustplane/trustplane/internal/finalizer"
-	"github.com/trustplane/trustplane/internal/jwks"
+	"github.com/trustplane/trustplane/internal/jwkset"
 	"github.com/trustplane/trustplane/internal/status"
 )
 
@@ -70,7 +70,7 @@ type Reconciler struct {
 // (every resync) is not parsed again.
 type parsedCert struct {
 	fingerprint [32]byte
-	key         jwks.Key
+	key         jwkset.Key
 }
 
 // +kubebuilder:rbac:groups=jwks.trustplane.io,resources=jwksconfigs,verbs=get;list;watch;update;patch

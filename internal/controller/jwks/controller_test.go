@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
-	"github.com/trustplane/trustplane/internal/jwks"
+	"github.com/trustplane/trustplane/internal/jwkset"
 	"github.com/trustplane/trustplane/internal/testcerts"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
@@ -25,11 +25,11 @@ import (
 // expectedDoc is what the published document must be for a single current key.
 func expectedDoc(t *testing.T, c testcerts.Chain) (string, []byte) {
 	t.Helper()
-	key, err := jwks.ParseChain(c.PEM(), "", time.Now())
+	key, err := jwkset.ParseChain(c.PEM(), "", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc, err := jwks.Marshal([]jwks.PublishedKey{{Key: key}})
+	doc, err := jwkset.Marshal([]jwkset.PublishedKey{{Key: key}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestEveryKeyTypeIsPublishedWithStatus(t *testing.T) {
 		newJWKSConfig(t, ns, name, name+"-tls")
 		kid, doc := expectedDoc(t, chain)
 		cfg := waitReady(t, ns, name, metav1.ConditionTrue, jwksv1alpha1.ReasonPublished)
-		if got := getConfigMap(t, ns, name+"-jwks").Data[jwks.DocumentKey]; got != string(doc) {
+		if got := getConfigMap(t, ns, name+"-jwks").Data[jwkset.DocumentKey]; got != string(doc) {
 			t.Errorf("%s: published document differs from the expected one", kt)
 		}
 		if cfg.Status.LastKeyID != kid || cfg.Status.KeyCount != 1 || len(cfg.Status.Keys) != 1 {
@@ -80,9 +80,9 @@ func TestSecretChangeReachesConfigMapThroughTheWatch(t *testing.T) {
 	putSecret(t, ns, "tls", tlsData(second))
 	kid2, _ := expectedDoc(t, second)
 	testenv.Eventually(t, "the new key in the ConfigMap", 30*time.Second, func() bool {
-		return strings.Contains(getConfigMap(t, ns, "watch-jwks").Data[jwks.DocumentKey], kid2)
+		return strings.Contains(getConfigMap(t, ns, "watch-jwks").Data[jwkset.DocumentKey], kid2)
 	})
-	doc := getConfigMap(t, ns, "watch-jwks").Data[jwks.DocumentKey]
+	doc := getConfigMap(t, ns, "watch-jwks").Data[jwkset.DocumentKey]
 	if strings.Index(doc, kid2) > strings.Index(doc, kid1) {
 		t.Error("the new key is not first")
 	}
@@ -124,7 +124,7 @@ func TestRetiredKeyIsRemovedOnTimeAndSurvivesRestart(t *testing.T) {
 		t.Fatalf("restart changed the retirement record: %q → %q", retiredAt, got)
 	}
 	testenv.Eventually(t, "the retired key to be removed", 30*time.Second, func() bool { return getConfig(t, ns, "ttl").Status.KeyCount == 1 })
-	doc := getConfigMap(t, ns, "ttl-jwks").Data[jwks.DocumentKey]
+	doc := getConfigMap(t, ns, "ttl-jwks").Data[jwkset.DocumentKey]
 	if strings.Contains(doc, kid1) || !strings.Contains(doc, kid2) {
 		t.Errorf("after the TTL the set should hold only the new key")
 	}
@@ -145,7 +145,7 @@ func TestReplacingStrategies(t *testing.T) {
 		putSecret(t, ns, name, tlsData(second))
 		_, want := expectedDoc(t, second)
 		testenv.Eventually(t, name+": the set replaced by the new key", 30*time.Second, func() bool {
-			return getConfigMap(t, ns, name+"-jwks").Data[jwks.DocumentKey] == string(want)
+			return getConfigMap(t, ns, name+"-jwks").Data[jwkset.DocumentKey] == string(want)
 		})
 	}
 }
@@ -163,7 +163,7 @@ func TestRenewedCertificateWithSameKeyKeepsKid(t *testing.T) {
 	putSecret(t, ns, "tls", tlsData(renewed))
 	_, want := expectedDoc(t, renewed)
 	testenv.Eventually(t, "x5c/x5t updated in place", 30*time.Second, func() bool {
-		return getConfigMap(t, ns, "renew-jwks").Data[jwks.DocumentKey] == string(want)
+		return getConfigMap(t, ns, "renew-jwks").Data[jwkset.DocumentKey] == string(want)
 	})
 	cfg = getConfig(t, ns, "renew")
 	if cfg.Status.LastKeyID != kid || cfg.Status.KeyCount != 1 {
@@ -184,7 +184,7 @@ func TestBadInputKeepsThePublishedSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	testdata := func(name string) []byte {
-		b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "internal/jwks/testdata", name))
+		b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "internal/jwkset/testdata", name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -207,7 +207,7 @@ func TestBadInputKeepsThePublishedSet(t *testing.T) {
 		{"RSA 1024", jwksv1alpha1.ReasonWeakKey, "1024 bits", tlsData(weak)},
 		{"expired", jwksv1alpha1.ReasonCertificateExpired, "expired at", tlsData(expired)},
 		{"oversized", jwksv1alpha1.ReasonCertificateTooLarge, "more than the 65536",
-			map[string][]byte{"tls.crt": append(good.PEM(), bytes.Repeat([]byte("\n"), jwks.MaxCertificateBytes)...)}},
+			map[string][]byte{"tls.crt": append(good.PEM(), bytes.Repeat([]byte("\n"), jwkset.MaxCertificateBytes)...)}},
 	} {
 		putSecret(t, ns, "tls", tc.data)
 		cfg := waitReadyMessage(t, ns, "bad", metav1.ConditionFalse, tc.reason, tc.message)
@@ -249,14 +249,14 @@ func TestCorruptPublishedSetIsNotOverwritten(t *testing.T) {
 	startManager(t)
 	ns := newNamespace(t)
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "corrupt-jwks", Labels: map[string]string{OwnerLabel: "corrupt"}},
-		Data: map[string]string{jwks.DocumentKey: `{"keys":[{"kty":"RSA"`}}
+		Data: map[string]string{jwkset.DocumentKey: `{"keys":[{"kty":"RSA"`}}
 	if err := env.Client.Create(context.Background(), cm); err != nil {
 		t.Fatal(err)
 	}
 	putSecret(t, ns, "tls", tlsData(newChain(t, testcerts.P256)))
 	newJWKSConfig(t, ns, "corrupt", "tls")
 	waitReady(t, ns, "corrupt", metav1.ConditionFalse, jwksv1alpha1.ReasonInvalidPublished)
-	if got := getConfigMap(t, ns, "corrupt-jwks").Data[jwks.DocumentKey]; got != cm.Data[jwks.DocumentKey] {
+	if got := getConfigMap(t, ns, "corrupt-jwks").Data[jwkset.DocumentKey]; got != cm.Data[jwkset.DocumentKey] {
 		t.Error("the unreadable set was overwritten")
 	}
 }
@@ -269,7 +269,7 @@ func TestAnExistingSetIsTakenOnlyWhenHandedOver(t *testing.T) {
 	ns := newNamespace(t)
 	old := newChain(t, testcerts.RSA2048)
 	oldKid, oldDoc := expectedDoc(t, old)
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "adopt-jwks"}, Data: map[string]string{jwks.DocumentKey: string(oldDoc)}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "adopt-jwks"}, Data: map[string]string{jwkset.DocumentKey: string(oldDoc)}}
 	if err := env.Client.Create(context.Background(), cm); err != nil {
 		t.Fatal(err)
 	}

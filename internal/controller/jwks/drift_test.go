@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
-	"github.com/trustplane/trustplane/internal/jwks"
+	"github.com/trustplane/trustplane/internal/jwkset"
 	"github.com/trustplane/trustplane/internal/testcerts"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
@@ -22,7 +22,7 @@ import (
 // kidsOf lists the kids of a JWK Set document, in order.
 func kidsOf(t *testing.T, doc string) []string {
 	t.Helper()
-	keys, err := jwks.Unmarshal([]byte(doc))
+	keys, err := jwkset.Unmarshal([]byte(doc))
 	if err != nil {
 		t.Fatalf("document %q: %v", doc, err)
 	}
@@ -93,10 +93,10 @@ func TestDriftNeverDropsAKey(t *testing.T) {
 	newKid, _ := expectedDoc(t, second)
 	both := []string{newKid, oldKid}
 	testenv.Eventually(t, "the rotation to be published", 30*time.Second, func() bool {
-		return slices.Equal(kidsOf(t, getConfigMap(t, ns, "kept-jwks").Data[jwks.DocumentKey]), both)
+		return slices.Equal(kidsOf(t, getConfigMap(t, ns, "kept-jwks").Data[jwkset.DocumentKey]), both)
 	})
 	rotated := time.Now()
-	published := getConfigMap(t, ns, "kept-jwks").Data[jwks.DocumentKey]
+	published := getConfigMap(t, ns, "kept-jwks").Data[jwkset.DocumentKey]
 	stop := watchServed(t, "http://"+mgr.serverAddr+"/"+ns+"/kept/jwks.json", func() []string { return both })
 
 	rogueKid, rogueDoc := expectedDoc(t, newChain(t, testcerts.P256))
@@ -106,8 +106,8 @@ func TestDriftNeverDropsAKey(t *testing.T) {
 		edit func(cm *corev1.ConfigMap)
 	}{
 		{"emptied", func(cm *corev1.ConfigMap) { cm.Data = map[string]string{} }},
-		{"the retired key edited out", func(cm *corev1.ConfigMap) { cm.Data[jwks.DocumentKey] = string(onlyNew) }},
-		{"the document replaced", func(cm *corev1.ConfigMap) { cm.Data[jwks.DocumentKey] = string(rogueDoc) }},
+		{"the retired key edited out", func(cm *corev1.ConfigMap) { cm.Data[jwkset.DocumentKey] = string(onlyNew) }},
+		{"the document replaced", func(cm *corev1.ConfigMap) { cm.Data[jwkset.DocumentKey] = string(rogueDoc) }},
 	}
 	for _, when := range []string{"inside the update interval", "outside the update interval"} {
 		if when == "outside the update interval" {
@@ -117,7 +117,7 @@ func TestDriftNeverDropsAKey(t *testing.T) {
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kept-jwks"}}
 			editAs(t, cm, func() { e.edit(cm) })
 			testenv.Eventually(t, "the set to be put back after "+e.name+" "+when, 5*time.Second, func() bool {
-				return getConfigMap(t, ns, "kept-jwks").Data[jwks.DocumentKey] == published
+				return getConfigMap(t, ns, "kept-jwks").Data[jwkset.DocumentKey] == published
 			})
 			cfg := getConfig(t, ns, "kept")
 			var statusKids []string
@@ -136,7 +136,7 @@ func TestDriftNeverDropsAKey(t *testing.T) {
 	if requests == 0 || incomplete > 0 {
 		t.Errorf("%d of %d answers of the server lacked a published key", incomplete, requests)
 	}
-	if strings.Contains(getConfigMap(t, ns, "kept-jwks").Data[jwks.DocumentKey], rogueKid) {
+	if strings.Contains(getConfigMap(t, ns, "kept-jwks").Data[jwkset.DocumentKey], rogueKid) {
 		t.Error("the key of the replaced document was published")
 	}
 	if len(eventsFor(t, ns, "kept", "DriftReverted")) == 0 {

@@ -14,11 +14,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
-	"github.com/trustplane/trustplane/internal/jwks"
+	"github.com/trustplane/trustplane/internal/jwkset"
 	"github.com/trustplane/trustplane/internal/status"
 )
 
-// An issuer (host and path, jwks.IssuerKey) belongs to one JWKSConfig. Which one is
+// An issuer (host and path, jwkset.IssuerKey) belongs to one JWKSConfig. Which one is
 // recorded in a claim: a ConfigMap in the manager's namespace, where tenants cannot
 // write, so neither a forged status nor the age of an object decides who serves an
 // issuer. The first JWKSConfig to claim an issuer keeps it until it lets it go (deleted,
@@ -51,7 +51,7 @@ type IssuerClaims struct {
 	// Reader reads claims from a cache of that namespace's claims.
 	Reader client.Reader
 	// Bindings are the operator's issuer → namespace bindings.
-	Bindings jwks.IssuerBindings
+	Bindings jwkset.IssuerBindings
 	// Hold is how long a released issuer stays with its namespace.
 	Hold time.Duration
 }
@@ -62,7 +62,7 @@ func issuerKeyOf(cfg *jwksv1alpha1.JWKSConfig) string {
 	if cfg.Spec.Issuer == "" {
 		return ""
 	}
-	key, err := jwks.IssuerKey(cfg.Spec.Issuer)
+	key, err := jwkset.IssuerKey(cfg.Spec.Issuer)
 	if err != nil {
 		return ""
 	}

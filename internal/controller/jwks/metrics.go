@@ -6,7 +6,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
-	"github.com/trustplane/trustplane/internal/jwks"
+	"github.com/trustplane/trustplane/internal/jwkset"
 )
 
 // Metrics are the controller's Prometheus metrics.
@@ -43,7 +43,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 var defaultMetrics = NewMetrics(metrics.Registry)
 
-func (m *Metrics) observeSet(cfg *jwksv1alpha1.JWKSConfig, keys []jwks.PublishedKey) {
+func (m *Metrics) observeSet(cfg *jwksv1alpha1.JWKSConfig, keys []jwkset.PublishedKey) {
 	if m == nil {
 		return
 	}

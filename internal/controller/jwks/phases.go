@@ -22,7 +22,7 @@ import (
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	"github.com/trustplane/trustplane/internal/apply"
-	"github.com/trustplane/trustplane/internal/jwks"
+	"github.com/trustplane/trustplane/internal/jwkset"
 	"github.com/trustplane/trustplane/internal/status"
 )
 
@@ -54,7 +54,7 @@ func (r *Reconciler) publish(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, 
 		return ctrl.Result{}, err
 	}
 	keep, promoteAtOnce := signingPolicy(cfg, key.KeyID(), signing)
-	if keep != "" && !slices.ContainsFunc(previous, func(k jwks.PublishedKey) bool { return k.KeyID() == keep }) {
+	if keep != "" && !slices.ContainsFunc(previous, func(k jwkset.PublishedKey) bool { return k.KeyID() == keep }) {
 		// The key signers use is not in the set any more (only a lost ConfigMap and status
 		// can do that): the current key, which is, signs from now on.
 		keep, promoteAtOnce = "", true
@@ -63,7 +63,7 @@ func (r *Reconciler) publish(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, 
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	desired, err := desiredJWKSConfigMap(cfg, doc, jwks.EncodeRetirements(next))
+	desired, err := desiredJWKSConfigMap(cfg, doc, jwkset.EncodeRetirements(next))
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -124,19 +124,19 @@ func (r *Reconciler) publish(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, 
 	return ctrl.Result{RequeueAfter: wake}, nil
 }
 
-// planSet is the next set and its document: jwks.Plan under the spec's policy, within the
+// planSet is the next set and its document: jwkset.Plan under the spec's policy, within the
 // size a ConfigMap can hold (retired keys leave early, oldest first, to fit).
-func planSet(cfg *jwksv1alpha1.JWKSConfig, key jwks.Key, previous []jwks.PublishedKey, signing string, now time.Time) ([]jwks.PublishedKey, []byte, time.Time, error) {
+func planSet(cfg *jwksv1alpha1.JWKSConfig, key jwkset.Key, previous []jwkset.PublishedKey, signing string, now time.Time) ([]jwkset.PublishedKey, []byte, time.Time, error) {
 	policy := policyOf(cfg)
 	policy.Signing = signing
-	next, nextRemoval := jwks.Plan(key, previous, policy, now)
-	kept, doc, err := jwks.MarshalWithin(next, jwks.MaxDocumentBytes)
+	next, nextRemoval := jwkset.Plan(key, previous, policy, now)
+	kept, doc, err := jwkset.MarshalWithin(next, jwkset.MaxDocumentBytes)
 	if err != nil {
 		return nil, nil, time.Time{}, err
 	}
 	if len(kept) < len(next) {
 		// The removal that was due may belong to a key that no longer fits.
-		nextRemoval = jwks.EarliestRemoval(kept, policy.OldKeysTTL)
+		nextRemoval = jwkset.EarliestRemoval(kept, policy.OldKeysTTL)
 	}
 	return kept, doc, nextRemoval, nil
 }
@@ -242,8 +242,8 @@ func (r *Reconciler) claim(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, ob
 //
 // Whatever the ConfigMap says, the keys status.keys records (written by the manager only)
 // are taken back too: a ConfigMap edited, emptied or replaced never makes a retired key
-// inside its TTL leave the set (jwks.Plan drops what the policy says must go).
-func (r *Reconciler) restore(cfg *jwksv1alpha1.JWKSConfig, cm *corev1.ConfigMap) ([]jwks.PublishedKey, error) {
+// inside its TTL leave the set (jwkset.Plan drops what the policy says must go).
+func (r *Reconciler) restore(cfg *jwksv1alpha1.JWKSConfig, cm *corev1.ConfigMap) ([]jwkset.PublishedKey, error) {
 	keys, err := restorePublished(cm)
 	if err != nil {
 		return nil, err
@@ -253,28 +253,28 @@ func (r *Reconciler) restore(cfg *jwksv1alpha1.JWKSConfig, cm *corev1.ConfigMap)
 		for _, k := range cfg.Status.Keys {
 			published[k.KeyID] = true
 		}
-		keys = slices.DeleteFunc(keys, func(k jwks.PublishedKey) bool { return !published[k.KeyID()] })
+		keys = slices.DeleteFunc(keys, func(k jwkset.PublishedKey) bool { return !published[k.KeyID()] })
 	}
 	return append(keys, recordedKeys(cfg, keys)...), nil
 }
 
 // recordedKeys are the keys of status.keys that are not in keys, rebuilt from their
 // recorded public JWK (without x5c, which status does not keep).
-func recordedKeys(cfg *jwksv1alpha1.JWKSConfig, keys []jwks.PublishedKey) []jwks.PublishedKey {
+func recordedKeys(cfg *jwksv1alpha1.JWKSConfig, keys []jwkset.PublishedKey) []jwkset.PublishedKey {
 	have := map[string]bool{}
 	for _, k := range keys {
 		have[k.KeyID()] = true
 	}
-	var out []jwks.PublishedKey
+	var out []jwkset.PublishedKey
 	for _, pk := range cfg.Status.Keys {
 		if have[pk.KeyID] || pk.PublicKey == "" {
 			continue
 		}
-		k, err := jwks.ParsePublicJWK(pk.KeyID, pk.PublicKey)
+		k, err := jwkset.ParsePublicJWK(pk.KeyID, pk.PublicKey)
 		if err != nil {
 			continue // not ours to repair: status is written by this controller only
 		}
-		restored := jwks.PublishedKey{Key: k}
+		restored := jwkset.PublishedKey{Key: k}
 		if pk.NotAfter != nil {
 			restored.NotAfter = pk.NotAfter.Time
 		}
@@ -292,8 +292,8 @@ func (r *Reconciler) ownsDocument(cm *corev1.ConfigMap) bool {
 	if err != nil {
 		return false
 	}
-	doc, ok := owned.(*corev1ac.ConfigMapApplyConfiguration).Data[jwks.DocumentKey]
-	return ok && doc == cm.Data[jwks.DocumentKey]
+	doc, ok := owned.(*corev1ac.ConfigMapApplyConfiguration).Data[jwkset.DocumentKey]
+	return ok && doc == cm.Data[jwkset.DocumentKey]
 }
 
 // appliedBy says whether manager has ever applied obj.
@@ -308,38 +308,38 @@ func appliedBy(obj client.Object, manager string) bool {
 
 // currentKey reads the Secret and parses tls.crt, reusing the last parse when the bytes
 // have not changed.
-func (r *Reconciler) currentKey(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, now time.Time) (jwks.Key, error) {
+func (r *Reconciler) currentKey(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, now time.Time) (jwkset.Key, error) {
 	secret := &corev1.Secret{}
 	ref := types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Spec.CertificateSecret}
 	if err := r.APIReader.Get(ctx, ref, secret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return jwks.Key{}, status.Waiting(jwksv1alpha1.ReasonSecretNotFound, "Secret %q does not exist; waiting for it", ref.Name).Warn()
+			return jwkset.Key{}, status.Waiting(jwksv1alpha1.ReasonSecretNotFound, "Secret %q does not exist; waiting for it", ref.Name).Warn()
 		}
-		return jwks.Key{}, fmt.Errorf("getting Secret %s: %w", ref.Name, err)
+		return jwkset.Key{}, fmt.Errorf("getting Secret %s: %w", ref.Name, err)
 	}
 	crt, ok := secret.Data[corev1.TLSCertKey]
 	if !ok {
-		return jwks.Key{}, &jwks.InputError{Reason: jwksv1alpha1.ReasonMissingCertificate, Message: fmt.Sprintf("Secret %q has no %s", ref.Name, corev1.TLSCertKey)}
+		return jwkset.Key{}, &jwkset.InputError{Reason: jwksv1alpha1.ReasonMissingCertificate, Message: fmt.Sprintf("Secret %q has no %s", ref.Name, corev1.TLSCertKey)}
 	}
-	if len(crt) > jwks.MaxCertificateBytes {
-		return jwks.Key{}, &jwks.InputError{Reason: jwksv1alpha1.ReasonCertificateTooLarge, Message: fmt.Sprintf("Secret %q: %s is %d bytes, more than the %d a certificate chain may have here", ref.Name, corev1.TLSCertKey, len(crt), jwks.MaxCertificateBytes)}
+	if len(crt) > jwkset.MaxCertificateBytes {
+		return jwkset.Key{}, &jwkset.InputError{Reason: jwksv1alpha1.ReasonCertificateTooLarge, Message: fmt.Sprintf("Secret %q: %s is %d bytes, more than the %d a certificate chain may have here", ref.Name, corev1.TLSCertKey, len(crt), jwkset.MaxCertificateBytes)}
 	}
 	id := types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Name}
 	fp := sha256.Sum256(append([]byte(cfg.Spec.Algorithm+"\x00"), crt...))
 	if v, ok := r.parsed.Load(id); ok && v.(parsedCert).fingerprint == fp {
 		key := v.(parsedCert).key
 		if now.After(key.NotAfter) {
-			return jwks.Key{}, &jwks.InputError{Reason: jwksv1alpha1.ReasonCertificateExpired, Message: fmt.Sprintf("the certificate in Secret %q expired at %s", ref.Name, key.NotAfter.UTC().Format(time.RFC3339))}
+			return jwkset.Key{}, &jwkset.InputError{Reason: jwksv1alpha1.ReasonCertificateExpired, Message: fmt.Sprintf("the certificate in Secret %q expired at %s", ref.Name, key.NotAfter.UTC().Format(time.RFC3339))}
 		}
 		return key, nil
 	}
-	key, err := jwks.ParseChain(crt, cfg.Spec.Algorithm, now)
+	key, err := jwkset.ParseChain(crt, cfg.Spec.Algorithm, now)
 	if err != nil {
-		var ie *jwks.InputError
+		var ie *jwkset.InputError
 		if errors.As(err, &ie) {
 			ie.Message = fmt.Sprintf("Secret %q: %s", ref.Name, ie.Message)
 		}
-		return jwks.Key{}, err
+		return jwkset.Key{}, err
 	}
 	r.parsed.Store(id, parsedCert{fingerprint: fp, key: key})
 	return key, nil
@@ -347,18 +347,18 @@ func (r *Reconciler) currentKey(ctx context.Context, cfg *jwksv1alpha1.JWKSConfi
 
 // restorePublished reads the previous set back. A document that does not parse is not
 // overwritten: it may hold keys that tokens in flight still need.
-func restorePublished(cm *corev1.ConfigMap) ([]jwks.PublishedKey, error) {
-	if cm == nil || cm.Data[jwks.DocumentKey] == "" {
+func restorePublished(cm *corev1.ConfigMap) ([]jwkset.PublishedKey, error) {
+	if cm == nil || cm.Data[jwkset.DocumentKey] == "" {
 		return nil, nil
 	}
-	retirements, err := jwks.DecodeRetirements(cm.Annotations[RetirementsAnnotation])
+	retirements, err := jwkset.DecodeRetirements(cm.Annotations[RetirementsAnnotation])
 	if err != nil {
 		// Losing retirement times only keeps old keys longer (they count as retired now).
 		retirements = nil
 	}
-	keys, err := jwks.Restore([]byte(cm.Data[jwks.DocumentKey]), retirements)
+	keys, err := jwkset.Restore([]byte(cm.Data[jwkset.DocumentKey]), retirements)
 	if err != nil {
-		var ie *jwks.InputError
+		var ie *jwkset.InputError
 		if errors.As(err, &ie) {
 			ie.Message = fmt.Sprintf("ConfigMap %q: %s; fix or delete it, it is left untouched", cm.Name, ie.Message)
 		}

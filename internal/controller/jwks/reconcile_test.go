@@ -21,7 +21,7 @@ import (
 
 	"github.com/trustplane/trustplane/api/conditions"
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
-	"github.com/trustplane/trustplane/internal/jwks"
+	"github.com/trustplane/trustplane/internal/jwkset"
 	"github.com/trustplane/trustplane/internal/scheme"
 	"github.com/trustplane/trustplane/internal/testcerts"
 )
@@ -168,7 +168,7 @@ func TestRotationTimelineOnAFakeClock(t *testing.T) {
 	d.clock.Step(time.Second) // T3
 	d.mustReconcile(t, ns, "timeline")
 	cfg = getConfig(t, ns, "timeline")
-	if cfg.Status.KeyCount != 1 || cfg.Status.LastKeyID != kid2 || strings.Contains(getConfigMap(t, ns, "timeline-jwks").Data[jwks.DocumentKey], kid1) {
+	if cfg.Status.KeyCount != 1 || cfg.Status.LastKeyID != kid2 || strings.Contains(getConfigMap(t, ns, "timeline-jwks").Data[jwkset.DocumentKey], kid1) {
 		t.Fatalf("T3: %+v", cfg.Status)
 	}
 	if !d.sawEvent("KeyRemoved") {
@@ -302,7 +302,7 @@ func TestBurstsAreFoldedIntoOneWrite(t *testing.T) {
 	if cfg.Status.LastKeyID != lastKid || cfg.Status.KeyCount != 3 {
 		t.Errorf("after the window: kid %s keys %d, want the latest key of 3", cfg.Status.LastKeyID, cfg.Status.KeyCount)
 	}
-	doc := getConfigMap(t, ns, "burst-jwks").Data[jwks.DocumentKey]
+	doc := getConfigMap(t, ns, "burst-jwks").Data[jwkset.DocumentKey]
 	for _, kid := range skipped {
 		if strings.Contains(doc, kid) {
 			t.Errorf("a key superseded inside the window was published: %s", kid)
@@ -345,7 +345,7 @@ func TestAStalePlanNeverDropsAKey(t *testing.T) {
 	if _, err := d.reconcile(t, ns, "stale"); !apierrors.IsConflict(err) {
 		t.Errorf("a plan from a stale read: %v, want a conflict", err)
 	}
-	if doc := getConfigMap(t, ns, "stale-jwks").Data[jwks.DocumentKey]; !strings.Contains(doc, kid2) {
+	if doc := getConfigMap(t, ns, "stale-jwks").Data[jwkset.DocumentKey]; !strings.Contains(doc, kid2) {
 		t.Errorf("the key of the last rotation (%s) was dropped", kid2)
 	}
 }

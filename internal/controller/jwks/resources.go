@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
-	"github.com/trustplane/trustplane/internal/jwks"
+	"github.com/trustplane/trustplane/internal/jwkset"
 )
 
 const (
@@ -86,7 +86,7 @@ func validateSpec(c *jwksv1alpha1.JWKSConfig) error {
 		}
 	}
 	if len(problems) > 0 {
-		return &jwks.InputError{Reason: jwksv1alpha1.ReasonInvalidSpec, Message: strings.Join(problems, "; ")}
+		return &jwkset.InputError{Reason: jwksv1alpha1.ReasonInvalidSpec, Message: strings.Join(problems, "; ")}
 	}
 	return nil
 }
@@ -125,8 +125,8 @@ func durationOr(d *jwksv1alpha1.Duration, def time.Duration) time.Duration {
 	return def
 }
 
-func policyOf(c *jwksv1alpha1.JWKSConfig) jwks.Policy {
-	return jwks.Policy{
+func policyOf(c *jwksv1alpha1.JWKSConfig) jwkset.Policy {
+	return jwkset.Policy{
 		KeepOldKeys: c.Spec.UpdateStrategy != jwksv1alpha1.UpdateStrategyImmediate && ptr.Deref(c.Spec.KeepOldKeys, true),
 		OldKeysTTL:  durationOr(c.Spec.OldKeysTTL, defaultTTL),
 		MaxKeys:     int(ptr.Deref(c.Spec.MaxKeys, defaultMaxKeys)),
@@ -164,14 +164,14 @@ func desiredJWKSConfigMap(c *jwksv1alpha1.JWKSConfig, doc []byte, retirements st
 			Name: jwksConfigMapName(c), Namespace: c.Namespace, Labels: labelsFor(c),
 			Annotations: map[string]string{RetirementsAnnotation: retirements},
 		},
-		Data: map[string]string{jwks.DocumentKey: string(doc)},
+		Data: map[string]string{jwkset.DocumentKey: string(doc)},
 	}
 	if c.Spec.Issuer != "" && doc != nil {
-		discovery, err := jwks.Discovery(c.Spec.Issuer, doc)
+		discovery, err := jwkset.Discovery(c.Spec.Issuer, doc)
 		if err != nil {
-			return nil, &jwks.InputError{Reason: jwksv1alpha1.ReasonInvalidSpec, Message: "spec.issuer: " + err.Error()}
+			return nil, &jwkset.InputError{Reason: jwksv1alpha1.ReasonInvalidSpec, Message: "spec.issuer: " + err.Error()}
 		}
-		cm.Data[jwks.DiscoveryKey] = string(discovery)
+		cm.Data[jwkset.DiscoveryKey] = string(discovery)
 	}
 	return cm, nil
 }
@@ -182,15 +182,15 @@ func desiredNginxConfigMap(c *jwksv1alpha1.JWKSConfig) *corev1.ConfigMap {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: nginxConfigMapName(c), Namespace: c.Namespace, Labels: labelsFor(c), OwnerReferences: ownerRef(c),
 		},
-		Data: map[string]string{nginxConfigKey: jwks.NginxServer(nginxPort, nginxHTMLDir, cacheMaxAge(c), c.Spec.Issuer != "")},
+		Data: map[string]string{nginxConfigKey: jwkset.NginxServer(nginxPort, nginxHTMLDir, cacheMaxAge(c), c.Spec.Issuer != "")},
 	}
 }
 
 // servedFiles are the keys of the JWKS ConfigMap that nginx serves as files.
 func servedFiles(c *jwksv1alpha1.JWKSConfig) []corev1.KeyToPath {
-	items := []corev1.KeyToPath{{Key: jwks.DocumentKey, Path: jwks.DocumentKey}}
+	items := []corev1.KeyToPath{{Key: jwkset.DocumentKey, Path: jwkset.DocumentKey}}
 	if c.Spec.Issuer != "" {
-		items = append(items, corev1.KeyToPath{Key: jwks.DiscoveryKey, Path: jwks.DiscoveryKey})
+		items = append(items, corev1.KeyToPath{Key: jwkset.DiscoveryKey, Path: jwkset.DiscoveryKey})
 	}
 	return items
 }
@@ -298,7 +298,7 @@ func (l Limits) check(c *jwksv1alpha1.JWKSConfig) error {
 		problems = append(problems, l.resourceProblems("requests", c.Spec.Nginx.Resources.Requests)...)
 	}
 	if len(problems) > 0 {
-		return &jwks.InputError{Reason: jwksv1alpha1.ReasonOverLimit, Message: strings.Join(problems, "; ")}
+		return &jwkset.InputError{Reason: jwksv1alpha1.ReasonOverLimit, Message: strings.Join(problems, "; ")}
 	}
 	return nil
 }

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
-	"github.com/trustplane/trustplane/internal/jwks"
+	"github.com/trustplane/trustplane/internal/jwkset"
 	"github.com/trustplane/trustplane/internal/testcerts"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
@@ -57,8 +57,8 @@ func TestMaxKeysBoundsTheSet(t *testing.T) {
 	if want := []string{kids[4], kids[3], kids[2]}; strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("kept %v, want the current key and the two retired last %v", got, want)
 	}
-	doc := getConfigMap(t, ns, "capped-jwks").Data[jwks.DocumentKey]
-	if keys, err := jwks.Unmarshal([]byte(doc)); err != nil || len(keys) != 3 {
+	doc := getConfigMap(t, ns, "capped-jwks").Data[jwkset.DocumentKey]
+	if keys, err := jwkset.Unmarshal([]byte(doc)); err != nil || len(keys) != 3 {
 		t.Errorf("published set: %d keys, %v", len(keys), err)
 	}
 	waitEvent(t, ns, "capped", "KeyRemoved")
@@ -170,8 +170,8 @@ func TestRenamingTheConfigMapMovesTheSet(t *testing.T) {
 	updateConfig(t, ns, "moving", func(c *jwksv1alpha1.JWKSConfig) { c.Spec.ConfigMapName = "moved-keys" })
 	waitReady(t, ns, "moving", metav1.ConditionTrue, jwksv1alpha1.ReasonPublished)
 	moved := getConfigMap(t, ns, "moved-keys")
-	if moved.Data[jwks.DocumentKey] != old.Data[jwks.DocumentKey] || moved.Annotations[RetirementsAnnotation] != old.Annotations[RetirementsAnnotation] {
-		t.Errorf("the set did not move as it was:\nold %v %s\nnew %v %s", old.Annotations, old.Data[jwks.DocumentKey], moved.Annotations, moved.Data[jwks.DocumentKey])
+	if moved.Data[jwkset.DocumentKey] != old.Data[jwkset.DocumentKey] || moved.Annotations[RetirementsAnnotation] != old.Annotations[RetirementsAnnotation] {
+		t.Errorf("the set did not move as it was:\nold %v %s\nnew %v %s", old.Annotations, old.Data[jwkset.DocumentKey], moved.Annotations, moved.Data[jwkset.DocumentKey])
 	}
 	testenv.Eventually(t, "the old ConfigMap to go", 30*time.Second, func() bool {
 		return apierrors.IsNotFound(env.Client.Get(context.Background(), client.ObjectKeyFromObject(old), &corev1.ConfigMap{}))
@@ -235,13 +235,13 @@ func TestEditsByOthersAreReverted(t *testing.T) {
 	})
 
 	set := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kept-jwks"}}
-	published := getConfigMap(t, ns, "kept-jwks").Data[jwks.DocumentKey]
+	published := getConfigMap(t, ns, "kept-jwks").Data[jwkset.DocumentKey]
 	rogueKid, rogueDoc := expectedDoc(t, newChain(t, testcerts.P256))
-	editAs(t, set, func() { set.Data[jwks.DocumentKey] = withKey(t, published, rogueDoc) })
+	editAs(t, set, func() { set.Data[jwkset.DocumentKey] = withKey(t, published, rogueDoc) })
 	testenv.Eventually(t, "the published set to be put back", 30*time.Second, func() bool {
-		return getConfigMap(t, ns, "kept-jwks").Data[jwks.DocumentKey] == published
+		return getConfigMap(t, ns, "kept-jwks").Data[jwkset.DocumentKey] == published
 	})
-	if strings.Contains(getConfigMap(t, ns, "kept-jwks").Data[jwks.DocumentKey], rogueKid) {
+	if strings.Contains(getConfigMap(t, ns, "kept-jwks").Data[jwkset.DocumentKey], rogueKid) {
 		t.Error("a key slipped into the ConfigMap was published")
 	}
 	if got := getConfig(t, ns, "kept"); got.Status.KeyCount != cfg.Status.KeyCount {
@@ -304,7 +304,7 @@ func TestConfigChangesRollNginx(t *testing.T) {
 		t.Error("the nginx configuration does not have the new cacheMaxAge")
 	}
 	set := getConfigMap(t, ns, "rolling-jwks")
-	if !strings.Contains(set.Data[jwks.DiscoveryKey], `"jwks_uri":"https://`+ns+`.idp.example/jwks.json"`) {
+	if !strings.Contains(set.Data[jwkset.DiscoveryKey], `"jwks_uri":"https://`+ns+`.idp.example/jwks.json"`) {
 		t.Errorf("no discovery document beside the set: %v", set.Data)
 	}
 }
@@ -370,7 +370,7 @@ func TestNotReadyUntilTheServerAnswersTheSet(t *testing.T) {
 	if r := readyCondition(cfg); r == nil || r.Status != metav1.ConditionFalse || r.Reason != jwksv1alpha1.ReasonServerSyncing {
 		t.Errorf("Ready = %+v, want False %s", r, jwksv1alpha1.ReasonServerSyncing)
 	}
-	if cfg.Status.KeyCount != 1 || getConfigMap(t, ns, "unseen-jwks").Data[jwks.DocumentKey] == "" {
+	if cfg.Status.KeyCount != 1 || getConfigMap(t, ns, "unseen-jwks").Data[jwkset.DocumentKey] == "" {
 		t.Errorf("the set was not written: %+v", cfg.Status)
 	}
 }

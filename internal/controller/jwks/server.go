@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
-	"github.com/trustplane/trustplane/internal/jwks"
+	"github.com/trustplane/trustplane/internal/jwkset"
 )
 
 // Server serves every published set from the informer caches:
@@ -116,8 +116,8 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /", func(w http.ResponseWriter, req *http.Request) {
 		switch p := req.URL.Path; {
-		case strings.HasSuffix(p, "/"+jwks.DocumentKey):
-			s.serveSet(w, req, strings.TrimSuffix(p, "/"+jwks.DocumentKey))
+		case strings.HasSuffix(p, "/"+jwkset.DocumentKey):
+			s.serveSet(w, req, strings.TrimSuffix(p, "/"+jwkset.DocumentKey))
 		case strings.HasSuffix(p, discoveryPath):
 			s.serveDiscovery(w, req, strings.TrimSuffix(p, discoveryPath))
 		default:
@@ -148,7 +148,7 @@ func (s *Server) serveDiscovery(w http.ResponseWriter, req *http.Request, prefix
 		s.writeError(w, http.StatusNotFound, "no issuer is configured for this JWKSConfig")
 		return
 	}
-	body, err := jwks.Discovery(cfg.Spec.Issuer, doc)
+	body, err := jwkset.Discovery(cfg.Spec.Issuer, doc)
 	if err != nil {
 		log.FromContext(req.Context()).Error(err, "rendering a discovery document", "jwksconfig", client.ObjectKeyFromObject(cfg))
 		s.writeError(w, http.StatusInternalServerError, "no discovery document can be made for this issuer")
@@ -188,7 +188,7 @@ func (s *Server) lookup(w http.ResponseWriter, req *http.Request, prefix string)
 		s.writeError(w, http.StatusNotFound, "the JWK Set is not published yet")
 		return nil, nil, false
 	}
-	doc, ok := s.servable(cfg, cm.Data[jwks.DocumentKey])
+	doc, ok := s.servable(cfg, cm.Data[jwkset.DocumentKey])
 	if !ok {
 		// Someone emptied or edited the ConfigMap, and no complete set was seen here yet:
 		// relying parties keep what they cached on a 503, never on an empty set.
@@ -358,7 +358,7 @@ func ParseTrustedProxies(entries []string) ([]netip.Prefix, error) {
 
 // hostKey is the host part of an issuer key for a request's host.
 func hostKey(host string) string {
-	key, err := jwks.IssuerKey("https://" + host)
+	key, err := jwkset.IssuerKey("https://" + host)
 	if err != nil {
 		return ""
 	}

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
-	"github.com/trustplane/trustplane/internal/jwks"
+	"github.com/trustplane/trustplane/internal/jwkset"
 	"github.com/trustplane/trustplane/internal/scheme"
 	"github.com/trustplane/trustplane/internal/testcerts"
 	"github.com/trustplane/trustplane/internal/testenv"
@@ -66,7 +66,7 @@ func TestNativeServer(t *testing.T) {
 	var body []byte
 	testenv.Eventually(t, "the server to serve the published set", 30*time.Second, func() bool {
 		resp, body = get(t, base+"/jwks.json")
-		return resp.StatusCode == 200 && string(body) == getConfigMap(t, ns, "native-jwks").Data[jwks.DocumentKey]
+		return resp.StatusCode == 200 && string(body) == getConfigMap(t, ns, "native-jwks").Data[jwkset.DocumentKey]
 	})
 	for header, want := range map[string]string{
 		"Content-Type":                "application/json",
@@ -172,7 +172,7 @@ func addRoutedConfig(t *testing.T, c client.Client, rc routedConfig) string {
 	}
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: rc.ns, Name: jwksConfigMapName(cfg), Labels: map[string]string{OwnerLabel: rc.name}},
-		Data:       map[string]string{jwks.DocumentKey: string(doc)},
+		Data:       map[string]string{jwkset.DocumentKey: string(doc)},
 	}
 	if err := c.Create(ctx, cfg); err != nil {
 		t.Fatal(err)

@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
-	"github.com/trustplane/trustplane/internal/jwks"
+	"github.com/trustplane/trustplane/internal/jwkset"
 	"github.com/trustplane/trustplane/internal/manager"
 )
 
@@ -136,7 +136,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if err != nil {
 		return nil, err
 	}
-	bindings, err := jwks.ParseIssuerBindings(opts.IssuerNamespaces)
+	bindings, err := jwkset.ParseIssuerBindings(opts.IssuerNamespaces)
 	if err != nil {
 		return nil, fmt.Errorf("--jwks-issuer-namespaces: %w", err)
 	}

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
-	"github.com/trustplane/trustplane/internal/jwks"
+	"github.com/trustplane/trustplane/internal/jwkset"
 	"github.com/trustplane/trustplane/internal/status"
 )
 
@@ -21,7 +21,7 @@ import (
 // at once, and copied to the signing Secret — promoted — only once it has been served for
 // cacheMaxAge plus a margin (the watch latency of the other replicas, kubelet's refresh
 // of nginx's ConfigMap volume). Until then the key being signed with stays in the set
-// (jwks.Policy.Signing). The signing Secret itself records which key signs (its
+// (jwkset.Policy.Signing). The signing Secret itself records which key signs (its
 // tls.crt's kid), so a restart or a leader change neither promotes early nor loses a
 // promotion; status.pendingPromotionTime is set only once the new key is served, and
 // recomputed later (never earlier) if it was lost.
@@ -50,14 +50,14 @@ func (r *Reconciler) signingState(ctx context.Context, cfg *jwksv1alpha1.JWKSCon
 			"Secret %q (spec.signingSecret) already exists and %s; it is left untouched: choose another name, delete it, or label it %s=%s to hand it over",
 			ref.Name, whose, OwnerLabel, cfg.Name)
 	}
-	kid, err := jwks.KeyIDOf(secret.Data[corev1.TLSCertKey])
+	kid, err := jwkset.KeyIDOf(secret.Data[corev1.TLSCertKey])
 	if err != nil {
 		return "", nil // not a key anyone can sign with: as if there were none
 	}
 	return kid, nil
 }
 
-// signingPolicy is the kid Plan keeps as the signing key (jwks.Policy.Signing), and
+// signingPolicy is the kid Plan keeps as the signing key (jwkset.Policy.Signing), and
 // whether the current key is promoted as soon as it is served: the first key, and any
 // key with updateStrategy immediate (a compromised key must stop signing at once).
 func signingPolicy(cfg *jwksv1alpha1.JWKSConfig, current, signing string) (keep string, promoteAtOnce bool) {
@@ -113,7 +113,7 @@ func (r *Reconciler) writeSigningSecret(ctx context.Context, cfg *jwksv1alpha1.J
 	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Spec.CertificateSecret}, source); err != nil {
 		return fmt.Errorf("getting Secret %s to promote its key: %w", cfg.Spec.CertificateSecret, err)
 	}
-	if got, err := jwks.KeyIDOf(source.Data[corev1.TLSCertKey]); err != nil || got != kid {
+	if got, err := jwkset.KeyIDOf(source.Data[corev1.TLSCertKey]); err != nil || got != kid {
 		// Replaced since this reconcile read it: the retry publishes the new key first.
 		return fmt.Errorf("the certificate Secret %s no longer holds key %s", cfg.Spec.CertificateSecret, kid)
 	}

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
-	"github.com/trustplane/trustplane/internal/jwks"
+	"github.com/trustplane/trustplane/internal/jwkset"
 	"github.com/trustplane/trustplane/internal/testcerts"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
@@ -27,7 +27,7 @@ func signingKid(t *testing.T, ns, name string) string {
 		}
 		t.Fatal(err)
 	}
-	kid, err := jwks.KeyIDOf(s.Data[corev1.TLSCertKey])
+	kid, err := jwkset.KeyIDOf(s.Data[corev1.TLSCertKey])
 	if err != nil {
 		t.Fatalf("signing Secret: %v", err)
 	}
@@ -67,7 +67,7 @@ func watchSigning(t *testing.T, ns, cfgName, secret string) (stop func() (violat
 		if _, seen := promotedAt[kid]; !seen {
 			promotedAt[kid] = time.Now()
 		}
-		if !strings.Contains(cm.Data[jwks.DocumentKey], kidField(kid)) {
+		if !strings.Contains(cm.Data[jwkset.DocumentKey], kidField(kid)) {
 			violations = append(violations, "signing with "+kid+", which is not in the published set")
 		}
 	})
@@ -148,7 +148,7 @@ func TestSigningSecretIsPromotedOnceServed(t *testing.T) {
 	waitReady(t, ns, "idp", metav1.ConditionTrue, jwksv1alpha1.ReasonPublished)
 	putSecret(t, ns, "tls", tlsData(chains[3]))
 	testenv.Eventually(t, "promoted at once with immediate", 10*time.Second, func() bool { return signingKid(t, ns, "idp-signing") == kid(3) })
-	if doc := getConfigMap(t, ns, "idp-jwks").Data[jwks.DocumentKey]; strings.Contains(doc, kidField(kid(2))) {
+	if doc := getConfigMap(t, ns, "idp-jwks").Data[jwkset.DocumentKey]; strings.Contains(doc, kidField(kid(2))) {
 		t.Error("the replaced key stayed in the set with immediate")
 	}
 }

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
-	"github.com/trustplane/trustplane/internal/jwks"
+	"github.com/trustplane/trustplane/internal/jwkset"
 	"github.com/trustplane/trustplane/internal/status"
 )
 
@@ -23,7 +23,7 @@ import (
 // a change to the Secret (or the spec) can fix it, and the Secret watch brings the
 // JWKSConfig back when it changes. Other errors pass unchanged.
 func (r *Reconciler) stallOnInputError(err error) error {
-	var ie *jwks.InputError
+	var ie *jwkset.InputError
 	if !errors.As(err, &ie) {
 		return err
 	}
@@ -45,7 +45,7 @@ func (r *Reconciler) checkServed(ctx context.Context, cfg *jwksv1alpha1.JWKSConf
 	if serr != nil {
 		return serr
 	}
-	if err != nil || !serves || cm.Data[jwks.DocumentKey] != string(doc) || cm.Labels[OwnerLabel] != cfg.Name {
+	if err != nil || !serves || cm.Data[jwkset.DocumentKey] != string(doc) || cm.Labels[OwnerLabel] != cfg.Name {
 		return status.Waiting(jwksv1alpha1.ReasonServerSyncing, "the set is written to ConfigMap %q; waiting for trustplane's server to answer it", jwksConfigMapName(cfg)).KeepReady()
 	}
 	if !nginxEnabled(cfg) {
@@ -104,7 +104,7 @@ func rolledOut(d *appsv1.Deployment) bool {
 }
 
 // announce emits events for what changed in the set.
-func (r *Reconciler) announce(cfg *jwksv1alpha1.JWKSConfig, previous, next []jwks.PublishedKey) {
+func (r *Reconciler) announce(cfg *jwksv1alpha1.JWKSConfig, previous, next []jwkset.PublishedKey) {
 	nextKids := map[string]bool{}
 	for _, k := range next {
 		nextKids[k.KeyID()] = true
@@ -133,12 +133,12 @@ func (r *Reconciler) announce(cfg *jwksv1alpha1.JWKSConfig, previous, next []jwk
 	}
 }
 
-func setKeyStatus(cfg *jwksv1alpha1.JWKSConfig, keys []jwks.PublishedKey) {
+func setKeyStatus(cfg *jwksv1alpha1.JWKSConfig, keys []jwkset.PublishedKey) {
 	cfg.Status.LastKeyID = keys[0].KeyID()
 	cfg.Status.KeyCount = int32(len(keys)) //nolint:gosec // a set holds a handful of keys
 	cfg.Status.Keys = make([]jwksv1alpha1.PublishedKey, 0, len(keys))
 	for _, k := range keys {
-		pk := jwksv1alpha1.PublishedKey{KeyID: k.KeyID(), Algorithm: k.JWK.Algorithm, PublicKey: jwks.PublicJWK(k.Key)}
+		pk := jwksv1alpha1.PublishedKey{KeyID: k.KeyID(), Algorithm: k.JWK.Algorithm, PublicKey: jwkset.PublicJWK(k.Key)}
 		if !k.NotAfter.IsZero() {
 			pk.NotAfter = &metav1.Time{Time: k.NotAfter.UTC()}
 		}

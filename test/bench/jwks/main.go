@@ -33,7 +33,7 @@ import (
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	jwksctrl "github.com/trustplane/trustplane/internal/controller/jwks"
-	"github.com/trustplane/trustplane/internal/jwks"
+	"github.com/trustplane/trustplane/internal/jwkset"
 	"github.com/trustplane/trustplane/internal/testcerts"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
@@ -133,7 +133,7 @@ func (b *bench) rotationLatency(ctx context.Context) error {
 	var latencies []time.Duration
 	for i := range *rotations {
 		chain := b.certs[1+i%(len(b.certs)-1)]
-		key, _ := jwks.ParseChain(chain.PEM(), "", time.Now())
+		key, _ := jwkset.ParseChain(chain.PEM(), "", time.Now())
 		start := time.Now()
 		if err := b.putSecret(ctx, ns, i, chain); err != nil {
 			return err
@@ -158,7 +158,7 @@ func waitForKid(w watch.Interface, name, kid string) error {
 			if !ok {
 				return fmt.Errorf("watch closed")
 			}
-			if cm, ok := ev.Object.(*corev1.ConfigMap); ok && cm.Name == name && strings.Contains(cm.Data[jwks.DocumentKey], `"kid":"`+kid+`"`) {
+			if cm, ok := ev.Object.(*corev1.ConfigMap); ok && cm.Name == name && strings.Contains(cm.Data[jwkset.DocumentKey], `"kid":"`+kid+`"`) {
 				return nil
 			}
 		case <-timeout:

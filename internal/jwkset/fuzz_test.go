@@ -1,4 +1,4 @@
-package jwks
+package jwkset
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 
 // FuzzParseChain: any tls.crt content either yields a key whose published document
 // parses back to the same kid and bytes, or an *InputError — never a panic or another error.
-// Run it longer with: go test ./internal/jwks -run '^$' -fuzz FuzzParseChain -fuzztime 3m
+// Run it longer with: go test ./internal/jwkset -run '^$' -fuzz FuzzParseChain -fuzztime 3m
 func FuzzParseChain(f *testing.F) {
 	for _, kt := range []testcerts.KeyType{testcerts.RSA2048, testcerts.P256, testcerts.P521, testcerts.Ed25519} {
 		f.Add(newChain(f, kt).PEM())

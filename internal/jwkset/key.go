@@ -1,7 +1,7 @@
-// Package jwks turns X.509 certificates into JSON Web Keys (RFC 7517/7518/7638/8037) and
+// Package jwkset turns X.509 certificates into JSON Web Keys (RFC 7517/7518/7638/8037) and
 // plans how a published JWK Set changes when the signing certificate rotates. It has no
 // Kubernetes client in it: the controller feeds it bytes and a clock.
-package jwks
+package jwkset
 
 import (
 	"bytes"
