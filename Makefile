@@ -44,12 +44,13 @@ run-program: ## Build bin/trustplane-run, the program behind make run (the trust
 	go build -ldflags '$(LDFLAGS)' -o $(BIN)/trustplane-run ./hack/run
 
 .PHONY: manifests
-manifests: tools ## Generate deepcopy code, CRDs and RBAC from the Go markers.
+manifests: tools ## Generate deepcopy code, CRDs and RBAC from the Go markers; docs/configuration.md and the chart's values.schema.json from the flags.
 	$(CONTROLLER_GEN) object paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	hack/gen-rbac.sh $(CONTROLLER_GEN)
 	cp config/crd/bases/*.yaml charts/trustplane/crds/
 	hack/chart-rbac.sh config/rbac/role.yaml > charts/trustplane/templates/clusterrole.yaml
+	go run ./hack/configref docs/configuration.md charts/trustplane
 
 .PHONY: lint
 lint: lint-tool ## Lint every Go package (golangci-lint pinned in hack/lint, config in .golangci.yml; go vet included).

@@ -73,6 +73,12 @@ func register[O any, P options[O], R any](name, help string, opts P, setup func(
 		Name:     name,
 		Help:     help,
 		AddFlags: opts.AddFlags,
+		Validate: func() error {
+			if v, ok := any(opts).(interface{ Validate() error }); ok {
+				return v.Validate()
+			}
+			return nil
+		},
 		Setup: func(mgr ctrl.Manager) error {
 			for _, fill := range inject {
 				if err := fill(mgr, opts); err != nil {
@@ -102,12 +108,6 @@ type dependencies struct {
 
 func newDependencies() *dependencies {
 	return &dependencies{gardenOpts: garden.DefaultOptions(), policy: tenantkubeconfig.DefaultPolicy()}
-}
-
-// AddFlags registers the shared flags: the garden's and the tenant kubeconfig policy's.
-func (d *dependencies) AddFlags(fs *pflag.FlagSet) {
-	d.gardenOpts.AddFlags(fs)
-	d.policy.AddFlags(fs)
 }
 
 // garden is mgr's garden, nil without --garden-kubeconfig, connected on first use.

@@ -2,20 +2,37 @@ package cli
 
 import (
 	"context"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 
+	"github.com/trustplane/trustplane/internal/config"
 	"github.com/trustplane/trustplane/internal/manager"
 )
 
-func newManagerCommand() *cobra.Command {
+func newManagerCommand() (*cobra.Command, *config.Schema) {
 	deps := newDependencies()
 	known := controllers(deps)
 	opts := manager.DefaultOptions()
-	// Select before connecting, so a typo in --controllers fails at once.
-	validate := func() error { _, err := manager.Select(known, opts.Controllers); return err }
-	cmd := clusterCommand("manager", "Run the controllers (all of them by default; see --controllers)", validate,
+	schema := &config.Schema{Kind: "ManagerConfiguration", Command: "trustplane manager"}
+	// Before connecting, so a typo in --controllers or a value out of range fails at once.
+	validate := func() error {
+		selected, err := manager.Select(known, opts.Controllers)
+		if err != nil {
+			return err
+		}
+		for _, c := range selected {
+			if c.Validate != nil {
+				if err := c.Validate(); err != nil {
+					return err
+				}
+			}
+		}
+		return deps.policy.Validate()
+	}
+	cmd := clusterCommand("manager", "Run the controllers (all of them by default; see --controllers)", schema, validate,
 		func(ctx context.Context, cfg *rest.Config) error {
 			mgr, err := manager.New(cfg, opts, known)
 			if err != nil {
@@ -23,12 +40,28 @@ func newManagerCommand() *cobra.Command {
 			}
 			return manager.Run(ctx, mgr)
 		})
-	opts.AddFlags(cmd.Flags(), known)
-	deps.AddFlags(cmd.Flags())
+	section(cmd, schema, "manager", "The manager process: which controllers run, leader election, metrics and probes.",
+		func(fs *pflag.FlagSet) { opts.AddFlags(fs, known) })
 	for _, c := range known {
 		if c.AddFlags != nil {
-			c.AddFlags(cmd.Flags())
+			section(cmd, schema, c.Name, "The "+c.Name+" controller: "+c.Help+".", c.AddFlags)
 		}
 	}
-	return cmd
+	gardenFlags := pflag.NewFlagSet("garden", pflag.ContinueOnError)
+	deps.gardenOpts.AddFlags(gardenFlags)
+	section(cmd, schema, "garden", "The Gardener project of the cluster, kubeconfig and subscription controllers.", only(gardenFlags, "garden-"))
+	section(cmd, schema, "shoot", "What every Shoot the cluster controller applies says.", only(gardenFlags, "shoot-"))
+	section(cmd, schema, "tenantKubeconfig", "What a brought-along Cluster's kubeconfig may use (cluster and kubeconfig controllers).", deps.policy.AddFlags)
+	return cmd, schema
+}
+
+// only registers the flags of from whose names start with prefix.
+func only(from *pflag.FlagSet, prefix string) func(fs *pflag.FlagSet) {
+	return func(fs *pflag.FlagSet) {
+		from.VisitAll(func(f *pflag.Flag) {
+			if strings.HasPrefix(f.Name, prefix) {
+				fs.AddFlag(f)
+			}
+		})
+	}
 }

@@ -8,9 +8,9 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
 
+	"github.com/trustplane/trustplane/internal/config"
 	"github.com/trustplane/trustplane/internal/dataplaneagent"
 	"github.com/trustplane/trustplane/internal/nodeagent"
-
 	"github.com/trustplane/trustplane/internal/version"
 )
 
@@ -24,13 +24,21 @@ func NewRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return err })
-	root.AddCommand(
-		newManagerCommand(),
-		newNodeAgentCommand(),
-		newDataplaneCommand(),
-		newVersionCommand(),
-	)
+	managerCmd, _ := newManagerCommand()
+	nodeAgentCmd, _ := newNodeAgentCommand()
+	dataplaneCmd, _ := newDataplaneCommand()
+	root.AddCommand(managerCmd, nodeAgentCmd, dataplaneCmd, newVersionCommand())
 	return root
+}
+
+// ConfigSchemas are the kinds of configuration file the subcommands read, with every
+// field bound to a fresh command's flags: the source of docs/configuration.md and of the
+// chart's values.schema.json.
+func ConfigSchemas() []*config.Schema {
+	_, m := newManagerCommand()
+	_, n := newNodeAgentCommand()
+	_, d := newDataplaneCommand()
+	return []*config.Schema{m, n, d}
 }
 
 func newVersionCommand() *cobra.Command {
@@ -45,23 +53,25 @@ func newVersionCommand() *cobra.Command {
 	}
 }
 
-func newNodeAgentCommand() *cobra.Command {
+func newNodeAgentCommand() (*cobra.Command, *config.Schema) {
 	opts := nodeagent.DefaultOptions()
+	schema := &config.Schema{Kind: "NodeAgentConfiguration", Command: "trustplane node-agent"}
 	cmd := clusterCommand("node-agent",
-		"Pod-certificate agent, one per node: requests, refreshes and writes the pod certificates of its node's pods",
+		"Pod-certificate agent, one per node: requests, refreshes and writes the pod certificates of its node's pods", schema,
 		// Validate has a pointer receiver, so this method value reads the parsed flags.
 		opts.Validate,
 		func(ctx context.Context, cfg *rest.Config) error { return nodeagent.Run(ctx, cfg, opts) })
-	opts.AddFlags(cmd.Flags())
-	return cmd
+	section(cmd, schema, "", "The node agent.", opts.AddFlags)
+	return cmd, schema
 }
 
-func newDataplaneCommand() *cobra.Command {
+func newDataplaneCommand() (*cobra.Command, *config.Schema) {
 	opts := dataplaneagent.DefaultOptions()
+	schema := &config.Schema{Kind: "DataplaneConfiguration", Command: "trustplane dataplane"}
 	cmd := clusterCommand("dataplane",
-		"Secret-consistency data-plane agent: writes the TLS and CA Secrets it follows (every namespace, or --namespace/--namespaces) to a directory only while they match a SecretCheckSum",
+		"Secret-consistency data-plane agent: writes the TLS and CA Secrets it follows (every namespace, or --namespace/--namespaces) to a directory only while they match a SecretCheckSum", schema,
 		opts.Validate, // a pointer receiver, as for node-agent
 		func(ctx context.Context, cfg *rest.Config) error { return dataplaneagent.Run(ctx, cfg, opts) })
-	opts.AddFlags(cmd.Flags())
-	return cmd
+	section(cmd, schema, "", "The data-plane agent.", opts.AddFlags)
+	return cmd, schema
 }

@@ -22,6 +22,9 @@ type Controller struct {
 	DisabledByDefault bool
 	// AddFlags registers the controller's own flags; may be nil.
 	AddFlags func(fs *pflag.FlagSet)
+	// Validate checks the controller's options once the flags (and --config) are read,
+	// before anything connects; may be nil.
+	Validate func() error
 	// Setup wires the controller into the manager.
 	Setup func(mgr ctrl.Manager) error
 }

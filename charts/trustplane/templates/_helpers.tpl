@@ -49,3 +49,24 @@ ClusterRole), else of its first. */}}
 {{- if not $rules }}{{ fail (printf "%s has no %s rules: run make manifests" .file (.kind | default "")) }}{{ end -}}
 {{ toYaml $rules }}
 {{- end -}}
+
+{{/* One flag the chart passes for a convenience value (controllers, checksum, garden, ...),
+unless the config value sets the same field itself: the file's field then applies (a flag
+would override it). dict: "config" the config value, "section" ("" for an agent's
+top-level fields), "field", "arg". */}}
+{{- define "trustplane.arg" -}}
+{{- $fields := .config | default dict -}}
+{{- if .section }}{{ $fields = index $fields .section | default dict }}{{ end -}}
+{{- if not (hasKey $fields .field) -}}
+{{ printf "\n        - %s" (quote .arg) }}
+{{- end -}}
+{{- end -}}
+
+{{/* A configuration file: apiVersion, kind, then the config value. */}}
+{{- define "trustplane.configFile" -}}
+apiVersion: config.trustplane.io/v1alpha1
+kind: {{ .kind }}
+{{- with .config }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
