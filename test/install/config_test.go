@@ -3,6 +3,7 @@ package install
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -125,4 +126,23 @@ func containerArgs(t *testing.T, objs []*unstructured.Unstructured, kind, suffix
 	}
 	t.Fatalf("the render has no %s *%s", kind, suffix)
 	return nil
+}
+
+// TestChartValuesAreChecked: values.schema.json refuses a misspelt value, a config field
+// that does not exist and a duration Go cannot read, at `helm template`.
+func TestChartValuesAreChecked(t *testing.T) {
+	root := testenv.RepoRoot()
+	for set, want := range map[string]string{
+		"replicaCont=3":                         "additional properties 'replicaCont' not allowed",
+		"config.jwks.wrokers=3":                 "additional properties 'wrokers' not allowed",
+		"config.jwks.retryBaseDelay=5min":       "'5min' does not match pattern",
+		"nodeAgent.config.refreshInterval=soon": "'soon' does not match pattern",
+		"config.cluster.workers=many":           "got string, want integer",
+	} {
+		cmd := exec.Command(tool(t, "helm"), "template", "trustplane", filepath.Join(root, "charts/trustplane"), "--namespace", "trustplane-system", "--set", set)
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), want) {
+			t.Errorf("--set %s: %v, want a failure saying %q:\n%s", set, err, want, out)
+		}
+	}
 }
