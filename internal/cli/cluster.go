@@ -63,7 +63,7 @@ func fromFile(err error, schema *config.Schema, file string) error {
 		return err
 	}
 	for _, f := range schema.Fields() {
-		if f.Flag.Changed && strings.Contains(err.Error(), "--"+f.Flag.Name) {
+		if f.Flag != nil && f.Flag.Changed && strings.Contains(err.Error(), "--"+f.Flag.Name) {
 			return fmt.Errorf("%w (field %s of --config %s, unless given as a flag)", err, f.Path, file)
 		}
 	}

@@ -51,6 +51,8 @@ func newManagerCommand() (*cobra.Command, *config.Schema) {
 	deps.gardenOpts.AddFlags(gardenFlags)
 	section(cmd, schema, "garden", "The Gardener project of the cluster, kubeconfig and subscription controllers.", only(gardenFlags, "garden-"))
 	section(cmd, schema, "shoot", "What every Shoot the cluster controller applies says.", only(gardenFlags, "shoot-"))
+	schema.Sections = append(schema.Sections, config.Section{Name: "landscape", Object: &deps.gardenOpts.Shoot.Landscape,
+		Doc: "What a Kyma landscape adds to every Shoot (audit logging, DNS, maintenance per region, exposure classes, EU access): read from the file only."})
 	section(cmd, schema, "tenantKubeconfig", "What a brought-along Cluster's kubeconfig may use (cluster and kubeconfig controllers).", deps.policy.AddFlags)
 	return cmd, schema
 }

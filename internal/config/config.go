@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -47,6 +48,10 @@ type Section struct {
 	Doc string
 	// Flags are the section's flags.
 	Flags *pflag.FlagSet
+	// Object, instead of Flags, is a pointer to a struct the section is decoded into as a
+	// whole (JSON field names; `doc` tags say what a field means): settings too
+	// structured for a flag, such as a landscape's per-region tables. It has no flag.
+	Object any
 }
 
 // Schema is a kind of configuration file: its kind and sections.
@@ -62,7 +67,8 @@ type Schema struct {
 type Field struct {
 	// Path is the field in the file: "jwks.retryBaseDelay", or "dir" at the top level.
 	Path string
-	// Flag is the flag it sets.
+	// Flag is the flag it sets; nil for a section decoded as a whole (Section.Object),
+	// which is one field.
 	Flag *pflag.Flag
 	// Section is the section it belongs to.
 	Section *Section
@@ -73,6 +79,10 @@ func (s *Schema) Fields() []Field {
 	var out []Field
 	for i := range s.Sections {
 		sec := &s.Sections[i]
+		if sec.Object != nil {
+			out = append(out, Field{Path: sec.Name, Section: sec})
+			continue
+		}
 		sec.visit(func(f *pflag.Flag) {
 			out = append(out, Field{Path: sec.path(f.Name), Flag: f, Section: sec})
 		})
@@ -83,6 +93,9 @@ func (s *Schema) Fields() []Field {
 // visit calls fn for each of the section's fields: its flags but the hidden ones (kept
 // only to refuse a removed flag with a message) and the deprecated ones.
 func (sec *Section) visit(fn func(*pflag.Flag)) {
+	if sec.Flags == nil {
+		return
+	}
 	sec.Flags.VisitAll(func(f *pflag.Flag) {
 		if !f.Hidden && f.Deprecated == "" {
 			fn(f)
@@ -123,11 +136,18 @@ func (s *Schema) Load(path string, changed func(flag string) bool) error {
 		return fmt.Errorf("--config %s: %w", path, err)
 	}
 	for _, v := range values {
+		if v.field.Flag == nil {
+			continue // decoded whole by parse already
+		}
 		if err := set(scratch(v.field.Flag.Value), v.value); err != nil {
 			return fmt.Errorf("--config %s: %s: %w (for example %s: %s)", path, v.field.Path, err, v.field.Path, Example(v.field.Flag))
 		}
 	}
 	for _, v := range values {
+		if v.field.Flag == nil {
+			reflect.ValueOf(v.field.Section.Object).Elem().Set(reflect.ValueOf(v.value).Elem())
+			continue
+		}
 		if changed(v.field.Flag.Name) {
 			continue
 		}
@@ -207,6 +227,14 @@ func (s *Schema) parse(raw []byte) ([]fieldValue, error) {
 	}
 	var out []fieldValue
 	for _, key := range sortedKeys(doc) {
+		if f, ok := byPath[key]; ok && f.Flag == nil {
+			v, err := decodeObject(f, doc[key])
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+			continue
+		}
 		if !sections[key] {
 			v, err := decodeField(byPath, key, doc[key])
 			if err != nil {
@@ -228,6 +256,23 @@ func (s *Schema) parse(raw []byte) ([]fieldValue, error) {
 		}
 	}
 	return out, nil
+}
+
+// decodeObject decodes a whole section into a new value of its Object's type: unknown
+// fields and wrong types are errors.
+func decodeObject(f Field, raw json.RawMessage) (fieldValue, error) {
+	v := reflect.New(reflect.TypeOf(f.Section.Object).Elem())
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v.Interface()); err != nil {
+		return fieldValue{}, fmt.Errorf("%s: %s", f.Path, strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if validator, ok := v.Interface().(interface{ Validate() error }); ok {
+		if err := validator.Validate(); err != nil {
+			return fieldValue{}, fmt.Errorf("%s: %w", f.Path, err)
+		}
+	}
+	return fieldValue{field: f, value: v.Interface()}, nil
 }
 
 func decodeField(byPath map[string]Field, path string, raw json.RawMessage) (fieldValue, error) {

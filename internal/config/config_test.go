@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -161,5 +162,64 @@ func TestSchemaAndReferenceCoverEveryField(t *testing.T) {
 		if !strings.Contains(b.String(), "`"+path+"`") {
 			t.Errorf("the reference lacks %s", path)
 		}
+	}
+}
+
+// landscape stands for a section read whole from the file.
+type landscape struct {
+	Regions map[string]window `json:"regions" doc:"Window per region."`
+	Domain  string            `json:"domain" doc:"The domain."`
+}
+
+type window struct {
+	Begin string `json:"begin"`
+}
+
+func (l *landscape) Validate() error {
+	if l.Domain == "bad" {
+		return errors.New("domain: must not be bad")
+	}
+	return nil
+}
+
+// A section decoded whole: set from the file, unknown fields and its own Validate refused
+// with the path, in the reference and the JSON Schema.
+func TestObjectSection(t *testing.T) {
+	newObjectSchema := func() (*Schema, *landscape) {
+		l := &landscape{Domain: "default.example"}
+		s, _, _ := newSchema()
+		s.Sections = append(s.Sections, Section{Name: "landscape", Doc: "The landscape.", Object: l})
+		return s, l
+	}
+	s, l := newObjectSchema()
+	if err := s.Load(write(t, header+"landscape:\n  domain: kyma.example\n  regions:\n    eu-de-1: {begin: 030000+0000}\n"), func(string) bool { return false }); err != nil {
+		t.Fatal(err)
+	}
+	if l.Domain != "kyma.example" || l.Regions["eu-de-1"].Begin != "030000+0000" {
+		t.Errorf("got %+v", l)
+	}
+	if got := s.Effective()["landscape"]; !strings.Contains(got, `"domain":"kyma.example"`) {
+		t.Errorf("effective landscape %s", got)
+	}
+	for body, want := range map[string]string{
+		"landscape:\n  domian: x\n":              `landscape: unknown field "domian"`,
+		"landscape:\n  regions: {a: {end: x}}\n": `landscape: unknown field "end"`,
+		"landscape:\n  domain: bad\n":            "landscape: domain: must not be bad",
+		"landscape:\n  domain: [x]\n":            "landscape: cannot unmarshal array",
+	} {
+		s, l := newObjectSchema()
+		err := s.Load(write(t, header+body), func(string) bool { return false })
+		if err == nil || !strings.Contains(err.Error(), want) || l.Domain != "default.example" {
+			t.Errorf("%q: %v (domain %q), want %q and nothing set", body, err, l.Domain, want)
+		}
+	}
+	var b strings.Builder
+	WriteReference(&b, s)
+	if !strings.Contains(b.String(), "| `landscape.regions[*].begin` | string |") || !strings.Contains(b.String(), "Window per region.") {
+		t.Errorf("reference:\n%s", b.String())
+	}
+	js := s.JSONSchema()["properties"].(map[string]any)["landscape"].(map[string]any)
+	if js["additionalProperties"] != false {
+		t.Errorf("landscape schema %v", js)
 	}
 }

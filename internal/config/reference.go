@@ -1,8 +1,10 @@
 package config
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"reflect"
 	"sort"
 	"strings"
 
@@ -67,6 +69,12 @@ func WriteReference(w io.Writer, schemas ...*Schema) {
 			if sec.Name != "" {
 				fmt.Fprintf(w, "### `%s`\n\n%s\n\n", sec.Name, sec.Doc)
 			}
+			if sec.Object != nil {
+				fmt.Fprint(w, "No flags: this section is read from the file only.\n\n| field | type | meaning |\n|---|---|---|\n")
+				objectRows(w, sec.Name, reflect.TypeOf(sec.Object).Elem())
+				fmt.Fprintln(w)
+				continue
+			}
 			fmt.Fprint(w, "| field | flag | type | default | meaning |\n|---|---|---|---|---|\n")
 			sec.visit(func(f *pflag.Flag) {
 				fmt.Fprintf(w, "| `%s` | `--%s` | %s | %s | %s |\n", sec.path(f.Name), f.Name, yamlType(f), defaultOf(f), cell(f.Usage))
@@ -96,6 +104,12 @@ func (s *Schema) JSONSchema() map[string]any {
 	for i := range s.Sections {
 		sec := &s.Sections[i]
 		props := root
+		if sec.Object != nil {
+			inner := typeSchema(reflect.TypeOf(sec.Object).Elem())
+			inner["description"] = sec.Doc
+			root["properties"].(map[string]any)[sec.Name] = inner
+			continue
+		}
 		if sec.Name != "" {
 			inner := object()
 			inner["description"] = sec.Doc
@@ -145,6 +159,11 @@ func fieldSchema(f *pflag.Flag) map[string]any {
 func (s *Schema) Effective() map[string]string {
 	out := map[string]string{}
 	for _, f := range s.Fields() {
+		if f.Flag == nil {
+			j, _ := json.Marshal(f.Section.Object)
+			out[f.Path] = string(j)
+			continue
+		}
 		out[f.Path] = f.Flag.Value.String()
 	}
 	return out
@@ -158,4 +177,96 @@ func (s *Schema) Paths() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// objectRows writes a reference row per field of t (recursively), named by JSON name.
+func objectRows(w io.Writer, prefix string, t reflect.Type) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name := jsonName(f)
+		if name == "" {
+			continue
+		}
+		path := prefix + "." + name
+		ft := f.Type
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		fmt.Fprintf(w, "| `%s` | %s | %s |\n", path, typeName(ft), cell(f.Tag.Get("doc")))
+		switch {
+		case ft.Kind() == reflect.Struct:
+			objectRows(w, path, ft)
+		case (ft.Kind() == reflect.Map || ft.Kind() == reflect.Slice) && ft.Elem().Kind() == reflect.Struct:
+			objectRows(w, path+"[*]", ft.Elem())
+		case ft.Kind() == reflect.Map && ft.Elem().Kind() == reflect.Map && ft.Elem().Elem().Kind() == reflect.Struct:
+			objectRows(w, path+"[*][*]", ft.Elem().Elem())
+		}
+	}
+}
+
+func jsonName(f reflect.StructField) string {
+	if !f.IsExported() {
+		return ""
+	}
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	if name == "-" {
+		return ""
+	}
+	if name == "" {
+		return f.Name
+	}
+	return name
+}
+
+func typeName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Struct:
+		return "object"
+	case reflect.Map:
+		return "mapping of " + typeName(t.Elem())
+	case reflect.Slice:
+		return "list of " + typeName(t.Elem())
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		return "integer"
+	case reflect.Float32, reflect.Float64:
+		return "number"
+	default:
+		return "string"
+	}
+}
+
+// typeSchema is a JSON Schema of t as encoding/json reads it; unknown fields refused.
+func typeSchema(t reflect.Type) map[string]any {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		props := map[string]any{}
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if name := jsonName(f); name != "" {
+				p := typeSchema(f.Type)
+				if d := f.Tag.Get("doc"); d != "" {
+					p["description"] = d
+				}
+				props[name] = p
+			}
+		}
+		return map[string]any{"type": "object", "additionalProperties": false, "properties": props}
+	case reflect.Map:
+		return map[string]any{"type": "object", "additionalProperties": typeSchema(t.Elem())}
+	case reflect.Slice:
+		return map[string]any{"type": "array", "items": typeSchema(t.Elem())}
+	case reflect.Bool:
+		return map[string]any{"type": "boolean"}
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		return map[string]any{"type": "integer"}
+	case reflect.Float32, reflect.Float64:
+		return map[string]any{"type": "number"}
+	default:
+		return map[string]any{"type": "string"}
+	}
 }

@@ -60,6 +60,8 @@ type Params struct {
 	// HAFailureTolerance is the control plane's failure tolerance ("zone" or "node") for
 	// purpose production; empty: no highly available control plane.
 	HAFailureTolerance string
+	// Landscape is what the landscape adds to every Shoot (configuration file only).
+	Landscape Landscape
 }
 
 // Networking is spec.networking of a Shoot.
