@@ -51,6 +51,7 @@ manifests: tools ## Generate deepcopy code, CRDs and RBAC from the Go markers; d
 	cp config/crd/bases/*.yaml charts/trustplane/crds/
 	hack/chart-rbac.sh config/rbac/role.yaml > charts/trustplane/templates/clusterrole.yaml
 	go run ./hack/configref docs/configuration.md charts/trustplane
+	cp config/prometheus/trustplane-rules.yaml config/grafana/trustplane-dashboard.json charts/trustplane/files/
 
 .PHONY: lint
 lint: lint-tool ## Lint every Go package (golangci-lint pinned in hack/lint, config in .golangci.yml; go vet included).
@@ -105,7 +106,7 @@ fuzz-jwks: ## Fuzz the certificate → JWK path for FUZZTIME (default 3m).
 	go test ./internal/jwkset -run '^$$' -fuzz FuzzParseChain -fuzztime $(or $(FUZZTIME),3m)
 
 .PHONY: test-deps
-test-deps: ## Install the Debian packages tests run for real (nginx, openssl) when missing.
+test-deps: ## Install the Debian packages tests run for real (nginx, openssl, prometheus for promtool) when missing.
 	hack/install-test-deps.sh
 
 .PHONY: help

@@ -12,3 +12,14 @@ const (
 	// author may escalate Roles (no admission policy, and the operator did not vouch).
 	ReasonUntrustedAnnotation = "AggregationNotTrusted"
 )
+
+// How `trustplane get` and `describe` report an aggregating Role or ClusterRole: its
+// rules compared with what aggregation makes of the roles its selectors match now.
+const (
+	// ReasonAggregated (Ready=True): the rules are those of the matching roles.
+	ReasonAggregated = "Aggregated"
+	// ReasonRulesOutOfDate (Ready=False): the rules differ from what aggregation makes of
+	// the matching roles now: no controller runs, it has not caught up yet, or (Roles)
+	// it does not trust the annotation (see the AggregationNotTrusted event).
+	ReasonRulesOutOfDate = "RulesOutOfDate"
+)

@@ -69,3 +69,12 @@ const (
 // ReasonTooLarge is the Warning event of the tls-expiry controller on a kubernetes.io/tls
 // Secret whose tls.crt is above --secret-max-certificate-bytes: its expiry is not watched.
 const ReasonTooLarge = "CertificateTooLarge"
+
+// How `trustplane get` and `describe` report what has no conditions of trustplane's own.
+const (
+	// ReasonBundlePublished (Ready=True, a signer's ClusterTrustBundle): the bundle's
+	// first CA, the one signing, is valid now.
+	ReasonBundlePublished = "BundlePublished"
+	// ReasonPending (Ready=False, a PodCertificateRequest): the signer has not concluded it.
+	ReasonPending = "Pending"
+)

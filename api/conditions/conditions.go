@@ -71,3 +71,20 @@ type Object interface {
 	// SetObservedGeneration sets status.observedGeneration.
 	SetObservedGeneration(int64)
 }
+
+// ReconcileRequestedAnnotation asks the controller of an object for a reconcile now, as
+// Flux's reconcile.fluxcd.io/requestedAt does: its value is any string that changes with
+// each request (`trustplane reconcile` writes the time, RFC 3339). The controllers of the
+// kinds that implement ReconcileRequestStatus reconcile when it changes, and record the
+// value they handled in status.lastHandledReconcileAt.
+const ReconcileRequestedAnnotation = "reconcile.trustplane.io/requestedAt"
+
+// ReconcileRequestStatus is a kind whose status records the last value of
+// ReconcileRequestedAnnotation its controller handled (status.lastHandledReconcileAt):
+// a reconcile that ran after the request wrote its status.
+type ReconcileRequestStatus interface {
+	// GetLastHandledReconcileAt returns status.lastHandledReconcileAt.
+	GetLastHandledReconcileAt() string
+	// SetLastHandledReconcileAt sets status.lastHandledReconcileAt.
+	SetLastHandledReconcileAt(string)
+}

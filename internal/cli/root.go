@@ -28,6 +28,7 @@ func NewRootCommand() *cobra.Command {
 	nodeAgentCmd, _ := newNodeAgentCommand()
 	dataplaneCmd, _ := newDataplaneCommand()
 	root.AddCommand(managerCmd, nodeAgentCmd, dataplaneCmd, newVersionCommand())
+	addUserCommands(root)
 	return root
 }
 

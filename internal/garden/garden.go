@@ -44,7 +44,7 @@ func DefaultOptions() *Options {
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "garden-kubeconfig", o.Kubeconfig, "Kubeconfig of the Gardener cluster; empty: only Clusters with kubeconfigSecretRef are served.")
 	fs.StringVar(&o.Shoot.Namespace, "garden-namespace", o.Shoot.Namespace, "Gardener project namespace of the Shoots.")
-	fs.StringToStringVar(&o.Shoot.CloudProfiles, "shoot-cloud-profiles", o.Shoot.CloudProfiles, "CloudProfile per provider.")
+	fs.StringToStringVar(&o.Shoot.CloudProfiles, "shoot-cloud-profiles", o.Shoot.CloudProfiles, "CloudProfile per provider; an existing Shoot keeps the one it was made with (Gardener refuses another).")
 	fs.StringVar(&o.Shoot.KubernetesVersion, "shoot-kubernetes-version", o.Shoot.KubernetesVersion, "Kubernetes version of new Shoots; empty: Gardener's default.")
 	fs.StringVar(&o.Shoot.Networking.Type, "shoot-networking-type", o.Shoot.Networking.Type, "Network plugin of the Shoots (spec.networking.type).")
 	fs.StringVar(&o.Shoot.Networking.Nodes, "shoot-nodes-cidr", o.Shoot.Networking.Nodes, "Node CIDR of the Shoots (a /16 to /24; the VPC, VNet and zone subnets are cut from it); a Cluster may override it.")

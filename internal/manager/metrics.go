@@ -5,7 +5,25 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/trustplane/trustplane/internal/version"
 )
+
+// buildInfo is 1 in every trustplane process (Run registers it): it tells a trustplane
+// target from the other controller-runtime processes a Prometheus scrapes, whose
+// controller_runtime_* metrics look the same (the alert on rising reconcile errors joins
+// on it).
+var buildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "trustplane_build_info",
+	Help: "1 in every trustplane process (manager, node agent, data-plane agent), with the version it was built as."}, []string{"version"})
+
+// registerBuildInfo registers and sets trustplane_build_info.
+func registerBuildInfo() error {
+	if err := RegisterMetrics(buildInfo); err != nil {
+		return err
+	}
+	buildInfo.WithLabelValues(version.Version).Set(1)
+	return nil
+}
 
 // RegisterMetrics adds collectors to the registry that /metrics serves. Every subcommand is
 // the same binary, so a collector registered when its package loads is exported by every

@@ -13,7 +13,7 @@ import (
 const stuckStartGrace = time.Second
 
 // Run starts mgr and returns once it has stopped; every trustplane process runs its
-// manager through it.
+// manager through it, and exports trustplane_build_info.
 //
 // It works around a controller-runtime v0.25 bug (kubernetes-sigs/controller-runtime#3440):
 // when the context ends while the caches are still syncing (RBAC missing, an API server
@@ -22,6 +22,9 @@ const stuckStartGrace = time.Second
 // has run (no controller, no leader lease, no agent work), so Run may return at once then.
 // Once they have synced, the manager stops as usual, within its graceful shutdown timeout.
 func Run(ctx context.Context, mgr ctrl.Manager) error {
+	if err := registerBuildInfo(); err != nil {
+		return err
+	}
 	synced := make(chan struct{})
 	// A runnable outside leader election starts right after the caches have synced.
 	if err := mgr.Add(syncSignal(synced)); err != nil {

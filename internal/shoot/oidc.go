@@ -32,12 +32,31 @@ func AuthenticationConfigMapName(shootName string) string {
 // has no list to narrow them: a Cluster's signingAlgs can only be checked, not passed on.
 var signingAlgorithms = []string{"RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256", "PS384", "PS512"}
 
+// oidcOf is the OIDC issuer of the Cluster's Shoot: its own spec.oidcConfig, else the
+// landscape's default one (infrastructure-manager's kubernetes.defaultOperatorOidc, as
+// pkg/gardener/structuredauth/oidcconfig.go GetOIDCConfigOrDefault picks it), else nil.
+func oidcOf(spec operatorv1alpha1.ClusterSpec, p Params) *operatorv1alpha1.OIDCConfig {
+	if spec.OIDCConfig != nil {
+		return spec.OIDCConfig
+	}
+	if p.Landscape.DefaultOIDC != nil {
+		return p.Landscape.DefaultOIDC.config()
+	}
+	return nil
+}
+
+// config is the landscape's OIDC issuer as a Cluster's spec.oidcConfig says it.
+func (o *LandscapeOIDC) config() *operatorv1alpha1.OIDCConfig {
+	return &operatorv1alpha1.OIDCConfig{ClientID: o.ClientID, IssuerURL: o.IssuerURL, GroupsClaim: o.GroupsClaim,
+		UsernameClaim: o.UsernameClaim, UsernamePrefix: o.UsernamePrefix, SigningAlgs: o.SigningAlgs}
+}
+
 // AuthenticationConfigMap is the ConfigMap with the AuthenticationConfiguration of the
-// Cluster's Shoot (its spec.oidcConfig as one JWT authenticator), or nil when the Cluster
-// has no OIDC. The caller applies it before the Shoot: Gardener refuses a Shoot that names
-// a ConfigMap that does not exist.
+// Cluster's Shoot (its spec.oidcConfig, or the landscape's defaultOIDC, as one JWT
+// authenticator), or nil when it has no OIDC. The caller applies it before the Shoot:
+// Gardener refuses a Shoot that names a ConfigMap that does not exist.
 func AuthenticationConfigMap(cluster *operatorv1alpha1.Cluster, p Params) (*corev1.ConfigMap, error) {
-	oidc := cluster.Spec.OIDCConfig
+	oidc := oidcOf(cluster.Spec, p)
 	if oidc == nil {
 		return nil, nil
 	}

@@ -118,9 +118,10 @@ func TestDesiredPerProvider(t *testing.T) {
 			if tc.noVolume != (w["volume"] == nil) {
 				t.Errorf("worker volume %v", w["volume"])
 			}
-			ext := fmt.Sprint(spec["extensions"])
-			if !strings.Contains(ext, "map[disabled:false type:shoot-oidc-service]") {
-				t.Errorf("extensions %s lack the OIDC extension", ext)
+			// shoot-oidc-service is not enabled (issue 27): trustplane makes no OpenIDConnect
+			// resources for it to serve; the zero landscape adds no extension.
+			if ext, found := spec["extensions"]; found {
+				t.Errorf("extensions %v without a landscape or Cluster extensions", ext)
 			}
 		})
 	}

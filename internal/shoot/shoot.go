@@ -98,7 +98,7 @@ type Maintenance struct {
 func DefaultParams() Params {
 	return Params{
 		Namespace:          "garden-kyma",
-		CloudProfiles:      map[string]string{"aws": "aws", "azure": "az", "gcp": "gcp", "openstack": "converged-cloud-cp"},
+		CloudProfiles:      map[string]string{"aws": "aws", "azure": "az", "gcp": "gcp", "openstack": "converged-cloud-kyma"},
 		Networking:         Networking{Type: "calico", Nodes: "10.250.0.0/16", Pods: "100.64.0.0/12", Services: "100.104.0.0/13"},
 		MachineImage:       MachineImage{Name: "gardenlinux"},
 		VolumeTypes:        map[string]string{"aws": "gp3", "azure": "StandardSSD_LRS", "gcp": "pd-balanced"},
@@ -151,9 +151,18 @@ func Zones(provider, region string, n int) ([]string, error) {
 // Desired is the Shoot for cluster, using the credential credentialsBinding (the
 // subscription's assignment), as a server-side apply patch: complete as Gardener and the
 // provider extension of its type demand it (a *InvalidError lists every problem of a
-// Cluster that Gardener would reject).
+// Cluster that Gardener would reject), with what p.Landscape adds (extend.go). A landscape
+// that makes audit logging mandatory without a tenant for the Cluster's provider and
+// region gives an *AuditLogTenantMissingError instead of a Shoot without audit logging.
+//
+// shoot-oidc-service is not enabled (infrastructure-manager enables it for the
+// OpenIDConnect resources of its additionalOidc path, which trustplane does not make): a
+// Cluster that wants it lists it in spec.extensions.
 func Desired(cluster *operatorv1alpha1.Cluster, p Params, credentialsBinding string) (*unstructured.Unstructured, error) {
 	if err := Validate(cluster.Spec, p); err != nil {
+		return nil, err
+	}
+	if err := CheckAuditLog(cluster.Spec, p); err != nil {
 		return nil, err
 	}
 	spec := cluster.Spec
@@ -184,6 +193,9 @@ func Desired(cluster *operatorv1alpha1.Cluster, p Params, credentialsBinding str
 	if volume := volumeOf(infra.Provider, p); volume != nil {
 		worker["volume"] = volume
 	}
+	if config := awsWorkerConfig(infra.Provider, p); config != nil {
+		worker["providerConfig"] = config
+	}
 	provider := map[string]any{
 		"type":                 providerTypes[infra.Provider],
 		"infrastructureConfig": infraConfig,
@@ -202,7 +214,7 @@ func Desired(cluster *operatorv1alpha1.Cluster, p Params, credentialsBinding str
 		"provider":               provider,
 		"networking": map[string]any{"type": nw.Type, "nodes": nw.Nodes,
 			"pods": nw.Pods, "services": nw.Services},
-		"maintenance": maintenanceOf(p),
+		"maintenance": maintenanceOf(spec.Core, p),
 	}
 	if purpose(spec.Core.Purpose) == "production" && p.HAFailureTolerance != "" {
 		// Gardener spreads a production control plane over zones (or nodes) of its seed
@@ -214,44 +226,61 @@ func Desired(cluster *operatorv1alpha1.Cluster, p Params, credentialsBinding str
 	if p.KubernetesVersion != "" {
 		kubernetes["version"] = p.KubernetesVersion
 	}
-	if spec.OIDCConfig != nil {
+	kubeAPIServer := map[string]any{}
+	if oidcOf(spec, p) != nil {
 		// kubeAPIServer.oidcConfig is forbidden for Kubernetes >= 1.32: OIDC goes through
 		// structured authentication, a ConfigMap beside the Shoot (AuthenticationConfigMap).
-		kubernetes["kubeAPIServer"] = map[string]any{
-			"structuredAuthentication": map[string]any{"configMapName": AuthenticationConfigMapName(name)}}
+		kubeAPIServer["structuredAuthentication"] = map[string]any{"configMapName": AuthenticationConfigMapName(name)}
+	}
+	var resources []any
+	if t, ok := auditLogTenant(spec, p); ok {
+		// infrastructure-manager extender/auditlogs: the audit policy ConfigMap of the
+		// landscape and the tenant's credentials as the resource the extension names.
+		kubeAPIServer["auditConfig"] = map[string]any{"auditPolicy": map[string]any{
+			"configMapRef": map[string]any{"name": p.Landscape.AuditLog.PolicyConfigMapName}}}
+		resources = append(resources, map[string]any{"name": AuditLogCredentialsResource,
+			"resourceRef": map[string]any{"apiVersion": "v1", "kind": "Secret", "name": t.SecretName}})
+	}
+	if len(kubeAPIServer) > 0 {
+		kubernetes["kubeAPIServer"] = kubeAPIServer
 	}
 	if len(kubernetes) > 0 {
 		shootSpec["kubernetes"] = kubernetes
 	}
+	if resources != nil {
+		shootSpec["resources"] = resources
+	}
+	if dns := dnsOf(name, p); dns != nil {
+		shootSpec["dns"] = dns
+	}
+	if class := p.Landscape.ExposureClasses[infra.Provider]; class != "" {
+		shootSpec["exposureClassName"] = class
+	}
+	if EUAccessOnly(cluster, p) {
+		shootSpec["accessRestrictions"] = euAccessRestrictions()
+	}
+	if tolerations := tolerationsOf(spec.Core.Region, p); tolerations != nil {
+		shootSpec["tolerations"] = tolerations
+	}
 	ext, _ := extensions(spec)
-	shootSpec["extensions"] = withOIDCExtension(ext)
+	if ext = mergeExtensions(ext, landscapeExtensions(spec, p)); len(ext) > 0 {
+		shootSpec["extensions"] = ext
+	}
 	labels := map[string]any{ClusterNamespaceLabel: cluster.Namespace, ClusterNameLabel: cluster.Name}
 	for _, key := range []string{"plan", "globalaccountid", "subaccountid", "instanceid"} {
 		if v, ok := cluster.Labels[key]; ok {
 			labels[key] = v
 		}
 	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"metadata": map[string]any{"name": name, "namespace": p.Namespace, "labels": labels},
-		"spec":     shootSpec,
-	}}
+	metadata := map[string]any{"name": name, "namespace": p.Namespace, "labels": labels}
+	if p.Landscape.InfrastructureManagerMetadata {
+		annotations := map[string]any{}
+		kimMetadata(cluster, labels, annotations)
+		metadata["annotations"] = annotations
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"metadata": metadata, "spec": shootSpec}}
 	u.SetGroupVersionKind(GVK)
 	return u, nil
-}
-
-// OIDCExtension is the Gardener extension that lets a shoot trust further OIDC issuers
-// (OpenIDConnect resources); infrastructure-manager enables it on every shoot.
-const OIDCExtension = "shoot-oidc-service"
-
-// withOIDCExtension adds the OIDC extension, enabled, unless the Cluster's own extensions
-// say something about it already.
-func withOIDCExtension(ext []any) []any {
-	for _, e := range ext {
-		if m, _ := e.(map[string]any); m["type"] == OIDCExtension {
-			return ext
-		}
-	}
-	return append(ext, map[string]any{"type": OIDCExtension, "disabled": false})
 }
 
 // purpose defaults to development, as Gardener does.
@@ -303,12 +332,30 @@ func volumeOf(provider string, p Params) map[string]any {
 	return map[string]any{"type": t, "size": p.VolumeSize}
 }
 
-func maintenanceOf(p Params) map[string]any {
-	m := map[string]any{"autoUpdate": map[string]any{"kubernetesVersion": true, "machineImageVersion": true}}
-	if p.Maintenance.Begin != "" {
-		m["timeWindow"] = map[string]any{"begin": p.Maintenance.Begin, "end": p.Maintenance.End}
+// maintenanceOf is spec.maintenance: what Gardener updates (the landscape's
+// autoUpdate, on by default) and when: a production Shoot in a region the landscape
+// lists gets that region's window (infrastructure-manager
+// internal/controller/runtime/fsm/maintenanceWindow.go), every other Shoot the
+// operator's window (--shoot-maintenance-begin/end).
+func maintenanceOf(core operatorv1alpha1.ClusterCore, p Params) map[string]any {
+	update := p.Landscape.Maintenance.AutoUpdate
+	m := map[string]any{"autoUpdate": map[string]any{"kubernetesVersion": boolOr(update.KubernetesVersion, true),
+		"machineImageVersion": boolOr(update.MachineImageVersion, true)}}
+	window := p.Maintenance
+	if w, ok := p.Landscape.Maintenance.Windows[core.Region]; ok && purpose(core.Purpose) == "production" {
+		window = Maintenance(w)
+	}
+	if window.Begin != "" {
+		m["timeWindow"] = map[string]any{"begin": window.Begin, "end": window.End}
 	}
 	return m
+}
+
+func boolOr(b *bool, otherwise bool) bool {
+	if b == nil {
+		return otherwise
+	}
+	return *b
 }
 
 var toggle = regexp.MustCompile(`^([a-z][a-zA-Z0-9]*)Disabled$`)

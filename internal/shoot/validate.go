@@ -161,6 +161,9 @@ func (p Params) Validate() error {
 	if p.HAFailureTolerance != "" && p.HAFailureTolerance != "zone" && p.HAFailureTolerance != "node" {
 		add("--shoot-ha-failure-tolerance %q is not zone, node or empty", p.HAFailureTolerance)
 	}
+	if err := p.Landscape.Validate(); err != nil {
+		add("landscape: %v", err)
+	}
 	if len(problems) > 0 {
 		return &InvalidError{Problems: problems}
 	}

@@ -40,12 +40,16 @@ func NewPatcher(obj conditions.Object) *Patcher {
 }
 
 // Finish records err (nil: the reconcile marked its own outcome, e.g. with MarkReady),
-// sends at most one status patch, and returns what controller-runtime should do: result
-// on success; for a Waiting error no error (RequeueAfter when time is awaited); a terminal
-// error for a Stalled one; the error itself, for a backoff retry, otherwise.
+// sends at most one status patch, sets the condition gauges (Metrics), and returns what
+// controller-runtime should do: result on success; for a Waiting error no error
+// (RequeueAfter when time is awaited); a terminal error for a Stalled one; the error
+// itself, for a backoff retry, otherwise.
 func (p *Patcher) Finish(ctx context.Context, c client.Client, rec events.EventRecorder, result ctrl.Result, err error) (ctrl.Result, error) {
 	p.Record(rec, err)
-	if perr := p.Patch(ctx, c); perr != nil {
+	perr := p.Patch(ctx, c)
+	// The gauges (trustplane_object_ready, ...) follow what the reconcile concluded.
+	observe(p.obj)
+	if perr != nil {
 		// Not terminal even after a Stalled outcome: the status must be written.
 		return ctrl.Result{}, errors.Join(err, perr)
 	}
@@ -99,6 +103,7 @@ func (p *Patcher) Patch(ctx context.Context, c client.Client) error {
 	if !p.obj.GetDeletionTimestamp().IsZero() && len(p.obj.GetFinalizers()) == 0 {
 		return nil
 	}
+	markReconcileHandled(p.obj) // a reconcile asked for with the annotation ran
 	patch, changed, err := statusMergePatch(p.before, p.obj)
 	if err != nil || !changed {
 		return err

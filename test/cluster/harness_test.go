@@ -1,11 +1,9 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -16,8 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -28,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/yaml"
 
 	"github.com/trustplane/trustplane/internal/garden"
 	"github.com/trustplane/trustplane/internal/shoot"
@@ -38,7 +33,9 @@ import (
 // front stands where gardener-apiserver would: it proxies everything to the test garden
 // API server, answers shoots/adminkubeconfig (which no CRD can serve) with a cluster-admin
 // kubeconfig of the test shoot API server, refuses to delete a Shoot without Gardener's
-// confirmation annotation, and can be switched off to play an unreachable garden.
+// confirmation annotation, plays the admission plugins and webhooks that look other
+// objects up (admit, garden_admission_test.go), and can be switched off to play an
+// unreachable garden.
 type front struct {
 	server *httptest.Server
 	garden client.Client
@@ -101,8 +98,8 @@ func newFront(gardenEnv *testenv.Env, adminKubeconfig []byte) (*front, error) {
 			}
 		}
 		if ns, ok := shootWrite(r); ok {
-			if name, exists := f.structuredAuthentication(r, ns); !exists {
-				writeStatus(w, http.StatusForbidden, "Forbidden", fmt.Sprintf("failed to resolve structured authentication config map reference: configmaps %q not found", name))
+			if refusal := f.admit(r, ns); refusal != nil {
+				writeStatus(w, refusal.code, http.StatusText(refusal.code), refusal.message)
 				return
 			}
 		}
@@ -126,38 +123,6 @@ func shootWrite(r *http.Request) (ns string, ok bool) {
 		return m[1], true
 	}
 	return "", false
-}
-
-// structuredAuthentication plays Gardener's resourcereferencemanager admission plugin
-// (gardener plugin/pkg/global/resourcereferencemanager/admission.go): a Shoot may name a
-// structured-authentication ConfigMap only when it exists in the Shoot's namespace. It
-// reads the request body and puts it back for the proxy.
-func (f *front) structuredAuthentication(r *http.Request, ns string) (name string, exists bool) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		return "", true // let the API server answer
-	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	var s struct {
-		Spec struct {
-			Kubernetes struct {
-				KubeAPIServer struct {
-					StructuredAuthentication struct {
-						ConfigMapName string `json:"configMapName"`
-					} `json:"structuredAuthentication"`
-				} `json:"kubeAPIServer"`
-			} `json:"kubernetes"`
-		} `json:"spec"`
-	}
-	if err := yaml.Unmarshal(body, &s); err != nil {
-		return "", true
-	}
-	name = s.Spec.Kubernetes.KubeAPIServer.StructuredAuthentication.ConfigMapName
-	if name == "" {
-		return "", true
-	}
-	err = f.garden.Get(r.Context(), types.NamespacedName{Namespace: ns, Name: name}, &corev1.ConfigMap{})
-	return name, !apierrors.IsNotFound(err)
 }
 
 // config reaches the garden through the front.

@@ -3,9 +3,11 @@ package e2e
 import (
 	"crypto/tls"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/trustplane/trustplane/internal/localcp"
 	"github.com/trustplane/trustplane/internal/nodeagent"
 	"github.com/trustplane/trustplane/internal/testenv"
+	"github.com/trustplane/trustplane/test/monitoring"
 )
 
 // setMetrics are, by process, the name prefixes of the trustplane_* metric families its
@@ -25,15 +28,28 @@ import (
 // where nothing sets it is exported there for ever, at 0 (the manager used to show every
 // trustplane_dataplane_* gauge).
 var setMetrics = map[string][]string{
-	"manager":    {"trustplane_jwks_", "trustplane_checksum_", "trustplane_tls_secret_"},
-	"node-agent": {"trustplane_podcertificate_"},
-	"dataplane":  {"trustplane_dataplane_"},
+	"manager": {"trustplane_build_info", "trustplane_jwks_", "trustplane_checksum_", "trustplane_tls_secret_", "trustplane_object_",
+		"trustplane_podcertificate_signer_", "trustplane_cluster_", "trustplane_kubeconfig_", "trustplane_subscription_"},
+	"node-agent": {"trustplane_build_info", "trustplane_podcertificate_states"},
+	"dataplane":  {"trustplane_build_info", "trustplane_dataplane_"},
 }
 
+// exported are the metric families (any name) the processes were seen to export, for
+// testQueriedMetricsAreExported: the agents run in subtests and are gone by then.
+var exported = struct {
+	sync.Mutex
+	families map[string]string // family → the process seen exporting it
+}{families: map[string]string{}}
+
 // checkOwnMetrics: every trustplane_* family in a process's /metrics is one that process
-// sets, and want are there.
+// sets, and want are there. It records every family for testQueriedMetricsAreExported.
 func checkOwnMetrics(t *testing.T, process string, exposition []byte, want ...string) {
 	t.Helper()
+	exported.Lock()
+	for _, family := range metricFamilies(exposition, "") {
+		exported.families[family] = process
+	}
+	exported.Unlock()
 	families := trustplaneFamilies(exposition)
 	for _, family := range families {
 		if !slices.ContainsFunc(setMetrics[process], func(prefix string) bool { return strings.HasPrefix(family, prefix) }) {
@@ -48,14 +64,46 @@ func checkOwnMetrics(t *testing.T, process string, exposition []byte, want ...st
 }
 
 // trustplaneFamilies are the trustplane_* families of a Prometheus text exposition.
-func trustplaneFamilies(exposition []byte) []string {
+func trustplaneFamilies(exposition []byte) []string { return metricFamilies(exposition, "trustplane_") }
+
+// metricFamilies are the families of a Prometheus text exposition whose names start with
+// prefix: a family with a TYPE line (a vector without any series has none).
+func metricFamilies(exposition []byte, prefix string) []string {
 	var out []string
 	for _, line := range strings.Split(string(exposition), "\n") {
-		if fields := strings.Fields(line); len(fields) == 4 && fields[1] == "TYPE" && strings.HasPrefix(fields[2], "trustplane_") {
+		if fields := strings.Fields(line); len(fields) == 4 && fields[1] == "TYPE" && strings.HasPrefix(fields[2], prefix) {
 			out = append(out, fields[2])
 		}
 	}
 	return out
+}
+
+// testQueriedMetricsAreExported: every metric an alert (config/prometheus) or a dashboard
+// panel (config/grafana) reads is exported by one of the processes, as they ran with the
+// objects of this test: a query of a metric nobody exports never fires, or shows nothing.
+func testQueriedMetricsAreExported(t *testing.T) {
+	queries, err := monitoring.Queries(testenv.RepoRoot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported.Lock()
+	defer exported.Unlock()
+	for _, process := range []string{"manager", "node-agent", "dataplane"} {
+		if !slices.Contains(slices.Collect(maps.Values(exported.families)), process) {
+			t.Fatalf("no /metrics of the %s was scraped", process)
+		}
+	}
+	for _, q := range queries {
+		names := monitoring.MetricNames(q.Expr)
+		if len(names) == 0 {
+			t.Errorf("%s reads no metric: %s", q.Where, q.Expr)
+		}
+		for _, name := range names {
+			if _, ok := exported.families[name]; !ok {
+				t.Errorf("%s reads %s, which no process exports", q.Where, name)
+			}
+		}
+	}
 }
 
 // scrape reads plain-HTTP /metrics at addr (an agent's), waiting for it to answer.

@@ -91,11 +91,19 @@ func TestProcessesAsDeployed(t *testing.T) {
 			t.Parallel()
 			testMakeRunNodeAgentMetrics(t, bin)
 		})
+		t.Run("Cluster, KubeconfigRequest and SubscriptionRequest reported", func(t *testing.T) {
+			t.Parallel()
+			testOperatorsReport(t)
+		})
 	})
-	// After the others: by then the manager has published checksums.
+	// After the others: by then the manager has published checksums, and every object
+	// whose series the alerts and the dashboard read exists.
 	t.Run("manager exports only the metrics it sets", func(t *testing.T) {
-		checkOwnMetrics(t, "manager", scrapeSecure(t, managerMetrics), "trustplane_jwks_published_keys")
+		checkOwnMetrics(t, "manager", scrapeSecure(t, managerMetrics), "trustplane_jwks_published_keys", "trustplane_build_info",
+			"trustplane_object_ready", "trustplane_cluster_provisioned", "trustplane_kubeconfig_rotation_due_timestamp_seconds",
+			"trustplane_subscription_pool_exhausted", "trustplane_podcertificate_signer_ca_not_after_seconds", "trustplane_checksum_left_out")
 	})
+	t.Run("every metric the alerts and the dashboard query is exported", testQueriedMetricsAreExported)
 }
 
 func testManagerPublishes(t *testing.T, jwksServer string) {

@@ -231,8 +231,23 @@ func assertNodeAgent(t *testing.T, obj *unstructured.Unstructured) {
 		c.Env[0].ValueFrom.FieldRef == nil || c.Env[0].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
 		t.Errorf("node agent does not take its node name from the downward API: args %q env %+v", c.Args, c.Env)
 	}
-	if len(pod.Volumes) != 1 || pod.Volumes[0].HostPath == nil || len(c.VolumeMounts) != 1 ||
-		!slices.Contains(c.Args, "--dir="+c.VolumeMounts[0].MountPath) {
+	// Besides its configuration file (the chart's ConfigMap), the agent mounts one volume:
+	// the host directory its --dir names.
+	var hostPaths []string
+	for _, v := range pod.Volumes {
+		if v.HostPath != nil {
+			hostPaths = append(hostPaths, v.Name)
+		} else if v.ConfigMap == nil {
+			t.Errorf("node agent volume %s is neither the host directory nor its configuration", v.Name)
+		}
+	}
+	mountedDir := ""
+	for _, m := range c.VolumeMounts {
+		if len(hostPaths) == 1 && m.Name == hostPaths[0] {
+			mountedDir = m.MountPath
+		}
+	}
+	if len(hostPaths) != 1 || mountedDir == "" || !slices.Contains(c.Args, "--dir="+mountedDir) {
 		t.Errorf("node agent does not write its --dir to a hostPath volume: args %q volumes %+v", c.Args, pod.Volumes)
 	}
 }
@@ -258,8 +273,20 @@ func assertGarden(t *testing.T, obj *unstructured.Unstructured, configured bool)
 	c := d.Spec.Template.Spec.Containers[0]
 	args := strings.Join(c.Args, " ")
 	hasFlags := strings.Contains(args, "--garden-kubeconfig=/etc/trustplane/garden/kubeconfig") && strings.Contains(args, "--garden-namespace=garden-kcp")
-	mounted := len(c.VolumeMounts) == 1 && c.VolumeMounts[0].MountPath == "/etc/trustplane/garden" && c.VolumeMounts[0].ReadOnly &&
-		len(d.Spec.Template.Spec.Volumes) == 1 && d.Spec.Template.Spec.Volumes[0].Secret != nil && d.Spec.Template.Spec.Volumes[0].Secret.SecretName == "garden-kubeconfig"
+	// The only Secret the manager mounts is the garden's kubeconfig, read-only (the chart
+	// also mounts its configuration file, a ConfigMap).
+	mounted := false
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Secret == nil {
+			continue
+		}
+		mounted = v.Secret.SecretName == "garden-kubeconfig" && slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+			return m.Name == v.Name && m.MountPath == "/etc/trustplane/garden" && m.ReadOnly
+		})
+		if !mounted {
+			break
+		}
+	}
 	if configured != hasFlags || configured != mounted {
 		t.Errorf("garden configured=%v, but flags=%v mounted=%v (args %q)", configured, hasFlags, mounted, args)
 	}

@@ -41,3 +41,15 @@ func (r *SubscriptionRequest) GetObservedGeneration() int64 { return r.Status.Ob
 
 // SetObservedGeneration sets status.observedGeneration.
 func (r *SubscriptionRequest) SetObservedGeneration(g int64) { r.Status.ObservedGeneration = g }
+
+// GetLastHandledReconcileAt returns status.lastHandledReconcileAt.
+func (r *SubscriptionRequest) GetLastHandledReconcileAt() string {
+	return r.Status.LastHandledReconcileAt
+}
+
+// SetLastHandledReconcileAt sets status.lastHandledReconcileAt.
+func (r *SubscriptionRequest) SetLastHandledReconcileAt(at string) {
+	r.Status.LastHandledReconcileAt = at
+}
+
+var _ conditions.ReconcileRequestStatus = &SubscriptionRequest{}

@@ -82,6 +82,12 @@ type SubscriptionRequestStatus struct {
 	// while a newer one is in progress (Reconciling) it lags behind metadata.generation.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// lastHandledReconcileAt is the value of the annotation
+	// reconcile.trustplane.io/requestedAt that the last reconcile handled: equal to the
+	// annotation once a reconcile asked for with it (`trustplane reconcile`) has run.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
 }
 
 // SubscriptionRequest claims a hyperscaler credential from the pool.

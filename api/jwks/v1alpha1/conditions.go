@@ -116,3 +116,11 @@ func (c *JWKSConfig) GetObservedGeneration() int64 { return c.Status.ObservedGen
 
 // SetObservedGeneration sets status.observedGeneration.
 func (c *JWKSConfig) SetObservedGeneration(g int64) { c.Status.ObservedGeneration = g }
+
+// GetLastHandledReconcileAt returns status.lastHandledReconcileAt.
+func (c *JWKSConfig) GetLastHandledReconcileAt() string { return c.Status.LastHandledReconcileAt }
+
+// SetLastHandledReconcileAt sets status.lastHandledReconcileAt.
+func (c *JWKSConfig) SetLastHandledReconcileAt(at string) { c.Status.LastHandledReconcileAt = at }
+
+var _ conditions.ReconcileRequestStatus = &JWKSConfig{}

@@ -248,6 +248,12 @@ type JWKSConfigStatus struct {
 	// the key is not yet served everywhere.
 	// +optional
 	PendingPromotionTime *metav1.Time `json:"pendingPromotionTime,omitempty"`
+	// lastHandledReconcileAt is the value of the annotation
+	// reconcile.trustplane.io/requestedAt that the last reconcile handled: equal to the
+	// annotation once a reconcile asked for with it (`trustplane reconcile`) has run.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
 }
 
 // JWKSConfig publishes the public key of a TLS Secret as a JSON Web Key Set, in a

@@ -165,6 +165,12 @@ type ClusterStatus struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^c-[0-9a-f]{7}$')",message="status.shootName is the Cluster's own shoot, c- and 7 lower-case hex digits, e.g. c-1a2b3c4"
 	// +optional
 	ShootName string `json:"shootName,omitempty"`
+	// lastHandledReconcileAt is the value of the annotation
+	// reconcile.trustplane.io/requestedAt that the last reconcile handled: equal to the
+	// annotation once a reconcile asked for with it (`trustplane reconcile`) has run.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
 }
 
 // Cluster is a Kubernetes cluster to provision through Gardener, or one brought along.

@@ -35,6 +35,12 @@ const (
 	// ReasonInvalidSpec (Stalled): the spec is not one Gardener could provision, found
 	// before the Shoot is written or in the garden's 422/400 answer to writing it.
 	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonAuditLogTenantMissing (Stalled, ClusterProvisioned and Ready): the operator's
+	// landscape makes audit logging mandatory (landscape.auditLog.mandatory) and has no
+	// audit-log tenant for the Cluster's provider and region, both named in the message;
+	// no credential is claimed and no Shoot is written. The operator adds the tenant
+	// (landscape.auditLog.tenants.<provider>.<region>); the restarted manager picks it up.
+	ReasonAuditLogTenantMissing = "AuditLogTenantMissing"
 	// ReasonGardenNotConfigured (Stalled): a Gardener Cluster, and the operator runs
 	// without --garden-kubeconfig.
 	ReasonGardenNotConfigured = "GardenNotConfigured"
@@ -147,3 +153,23 @@ func (r *KubeconfigRequest) GetObservedGeneration() int64 { return r.Status.Obse
 
 // SetObservedGeneration sets status.observedGeneration.
 func (r *KubeconfigRequest) SetObservedGeneration(g int64) { r.Status.ObservedGeneration = g }
+
+// GetLastHandledReconcileAt returns status.lastHandledReconcileAt.
+func (c *Cluster) GetLastHandledReconcileAt() string { return c.Status.LastHandledReconcileAt }
+
+// SetLastHandledReconcileAt sets status.lastHandledReconcileAt.
+func (c *Cluster) SetLastHandledReconcileAt(at string) { c.Status.LastHandledReconcileAt = at }
+
+var _ conditions.ReconcileRequestStatus = &Cluster{}
+
+// GetLastHandledReconcileAt returns status.lastHandledReconcileAt.
+func (r *KubeconfigRequest) GetLastHandledReconcileAt() string {
+	return r.Status.LastHandledReconcileAt
+}
+
+// SetLastHandledReconcileAt sets status.lastHandledReconcileAt.
+func (r *KubeconfigRequest) SetLastHandledReconcileAt(at string) {
+	r.Status.LastHandledReconcileAt = at
+}
+
+var _ conditions.ReconcileRequestStatus = &KubeconfigRequest{}

@@ -150,6 +150,12 @@ type KubeconfigRequestStatus struct {
 	// granting the request's namespace, on revoke and on deletion. Empty: nothing granted.
 	// +optional
 	GrantedIn *ClusterReference `json:"grantedIn,omitempty"`
+	// lastHandledReconcileAt is the value of the annotation
+	// reconcile.trustplane.io/requestedAt that the last reconcile handled: equal to the
+	// annotation once a reconcile asked for with it (`trustplane reconcile`) has run.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
 }
 
 // ClusterReference names a Cluster.

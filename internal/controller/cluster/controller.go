@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -33,6 +34,7 @@ import (
 	"github.com/trustplane/trustplane/internal/access"
 	"github.com/trustplane/trustplane/internal/finalizer"
 	"github.com/trustplane/trustplane/internal/garden"
+	"github.com/trustplane/trustplane/internal/manager"
 	"github.com/trustplane/trustplane/internal/status"
 	"github.com/trustplane/trustplane/internal/tenantkubeconfig"
 )
@@ -129,6 +131,9 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	if err := manager.RegisterMetrics(append(status.Metrics(), provisionedGauge)...); err != nil {
+		return nil, err
+	}
 	g := opts.Garden
 	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("trustplane-" + Name), Garden: g, Options: opts}
 	options := controller.Options{
@@ -138,7 +143,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](opts.RetryBaseDelay, opts.RetryMaxDelay),
 	}
 	b := ctrl.NewControllerManagedBy(mgr).Named(Name).
-		For(&operatorv1alpha1.Cluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&operatorv1alpha1.Cluster{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, status.ReconcileRequested))).
 		Owns(&cp.SubscriptionRequest{}).
 		// Secrets as metadata only: the operator never caches credentials.
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.clustersUsingSecret), builder.OnlyMetadata).
@@ -167,8 +172,11 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 // after a time.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	c := &operatorv1alpha1.Cluster{}
-	if err := r.Client.Get(ctx, req.NamespacedName, c); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
+	if err := r.Client.Get(ctx, req.NamespacedName, c); apierrors.IsNotFound(err) {
+		forget(c, req.NamespacedName) // gone: its series go with it
+		return reconcile.Result{}, nil
+	} else if err != nil {
+		return reconcile.Result{}, err
 	}
 	release, ok := r.slots.acquire(req.Namespace, r.Options.WorkersPerNamespace)
 	if !ok {
@@ -179,7 +187,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	defer release()
 	patcher := status.NewPatcher(c)
-	return patcher.Finish(ctx, r.Client, r.Recorder, reconcile.Result{}, r.reconcileOrDeprovision(ctx, c))
+	result, err := patcher.Finish(ctx, r.Client, r.Recorder, reconcile.Result{}, r.reconcileOrDeprovision(ctx, c))
+	observe(c) // from the conditions Finish recorded
+	return result, err
 }
 
 func (r *Reconciler) reconcileOrDeprovision(ctx context.Context, c *operatorv1alpha1.Cluster) error {

@@ -54,6 +54,11 @@ func (r *Reconciler) provision(ctx context.Context, c *operatorv1alpha1.Cluster)
 	if err := shoot.Validate(c.Spec, r.Garden.Params); err != nil {
 		return nil, stall(c, operatorv1alpha1.ReasonInvalidSpec, err.Error())
 	}
+	// Before a credential is claimed: a Shoot without the audit logging the landscape
+	// demands is never made.
+	if err := shoot.CheckAuditLog(c.Spec, r.Garden.Params); err != nil {
+		return nil, stall(c, operatorv1alpha1.ReasonAuditLogTenantMissing, err.Error())
+	}
 	sr, err := r.applySubscription(ctx, c)
 	if err != nil {
 		return nil, err
@@ -62,7 +67,11 @@ func (r *Reconciler) provision(ctx context.Context, c *operatorv1alpha1.Cluster)
 		return nil, err
 	}
 	desired, err := shoot.Desired(c, r.Garden.Params, sr.Status.GardenerSecretName)
-	if err != nil {
+	var missing *shoot.AuditLogTenantMissingError
+	switch {
+	case errors.As(err, &missing):
+		return nil, stall(c, operatorv1alpha1.ReasonAuditLogTenantMissing, err.Error())
+	case err != nil:
 		return nil, stall(c, operatorv1alpha1.ReasonInvalidSpec, err.Error())
 	}
 	if err := r.checkShootOwner(ctx, c, desired.GetName()); err != nil {
@@ -157,8 +166,11 @@ func (r *Reconciler) applySubscription(ctx context.Context, c *operatorv1alpha1.
 		TypeMeta: metav1.TypeMeta{APIVersion: cp.GroupVersion.String(), Kind: "SubscriptionRequest"},
 		ObjectMeta: metav1.ObjectMeta{Name: c.Name, Namespace: c.Namespace,
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(c, operatorv1alpha1.GroupVersion.WithKind("Cluster"))}},
-		// The region selects a regional pool (hyperscalerType <provider>_<region>) where there is one.
-		Spec: cp.SubscriptionRequestSpec{Provider: c.Spec.Infrastructure.Provider, SubscriptionSelector: selector, Region: c.Spec.Core.Region},
+		// The region selects a regional pool (hyperscalerType <provider>_<region>) where there
+		// is one; an EU-access Cluster (its platform region, landscape.euAccess) takes its
+		// credential from the EU-access pool, as kyma-environment-broker does.
+		Spec: cp.SubscriptionRequestSpec{Provider: c.Spec.Infrastructure.Provider, SubscriptionSelector: selector, Region: c.Spec.Core.Region,
+			EUAccess: r.Garden != nil && shoot.EUAccessOnly(c, r.Garden.Params)},
 	}
 	if err := apply.Apply(ctx, r.Client, sr, FieldOwner); err != nil {
 		return nil, status.WriteFailed("apply", sr, err)

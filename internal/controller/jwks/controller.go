@@ -118,4 +118,5 @@ func (r *Reconciler) forget(id types.NamespacedName) {
 	r.parsed.Delete(id)
 	r.Throttle.Forget(id)
 	r.Metrics.forget(id)
+	status.Forget(&jwksv1alpha1.JWKSConfig{}, id)
 }

@@ -26,6 +26,7 @@ import (
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	"github.com/trustplane/trustplane/internal/jwkset"
 	"github.com/trustplane/trustplane/internal/manager"
+	"github.com/trustplane/trustplane/internal/status"
 )
 
 // Name is the controller's name in --controllers.
@@ -136,6 +137,9 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := manager.RegisterMetrics(status.Metrics()...); err != nil {
+		return nil, err
+	}
 	bindings, err := jwkset.ParseIssuerBindings(opts.IssuerNamespaces)
 	if err != nil {
 		return nil, fmt.Errorf("--jwks-issuer-namespaces: %w", err)
@@ -185,7 +189,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	toOwner := handler.EnqueueRequestsFromMapFunc(configOfOwned)
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
-		For(&jwksv1alpha1.JWKSConfig{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&jwksv1alpha1.JWKSConfig{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, status.ReconcileRequested))).
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.configsForSecret)).
 		WatchesRawSource(source.Kind(owned, client.Object(&corev1.ConfigMap{}), handler.EnqueueRequestsFromMapFunc(r.configsForConfigMap))).
 		WatchesRawSource(source.Kind(owned, client.Object(&appsv1.Deployment{}), toOwner)).

@@ -34,6 +34,7 @@ import (
 	"github.com/trustplane/trustplane/internal/clustertarget"
 	"github.com/trustplane/trustplane/internal/finalizer"
 	"github.com/trustplane/trustplane/internal/garden"
+	"github.com/trustplane/trustplane/internal/manager"
 	"github.com/trustplane/trustplane/internal/status"
 	"github.com/trustplane/trustplane/internal/tenantkubeconfig"
 )
@@ -157,6 +158,9 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	if err := manager.RegisterMetrics(append(status.Metrics(), collectors()...)...); err != nil {
+		return nil, err
+	}
 	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("trustplane-" + Name), opts: opts,
 		endpointChanges: make(chan event.GenericEvent, 64)}
 	r.targets = &clustertarget.Connections{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Garden: opts.Garden, Policy: opts.Kubeconfig,
@@ -179,11 +183,15 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 // cleans the target up once the request is deleted.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	kr := &operatorv1alpha1.KubeconfigRequest{}
-	if err := r.Client.Get(ctx, req.NamespacedName, kr); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
+	if err := r.Client.Get(ctx, req.NamespacedName, kr); apierrors.IsNotFound(err) {
+		forget(kr, req.NamespacedName) // gone: its series go with it
+		return reconcile.Result{}, nil
+	} else if err != nil {
+		return reconcile.Result{}, err
 	}
 	patcher := status.NewPatcher(kr)
 	result, err := r.reconcileOrFinalize(ctx, kr)
+	r.observe(kr)
 	return patcher.Finish(ctx, r.Client, r.Recorder, result, err)
 }
 

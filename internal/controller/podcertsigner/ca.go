@@ -95,6 +95,7 @@ func (r *Reconciler) reconcileCA(ctx context.Context, _ reconcile.Request) (reco
 		log.FromContext(ctx).Info("CA rotation moved", "signing", next.Current.Fingerprint()[:16], "next", next.Next != nil, "previous", len(next.Previous))
 		rot = next
 	}
+	observeCA(r.opts.SignerName, rot)
 	if err := r.applyBundle(ctx, rot.Bundle()); err != nil {
 		return reconcile.Result{}, err
 	}

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/trustplane/trustplane/api/certificates"
+	"github.com/trustplane/trustplane/internal/manager"
 	"github.com/trustplane/trustplane/internal/podcert"
 )
 
@@ -61,6 +62,9 @@ type Reconciler struct {
 // Setup adds the signer to mgr.
 func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if err := initMetrics(manager.RegisterMetrics, opts.SignerName); err != nil {
 		return nil, err
 	}
 	policy := Policy{MaxLifetime: opts.MaxLifetime, KeyTypes: map[string]bool{}, TrustDomain: opts.TrustDomain}
@@ -140,6 +144,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			return reconcile.Result{}, fmt.Errorf("recording the issued certificate: %w", err)
 		}
 	}
+	countRequest(r.opts.SignerName, outcomeIssued)
 	log.FromContext(ctx).V(1).Info("issued", "pod", pcr.Spec.PodName, "notAfter", issued.NotAfter)
 	return reconcile.Result{}, nil
 }
@@ -239,6 +244,7 @@ func (r *Reconciler) deny(ctx context.Context, pcr *certificatesv1.PodCertificat
 	if err := r.Client.Status().Update(ctx, obj); err != nil {
 		return fmt.Errorf("recording the denial: %w", err)
 	}
+	countRequest(r.opts.SignerName, outcomeDenied)
 	r.Recorder.Eventf(pcr, nil, corev1.EventTypeWarning, certificatesv1.PodCertificateRequestConditionTypeDenied, "Sign", "%s", d.Error())
 	return nil
 }

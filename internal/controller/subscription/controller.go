@@ -27,6 +27,7 @@ import (
 
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -46,6 +47,7 @@ import (
 	cp "github.com/trustplane/trustplane/api/controlplane/v1alpha1"
 	"github.com/trustplane/trustplane/internal/finalizer"
 	"github.com/trustplane/trustplane/internal/garden"
+	"github.com/trustplane/trustplane/internal/manager"
 	"github.com/trustplane/trustplane/internal/status"
 )
 
@@ -230,9 +232,12 @@ func gardenPool(g *garden.Garden) *pool {
 }
 
 func setup(mgr ctrl.Manager, p *pool, g *garden.Garden) (*Reconciler, error) {
+	if err := manager.RegisterMetrics(append(status.Metrics(), exhaustedGauge)...); err != nil {
+		return nil, err
+	}
 	r := &Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("trustplane-" + Name), Pool: p.cache, pool: p}
 	b := ctrl.NewControllerManagedBy(mgr).Named(Name).
-		For(&cp.SubscriptionRequest{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&cp.SubscriptionRequest{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, status.ReconcileRequested))).
 		WatchesRawSource(source.Kind(p.cache, client.Object(p.newEntry("", "")), handler.EnqueueRequestsFromMapFunc(r.waitingRequests))).
 		// Grants are read from Namespaces' metadata; granting an account brings back the
 		// namespace's waiting requests.
@@ -249,11 +254,16 @@ func setup(mgr ctrl.Manager, p *pool, g *garden.Garden) (*Reconciler, error) {
 // Reconcile assigns (or keeps, or releases) one request's credential.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	sr := &cp.SubscriptionRequest{}
-	if err := r.Client.Get(ctx, req.NamespacedName, sr); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
+	if err := r.Client.Get(ctx, req.NamespacedName, sr); apierrors.IsNotFound(err) {
+		forget(sr, req.NamespacedName) // gone: its series go with it
+		return reconcile.Result{}, nil
+	} else if err != nil {
+		return reconcile.Result{}, err
 	}
 	patcher := status.NewPatcher(sr)
-	return patcher.Finish(ctx, r.Client, r.Recorder, reconcile.Result{}, r.reconcile(ctx, sr))
+	result, err := patcher.Finish(ctx, r.Client, r.Recorder, reconcile.Result{}, r.reconcile(ctx, sr))
+	observe(sr) // from the conditions Finish recorded
+	return result, err
 }
 
 func (r *Reconciler) reconcile(ctx context.Context, sr *cp.SubscriptionRequest) error {

@@ -1,0 +1,37 @@
+package cluster
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+
+	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
+	"github.com/trustplane/trustplane/internal/status"
+)
+
+// provisionedGauge is the Cluster's own condition beside the conditions every kind reports
+// (status.Metrics, trustplane_object_ready among them). It is registered in Setup: only
+// the manager sets it.
+var provisionedGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "trustplane_cluster_provisioned",
+	Help: "1 while the Cluster's ClusterProvisioned condition is True (its Shoot is up, or its brought-along kubeconfig works), 0 otherwise; by namespace and name."},
+	[]string{"namespace", "name"})
+
+// observe records c's ClusterProvisioned condition, or forgets c once it is going with no
+// finalizer left.
+func observe(c *operatorv1alpha1.Cluster) {
+	if !c.DeletionTimestamp.IsZero() && len(c.Finalizers) == 0 {
+		forget(c, types.NamespacedName{Namespace: c.Namespace, Name: c.Name})
+		return
+	}
+	v := 0.0
+	if meta.IsStatusConditionTrue(c.Status.Conditions, operatorv1alpha1.ConditionClusterProvisioned) {
+		v = 1
+	}
+	provisionedGauge.WithLabelValues(c.Namespace, c.Name).Set(v)
+}
+
+// forget removes the series of the Cluster at id, its conditions' included.
+func forget(c *operatorv1alpha1.Cluster, id types.NamespacedName) {
+	provisionedGauge.DeleteLabelValues(id.Namespace, id.Name)
+	status.Forget(c, id)
+}

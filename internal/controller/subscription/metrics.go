@@ -1,0 +1,38 @@
+package subscription
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/trustplane/trustplane/api/conditions"
+	cp "github.com/trustplane/trustplane/api/controlplane/v1alpha1"
+	"github.com/trustplane/trustplane/internal/status"
+)
+
+// exhaustedGauge says which requests wait for a free credential: what the alert on an
+// exhausted pool reads. It is registered in Setup: only the manager sets it.
+var exhaustedGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "trustplane_subscription_pool_exhausted",
+	Help: "1 while the SubscriptionRequest waits because no credential of the pool fits it (Reconciling, reason PoolExhausted), 0 otherwise; by namespace and name."},
+	[]string{"namespace", "name"})
+
+// observe records whether sr waits on an exhausted pool, or forgets sr once it is going
+// with no finalizer left.
+func observe(sr *cp.SubscriptionRequest) {
+	if !sr.DeletionTimestamp.IsZero() && len(sr.Finalizers) == 0 {
+		forget(sr, types.NamespacedName{Namespace: sr.Namespace, Name: sr.Name})
+		return
+	}
+	v := 0.0
+	if c := meta.FindStatusCondition(sr.Status.Conditions, conditions.Reconciling); c != nil && c.Status == metav1.ConditionTrue && c.Reason == cp.ReasonPoolExhausted {
+		v = 1
+	}
+	exhaustedGauge.WithLabelValues(sr.Namespace, sr.Name).Set(v)
+}
+
+// forget removes the series of the request at id, its conditions' included.
+func forget(sr *cp.SubscriptionRequest, id types.NamespacedName) {
+	exhaustedGauge.DeleteLabelValues(id.Namespace, id.Name)
+	status.Forget(sr, id)
+}
