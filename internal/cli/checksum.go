@@ -22,14 +22,7 @@ import (
 )
 
 func newChecksumCommand() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:     "checksum",
-		Short:   "Tengine-Ingress secret consistency: compare the cluster's Secrets and Ingresses with the published checksums",
-		GroupID: groupDay2,
-		RunE:    parentRunE,
-	}
-	cmd.AddCommand(newChecksumDiffCommand())
-	return cmd
+	return day2Group("checksum", "Tengine-Ingress secret consistency: compare the cluster's Secrets and Ingresses with the published checksums", newChecksumDiffCommand())
 }
 
 func newChecksumDiffCommand() *cobra.Command {

@@ -25,14 +25,7 @@ import (
 )
 
 func newJWKSCommand() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:     "jwks",
-		Short:   "JWK Sets: what trustplane publishes for a certificate, and whether a token verifies",
-		GroupID: groupDay2,
-		RunE:    parentRunE,
-	}
-	cmd.AddCommand(newJWKSInspectCommand(), newJWKSVerifyCommand())
-	return cmd
+	return day2Group("jwks", "JWK Sets: what trustplane publishes for a certificate, and whether a token verifies", newJWKSInspectCommand(), newJWKSVerifyCommand())
 }
 
 // readInput reads a file, or stdin for "-".

@@ -46,15 +46,7 @@ whose credential has expired is refused with the reason: no file is written.`,
 	cmd.Flags().StringVarP(&file, "output", "o", "", "File to write (mode 0600); stdout when empty or -.")
 	cmd.ValidArgsFunction = completeNamesOf(f, kubeconfigKind())
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		c, err := f.client(errOut(cmd))
-		if err != nil {
-			return err
-		}
-		ns, err := f.namespace()
-		if err != nil {
-			return err
-		}
-		kr, err := getKubeconfigRequest(cmd.Context(), c, ns, args[0])
+		_, kr, err := getKubeconfigRequest(cmd, f, args[0])
 		if err != nil {
 			return err
 		}
@@ -80,12 +72,22 @@ whose credential has expired is refused with the reason: no file is written.`,
 	return cmd
 }
 
-func getKubeconfigRequest(ctx context.Context, c client.Client, ns, name string) (*operatorv1alpha1.KubeconfigRequest, error) {
-	kr := &operatorv1alpha1.KubeconfigRequest{}
-	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, kr); err != nil {
-		return nil, apiError(err, kubeconfigKind(), ns, name)
+// getKubeconfigRequest reads the request named name in the namespace of the flags, with
+// the client it was read through.
+func getKubeconfigRequest(cmd *cobra.Command, f *userFlags, name string) (client.Client, *operatorv1alpha1.KubeconfigRequest, error) {
+	c, err := f.client(errOut(cmd))
+	if err != nil {
+		return nil, nil, err
 	}
-	return kr, nil
+	ns, err := f.namespace()
+	if err != nil {
+		return nil, nil, err
+	}
+	kr := &operatorv1alpha1.KubeconfigRequest{}
+	if err := c.Get(cmd.Context(), types.NamespacedName{Namespace: ns, Name: name}, kr); err != nil {
+		return nil, nil, apiError(err, kubeconfigKind(), ns, name)
+	}
+	return c, kr, nil
 }
 
 // issuedKubeconfig is the kubeconfig a request issued, decoded, or why it may not be
@@ -181,18 +183,11 @@ func newCredentialCommand(rotate bool) *cobra.Command {
 		} else if k != kubeconfigKind() {
 			return fmt.Errorf("only a kubeconfigrequest can be %sd, not a %s", verb, k.Name)
 		}
-		c, err := f.client(errOut(cmd))
+		c, kr, err := getKubeconfigRequest(cmd, f, args[1])
 		if err != nil {
 			return err
 		}
-		ns, err := f.namespace()
-		if err != nil {
-			return err
-		}
-		kr, err := getKubeconfigRequest(cmd.Context(), c, ns, args[1])
-		if err != nil {
-			return err
-		}
+		ns := kr.Namespace
 		if rotate && kr.Annotations[operatorv1alpha1.RevokeAnnotation] == "true" {
 			return fmt.Errorf("KubeconfigRequest %s/%s is revoked: set %s to \"false\" to issue a new kubeconfig", ns, kr.Name, operatorv1alpha1.RevokeAnnotation)
 		}

@@ -29,6 +29,13 @@ func addUserCommands(root *cobra.Command) {
 	}
 }
 
+// day2Group is a Day-2 verb that only groups its subcommands (jwks, checksum, podcert).
+func day2Group(use, short string, subcommands ...*cobra.Command) *cobra.Command {
+	cmd := &cobra.Command{Use: use, Short: short, GroupID: groupDay2, RunE: parentRunE}
+	cmd.AddCommand(subcommands...)
+	return cmd
+}
+
 // parentRunE makes a command that only groups subcommands refuse an unknown one (one
 // line, exit 1) instead of printing its help as if asked.
 func parentRunE(cmd *cobra.Command, args []string) error {

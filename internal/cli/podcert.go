@@ -12,14 +12,7 @@ import (
 )
 
 func newPodcertCommand() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:     "podcert",
-		Short:   "Pod certificates: why a pod has (or has no) certificate",
-		GroupID: groupDay2,
-		RunE:    parentRunE,
-	}
-	cmd.AddCommand(newPodcertInspectCommand())
-	return cmd
+	return day2Group("podcert", "Pod certificates: why a pod has (or has no) certificate", newPodcertInspectCommand())
 }
 
 func newPodcertInspectCommand() *cobra.Command {

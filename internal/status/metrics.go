@@ -75,3 +75,26 @@ func isTrue(conds []metav1.Condition, conditionType string) float64 {
 	}
 	return 0
 }
+
+// ObserveObject sets a controller's own gauge g (labels namespace, name) for obj to 1 or
+// 0, or, once obj is going with no finalizer left, removes its series and obj's condition
+// gauges (ForgetObject).
+func ObserveObject(g *prometheus.GaugeVec, obj conditions.Object, on bool) {
+	id := types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}
+	if !obj.GetDeletionTimestamp().IsZero() && len(obj.GetFinalizers()) == 0 {
+		ForgetObject(g, obj, id)
+		return
+	}
+	v := 0.0
+	if on {
+		v = 1
+	}
+	g.WithLabelValues(id.Namespace, id.Name).Set(v)
+}
+
+// ForgetObject removes the series of the object of obj's kind at id from g and from the
+// condition gauges: a reconcile found it gone.
+func ForgetObject(g *prometheus.GaugeVec, obj conditions.Object, id types.NamespacedName) {
+	g.DeleteLabelValues(id.Namespace, id.Name)
+	Forget(obj, id)
+}

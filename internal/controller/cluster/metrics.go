@@ -19,19 +19,10 @@ var provisionedGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "trustp
 // observe records c's ClusterProvisioned condition, or forgets c once it is going with no
 // finalizer left.
 func observe(c *operatorv1alpha1.Cluster) {
-	if !c.DeletionTimestamp.IsZero() && len(c.Finalizers) == 0 {
-		forget(c, types.NamespacedName{Namespace: c.Namespace, Name: c.Name})
-		return
-	}
-	v := 0.0
-	if meta.IsStatusConditionTrue(c.Status.Conditions, operatorv1alpha1.ConditionClusterProvisioned) {
-		v = 1
-	}
-	provisionedGauge.WithLabelValues(c.Namespace, c.Name).Set(v)
+	status.ObserveObject(provisionedGauge, c, meta.IsStatusConditionTrue(c.Status.Conditions, operatorv1alpha1.ConditionClusterProvisioned))
 }
 
 // forget removes the series of the Cluster at id, its conditions' included.
 func forget(c *operatorv1alpha1.Cluster, id types.NamespacedName) {
-	provisionedGauge.DeleteLabelValues(id.Namespace, id.Name)
-	status.Forget(c, id)
+	status.ForgetObject(provisionedGauge, c, id)
 }

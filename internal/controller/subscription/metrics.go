@@ -20,19 +20,11 @@ var exhaustedGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "trustpla
 // observe records whether sr waits on an exhausted pool, or forgets sr once it is going
 // with no finalizer left.
 func observe(sr *cp.SubscriptionRequest) {
-	if !sr.DeletionTimestamp.IsZero() && len(sr.Finalizers) == 0 {
-		forget(sr, types.NamespacedName{Namespace: sr.Namespace, Name: sr.Name})
-		return
-	}
-	v := 0.0
-	if c := meta.FindStatusCondition(sr.Status.Conditions, conditions.Reconciling); c != nil && c.Status == metav1.ConditionTrue && c.Reason == cp.ReasonPoolExhausted {
-		v = 1
-	}
-	exhaustedGauge.WithLabelValues(sr.Namespace, sr.Name).Set(v)
+	c := meta.FindStatusCondition(sr.Status.Conditions, conditions.Reconciling)
+	status.ObserveObject(exhaustedGauge, sr, c != nil && c.Status == metav1.ConditionTrue && c.Reason == cp.ReasonPoolExhausted)
 }
 
 // forget removes the series of the request at id, its conditions' included.
 func forget(sr *cp.SubscriptionRequest, id types.NamespacedName) {
-	exhaustedGauge.DeleteLabelValues(id.Namespace, id.Name)
-	status.Forget(sr, id)
+	status.ForgetObject(exhaustedGauge, sr, id)
 }
