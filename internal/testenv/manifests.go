@@ -3,6 +3,7 @@ package testenv
 import (
 	"bytes"
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -123,4 +124,20 @@ func ContainerOf(tb testing.TB, pod corev1.PodSpec, name string) corev1.Containe
 	}
 	tb.Fatalf("no container %s", name)
 	return corev1.Container{}
+}
+
+// Tool is the path of a tool make builds into bin/ (or $TRUSTPLANE_BIN): "helm",
+// "k8s/kubectl", ... A test that needs one fails, saying how to build it, when it is not
+// there.
+func Tool(tb testing.TB, name string) string {
+	tb.Helper()
+	dir := os.Getenv("TRUSTPLANE_BIN")
+	if dir == "" {
+		dir = filepath.Join(RepoRoot(), "bin")
+	}
+	path := filepath.Join(dir, name)
+	if _, err := os.Stat(path); err != nil {
+		tb.Fatalf("%s not built: run `make tools k8s-bins` (make test does it): %v", name, err)
+	}
+	return path
 }

@@ -227,23 +227,7 @@ func TestShootUpdateRules(t *testing.T) {
 			_ = unstructured.SetNestedSlice(s.Object, zones, "spec", "provider", "infrastructureConfig", "networks", "zones")
 		}, "the VPC CIDR and zone CIDRs are immutable"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			// The test gardener writes the Shoot too (its finalizer, its status).
-			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-				live, err := getShoot(base.GetName())
-				if err != nil {
-					return err
-				}
-				tc.change(live)
-				return mgmt.Client.Update(ctx, live, client.DryRunAll)
-			})
-			switch {
-			case tc.want == "" && err != nil:
-				t.Errorf("refused: %v", err)
-			case tc.want != "" && (!apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.want)):
-				t.Errorf("got %v; want Invalid naming %q", err, tc.want)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkUpdate(t, base.GetName(), tc.change, tc.want) })
 	}
 }
 
@@ -359,5 +343,26 @@ func TestOIDCThroughStructuredAuthentication(t *testing.T) {
 	testenv.Eventually(t, "the Cluster to go", 30*time.Second, gone(mgmt.Client, c))
 	if _, err := authConfigMap(name); !apierrors.IsNotFound(err) {
 		t.Errorf("the ConfigMap after the Cluster went: %v", err)
+	}
+}
+
+// checkUpdate dry-runs change on the live Shoot name and checks the answer: accepted when
+// want is "", else Invalid naming want. The test gardener writes the Shoot too (its
+// finalizer, its status): a conflict only means the read was older than that write.
+func checkUpdate(t *testing.T, name string, change func(*unstructured.Unstructured), want string) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		live, err := getShoot(name)
+		if err != nil {
+			return err
+		}
+		change(live)
+		return mgmt.Client.Update(ctx, live, client.DryRunAll)
+	})
+	switch {
+	case want == "" && err != nil:
+		t.Errorf("refused: %v", err)
+	case want != "" && (!apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want)):
+		t.Errorf("got %v; want Invalid naming %q", err, want)
 	}
 }

@@ -16,7 +16,7 @@ import (
 // with sidecars, their ServiceAccounts may read IngressClasses.
 func TestChartPassesTengineClassFlags(t *testing.T) {
 	root := testenv.RepoRoot()
-	objs := testenv.DecodeYAML(t, run(t, root, tool(t, "helm"), "template", "trustplane", filepath.Join(root, "charts/trustplane"),
+	objs := testenv.DecodeYAML(t, run(t, root, testenv.Tool(t, "helm"), "template", "trustplane", filepath.Join(root, "charts/trustplane"),
 		"--namespace", "trustplane-system", "--set", "dataplane.namespaces={web,edge}", "--set",
 		"checksum.ingressClass=internal,checksum.controllerClass=example.com/gateway,checksum.watchIngressWithoutClass=true,checksum.ingressClassByName=true,checksum.ignoreIngressClass=true"))
 	args := managerArgs(t, objs)

@@ -29,7 +29,7 @@ var leftAtDefault = map[string]string{
 // at start: every field has the file's value.
 func TestChartConfigReachesEveryProcess(t *testing.T) {
 	root := testenv.RepoRoot()
-	objs := testenv.DecodeYAML(t, run(t, root, tool(t, "helm"), "template", "trustplane", filepath.Join(root, "charts/trustplane"),
+	objs := testenv.DecodeYAML(t, run(t, root, testenv.Tool(t, "helm"), "template", "trustplane", filepath.Join(root, "charts/trustplane"),
 		"--namespace", "trustplane-system", "-f", filepath.Join(root, "test/install/testdata/every-field.yaml")))
 	files := map[string]string{}
 	for _, obj := range objs {
@@ -139,7 +139,7 @@ func TestChartValuesAreChecked(t *testing.T) {
 		"nodeAgent.config.refreshInterval=soon": "'soon' does not match pattern",
 		"config.cluster.workers=many":           "got string, want integer",
 	} {
-		cmd := exec.Command(tool(t, "helm"), "template", "trustplane", filepath.Join(root, "charts/trustplane"), "--namespace", "trustplane-system", "--set", set)
+		cmd := exec.Command(testenv.Tool(t, "helm"), "template", "trustplane", filepath.Join(root, "charts/trustplane"), "--namespace", "trustplane-system", "--set", set)
 		out, err := cmd.CombinedOutput()
 		if err == nil || !strings.Contains(string(out), want) {
 			t.Errorf("--set %s: %v, want a failure saying %q:\n%s", set, err, want, out)

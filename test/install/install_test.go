@@ -28,19 +28,6 @@ var env *testenv.Env
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env)) }
 
-func tool(t *testing.T, name string) string {
-	t.Helper()
-	dir := os.Getenv("TRUSTPLANE_BIN")
-	if dir == "" {
-		dir = filepath.Join(testenv.RepoRoot(), "bin")
-	}
-	path := filepath.Join(dir, name)
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("%s not built: run `make tools k8s-bins` (make test does it): %v", name, err)
-	}
-	return path
-}
-
 func run(t *testing.T, dir, name string, args ...string) []byte {
 	t.Helper()
 	cmd := exec.Command(name, args...)
@@ -58,7 +45,7 @@ func run(t *testing.T, dir, name string, args ...string) []byte {
 // `make manifests`: CRDs, RBAC, deepcopy code and the chart's copies of them.
 func TestGeneratedFilesAreCurrent(t *testing.T) {
 	root := testenv.RepoRoot()
-	gen := tool(t, "controller-gen")
+	gen := testenv.Tool(t, "controller-gen")
 	out := t.TempDir()
 	run(t, root, gen, "crd", "paths=./api/...", "output:crd:artifacts:config="+filepath.Join(out, "crd"))
 	assertSameDir(t, filepath.Join(out, "crd"), filepath.Join(root, "config/crd/bases"))
@@ -96,7 +83,7 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 // options), and applies every object with a server-side dry run.
 func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 	root := testenv.RepoRoot()
-	kubectl, helm := tool(t, "k8s/kubectl"), tool(t, "helm")
+	kubectl, helm := testenv.Tool(t, "k8s/kubectl"), testenv.Tool(t, "helm")
 	chart := func(sets ...string) []byte {
 		args := []string{"template", "trustplane", filepath.Join(root, "charts/trustplane"), "--namespace", "trustplane-system", "--include-crds"}
 		for _, s := range sets {
@@ -383,7 +370,7 @@ func copyTree(t *testing.T, from, to string) {
 // so with dataplane.namespaces set the manager publishes them too — and only then.
 func TestChartGivesSidecarsTheirScope(t *testing.T) {
 	root := testenv.RepoRoot()
-	helm := tool(t, "helm")
+	helm := testenv.Tool(t, "helm")
 	const flag = "--secret-checksum-scopes=cluster,namespace"
 	for sets, want := range map[string]bool{"dataplane.namespaces={web}": true, "nodeAgent.enabled=false": false} {
 		rendered := run(t, root, helm, "template", "trustplane", filepath.Join(root, "charts/trustplane"), "--namespace", "trustplane-system", "--set", sets)

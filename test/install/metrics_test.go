@@ -44,9 +44,9 @@ func managerArgs(t *testing.T, objs []*unstructured.Unstructured) []string {
 // trustplane-metrics-reader → 403, one bound to it → 200. The chart ships the same flags.
 func TestShippedMetricsNeedAuthorization(t *testing.T) {
 	root := testenv.RepoRoot()
-	rendered := testenv.DecodeYAML(t, run(t, root, tool(t, "k8s/kubectl"), "kustomize", filepath.Join(root, "config/default")))
+	rendered := testenv.DecodeYAML(t, run(t, root, testenv.Tool(t, "k8s/kubectl"), "kustomize", filepath.Join(root, "config/default")))
 	args := managerArgs(t, rendered)
-	helmArgs := managerArgs(t, testenv.DecodeYAML(t, run(t, root, tool(t, "helm"), "template", "trustplane", filepath.Join(root, "charts/trustplane"), "--namespace", "trustplane-system")))
+	helmArgs := managerArgs(t, testenv.DecodeYAML(t, run(t, root, testenv.Tool(t, "helm"), "template", "trustplane", filepath.Join(root, "charts/trustplane"), "--namespace", "trustplane-system")))
 	for name, a := range map[string][]string{"kustomize": args, "helm": helmArgs} {
 		if !slices.Contains(a, "--metrics-secure") {
 			t.Errorf("%s: the manager serves /metrics without --metrics-secure: %q", name, a)

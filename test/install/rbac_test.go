@@ -35,8 +35,8 @@ func managerRules(t *testing.T, objs []*unstructured.Unstructured) []rbacv1.Poli
 func TestManagerRBACIsLeastPrivilege(t *testing.T) {
 	root := testenv.RepoRoot()
 	renders := map[string][]*unstructured.Unstructured{
-		"kustomize": testenv.DecodeYAML(t, run(t, root, tool(t, "k8s/kubectl"), "kustomize", filepath.Join(root, "config/default"))),
-		"helm": testenv.DecodeYAML(t, run(t, root, tool(t, "helm"), "template", "trustplane", filepath.Join(root, "charts/trustplane"),
+		"kustomize": testenv.DecodeYAML(t, run(t, root, testenv.Tool(t, "k8s/kubectl"), "kustomize", filepath.Join(root, "config/default"))),
+		"helm": testenv.DecodeYAML(t, run(t, root, testenv.Tool(t, "helm"), "template", "trustplane", filepath.Join(root, "charts/trustplane"),
 			"--namespace", "trustplane-system")),
 	}
 	for name, objs := range renders {
@@ -79,7 +79,7 @@ func TestManagerRBACIsLeastPrivilege(t *testing.T) {
 // not to, and passes --role-aggregation-trust-role-authors only when told to.
 func TestChartAdmissionPolicyValues(t *testing.T) {
 	root := testenv.RepoRoot()
-	helm := tool(t, "helm")
+	helm := testenv.Tool(t, "helm")
 	for _, tc := range []struct {
 		set                          string
 		policy, trusts, statusPolicy bool

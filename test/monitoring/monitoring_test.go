@@ -41,19 +41,6 @@ func promtool(t *testing.T) string {
 	return path
 }
 
-func tool(t *testing.T, name string) string {
-	t.Helper()
-	dir := os.Getenv("TRUSTPLANE_BIN")
-	if dir == "" {
-		dir = filepath.Join(testenv.RepoRoot(), "bin")
-	}
-	path := filepath.Join(dir, name)
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("%s not built: run `make tools` (make test does it): %v", name, err)
-	}
-	return path
-}
-
 func run(t *testing.T, name string, args ...string) []byte {
 	t.Helper()
 	cmd := exec.Command(name, args...)
@@ -264,7 +251,7 @@ func render(t *testing.T, sets ...string) []*unstructured.Unstructured {
 	for _, s := range sets {
 		args = append(args, "--set", s)
 	}
-	return testenv.DecodeYAML(t, run(t, tool(t, "helm"), args...))
+	return testenv.DecodeYAML(t, run(t, testenv.Tool(t, "helm"), args...))
 }
 
 func byKind(objs []*unstructured.Unstructured, kind string) []*unstructured.Unstructured {
