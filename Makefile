@@ -75,6 +75,14 @@ tools: ## Build the pinned controller-gen and helm into bin/ (once).
 lint-tool: ## Build the pinned golangci-lint into bin/lint (once).
 	hack/build-cached.sh hack/lint $(BIN)/lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
+##@ Robustness
+
+CHAOS_FAULTS   ?= 200
+CHAOS_DURATION ?= 45m
+.PHONY: chaos
+chaos: k8s-bins ## Inject CHAOS_FAULTS (200) faults from CHAOS_SEED (default: new) across all five systems, checking invariants (test/chaos; make test runs 2 minutes of it).
+	CHAOS_FAULTS=$(CHAOS_FAULTS) CHAOS_DURATION=$(CHAOS_DURATION) go test -timeout 0 -count=1 -v -run '^TestChaos$$' ./test/chaos
+
 ##@ Benchmarks
 
 .PHONY: bench-jwks

@@ -49,6 +49,7 @@ import (
 	"github.com/trustplane/trustplane/internal/scheme"
 	"github.com/trustplane/trustplane/internal/shoot"
 	"github.com/trustplane/trustplane/internal/testenv"
+	"github.com/trustplane/trustplane/test/gardenstandin"
 )
 
 const projectNamespace = "garden-test"
@@ -60,7 +61,7 @@ var (
 
 	mgmt, shootEnv *testenv.Env // mgmt is also the garden
 	gardenFront    *front
-	testGardener   *gardener
+	testGardener   *gardenstandin.Gardener
 	ctx            = context.Background()
 )
 
@@ -89,7 +90,7 @@ func (s *setupThenRun) Run() int {
 		fmt.Fprintln(os.Stderr, "preparing the test garden:", err)
 		return 1
 	}
-	defer func() { gardenFront.server.CloseClientConnections(); gardenFront.server.Close() }()
+	defer gardenFront.Close()
 	defer stopGardener()
 	return s.m.Run()
 }
@@ -115,7 +116,7 @@ func prepareGarden() error {
 	}
 	gardenerCtx, cancel := context.WithCancel(ctx)
 	stopGardener = cancel
-	testGardener, err = startGardener(gardenerCtx, mgmt)
+	testGardener, err = gardenstandin.StartGardener(gardenerCtx, mgmt.Config)
 	return err
 }
 
@@ -140,7 +141,7 @@ func runOperatorsWith(t *testing.T, withGarden bool, params shoot.Params) {
 		var g *garden.Garden
 		if withGarden {
 			var err error
-			if g, err = garden.New(mgr, gardenFront.config(), params, 10*time.Minute); err != nil {
+			if g, err = garden.New(mgr, gardenFront.Config(), params, 10*time.Minute); err != nil {
 				return err
 			}
 		}
@@ -242,7 +243,7 @@ func TestGardenerClusterLifecycle(t *testing.T) {
 	poolSecret(t, "aws-shared-1", map[string]string{cp.LabelHyperscalerType: "aws", cp.LabelShared: "true"})
 	name := "example-cluster"
 	shootName := shoot.Name(ns, name)
-	testGardener.hold.Store(shootName, struct{}{})
+	testGardener.Hold(shootName)
 	c := &operatorv1alpha1.Cluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"plan": "trial", "globalaccountid": "abcd-0001"}},
 		Spec: operatorv1alpha1.ClusterSpec{
@@ -323,12 +324,12 @@ func TestGardenerClusterLifecycle(t *testing.T) {
 	if fmt.Sprint(ext) != "[map[disabled:true type:shoot-networking-filter]]" {
 		t.Errorf("extensions %v", ext)
 	}
-	if n := gardenFront.adminRequestsFor(shootName); n != 0 {
+	if n := gardenFront.AdminRequestsFor(shootName); n != 0 {
 		t.Errorf("%d admin kubeconfigs requested before the shoot was provisioned", n)
 	}
 
 	// Gardener finishes: provisioned, administrators are cluster-admin in the shoot.
-	testGardener.release(shootName)
+	testGardener.Release(projectNamespace, shootName)
 	waitCondition(t, name, operatorv1alpha1.ConditionClusterProvisioned, metav1.ConditionTrue, operatorv1alpha1.ReasonProvisioned)
 	waitCondition(t, name, conditions.Ready, metav1.ConditionTrue, operatorv1alpha1.ReasonAdministratorsBound)
 	if got := getCluster(t, name).Status.ShootName; got != shootName {
@@ -340,14 +341,14 @@ func TestGardenerClusterLifecycle(t *testing.T) {
 	if canI(t, "stranger@example.com", "get", "secrets", "kube-system") {
 		t.Fatal("the SubjectAccessReview check allows anyone: it proves nothing")
 	}
-	if gardenFront.adminRequestsFor(shootName) == 0 {
+	if gardenFront.AdminRequestsFor(shootName) == 0 {
 		t.Error("administrators were bound without an admin kubeconfig from the garden")
 	}
 	assertAdminKubeconfigNotStored(t)
 
 	// Gardener's periodic reconcile reports progress on the Shoot: the condition follows,
 	// and no new admin kubeconfig is asked for (the administrators are bound already).
-	adminRequests := gardenFront.adminRequestsFor(shootName)
+	adminRequests := gardenFront.AdminRequestsFor(shootName)
 	s, err = getShoot(shootName)
 	if err != nil {
 		t.Fatal(err)
@@ -366,7 +367,7 @@ func TestGardenerClusterLifecycle(t *testing.T) {
 	if !meta.IsStatusConditionTrue(getCluster(t, name).Status.Conditions, conditions.Ready) {
 		t.Error("Ready went false during Gardener's reconcile")
 	}
-	if n := gardenFront.adminRequestsFor(shootName); n != adminRequests {
+	if n := gardenFront.AdminRequestsFor(shootName); n != adminRequests {
 		t.Errorf("a Shoot progress update asked for %d more admin kubeconfigs", n-adminRequests)
 	}
 
@@ -449,7 +450,7 @@ func TestGardenerClusterLifecycle(t *testing.T) {
 // cluster holds the admin credential handed out by the garden.
 func assertAdminKubeconfigNotStored(t *testing.T) {
 	t.Helper()
-	admin, err := clientcmd.Load(gardenFront.adminKubeconfig)
+	admin, err := clientcmd.Load(gardenFront.AdminKubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -564,8 +565,8 @@ func TestGardenUnreachableDeletesNothing(t *testing.T) {
 	}
 	waitCondition(t, name, conditions.Ready, metav1.ConditionTrue, operatorv1alpha1.ReasonAdministratorsBound)
 
-	gardenFront.down.Store(true)
-	t.Cleanup(func() { gardenFront.down.Store(false) })                                                    // for the next tests, should this one fail
+	gardenFront.Down.Store(true)
+	t.Cleanup(func() { gardenFront.Down.Store(false) })                                                    // for the next tests, should this one fail
 	c = changeSpec(t, name, func(c *operatorv1alpha1.Cluster) { c.Spec.Infrastructure.AutoScalerMax = 7 }) // a change that needs the garden
 	cond := waitCondition(t, name, conditions.Ready, metav1.ConditionFalse, operatorv1alpha1.ReasonGardenUnreachable)
 	if !strings.Contains(cond.Message, "unable to handle the request") {
@@ -588,7 +589,7 @@ func TestGardenUnreachableDeletesNothing(t *testing.T) {
 		t.Errorf("the shoot was touched while the garden was down: %v", err)
 	}
 
-	gardenFront.down.Store(false)
+	gardenFront.Down.Store(false)
 	testenv.Eventually(t, "the Cluster to go once the garden is back", 60*time.Second, gone(mgmt.Client, c))
 	if _, err := getShoot(shoot.Name(ns, name)); !apierrors.IsNotFound(err) {
 		t.Errorf("shoot after the Cluster went: %v", err)
@@ -606,8 +607,8 @@ func TestGardenDownAtStartStopsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns = namespace.Name
-	gardenFront.down.Store(true)
-	t.Cleanup(func() { gardenFront.down.Store(false) })
+	gardenFront.Down.Store(true)
+	t.Cleanup(func() { gardenFront.Down.Store(false) })
 	const syncTimeout = 3 * time.Second
 	mgr, err := ctrl.NewManager(mgmt.Config, ctrl.Options{
 		Scheme: scheme.New(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
@@ -618,7 +619,7 @@ func TestGardenDownAtStartStopsNothing(t *testing.T) {
 	}
 	params := shoot.DefaultParams()
 	params.Namespace = projectNamespace
-	g, err := garden.New(mgr, gardenFront.config(), params, 10*time.Minute)
+	g, err := garden.New(mgr, gardenFront.Config(), params, 10*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -662,7 +663,7 @@ func TestGardenDownAtStartStopsNothing(t *testing.T) {
 		t.Fatalf("the manager stopped while the garden was down: %v", startErr)
 	default:
 	}
-	gardenFront.down.Store(false)
+	gardenFront.Down.Store(false)
 	testenv.Eventually(t, "the Shoot once the garden answers", 60*time.Second, func() bool {
 		_, err := getShoot(shoot.Name(ns, name))
 		return err == nil

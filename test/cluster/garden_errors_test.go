@@ -121,12 +121,12 @@ func TestShootWrittenOnlyWhenDesiredChanges(t *testing.T) {
 	}
 	shootName := shoot.Name(ns, name)
 	waitCondition(t, name, conditions.Ready, metav1.ConditionTrue, operatorv1alpha1.ReasonAdministratorsBound)
-	if gardenFront.shootWritesFor(shootName) == 0 {
+	if gardenFront.ShootWritesFor(shootName) == 0 {
 		t.Fatal("the front counted no write of the shoot: the count proves nothing")
 	}
 
 	// Gardener reports its reconcile, step by step: the Cluster follows, the Shoot is not written.
-	writes := gardenFront.shootWritesFor(shootName)
+	writes := gardenFront.ShootWritesFor(shootName)
 	for i, step := range []struct {
 		state    string
 		progress int64
@@ -139,7 +139,7 @@ func TestShootWrittenOnlyWhenDesiredChanges(t *testing.T) {
 		})
 	}
 	time.Sleep(time.Second) // room for a wrong implementation's late writes
-	if n := gardenFront.shootWritesFor(shootName); n != writes {
+	if n := gardenFront.ShootWritesFor(shootName); n != writes {
 		t.Errorf("Gardener's status updates caused %d writes of the shoot", n-writes)
 	}
 
@@ -152,7 +152,7 @@ func TestShootWrittenOnlyWhenDesiredChanges(t *testing.T) {
 		w := shootWorker(t, name)
 		return w["maximum"] == int64(5) && machineTypeOf(w) == "n2-standard-8"
 	})
-	if gardenFront.shootWritesFor(shootName) == writes {
+	if gardenFront.ShootWritesFor(shootName) == writes {
 		t.Error("the shoot changed without a write through the garden front")
 	}
 	waitCondition(t, name, conditions.Ready, metav1.ConditionTrue, operatorv1alpha1.ReasonAdministratorsBound)
@@ -210,9 +210,9 @@ func TestGardenAnswersClassified(t *testing.T) {
 	if r := meta.FindStatusCondition(c.Status.Conditions, conditions.Reconciling); r != nil {
 		t.Errorf("Reconciling beside Stalled: %+v", r)
 	}
-	writes := gardenFront.shootWritesFor(shootName)
+	writes := gardenFront.ShootWritesFor(shootName)
 	time.Sleep(2 * time.Second)
-	if n := gardenFront.shootWritesFor(shootName); n != writes {
+	if n := gardenFront.ShootWritesFor(shootName); n != writes {
 		t.Errorf("an invalid shoot was retried %d times", n-writes)
 	}
 	assertShootKept("n2-standard-4")
@@ -231,9 +231,9 @@ func TestGardenAnswersClassified(t *testing.T) {
 	}
 
 	// 5xx and 429: the garden is unreachable for now; retried, not stalled.
-	t.Cleanup(func() { gardenFront.failShootWrites.Store(0) })
+	t.Cleanup(func() { gardenFront.FailShootWrites.Store(0) })
 	for i, code := range []int32{500, 429} {
-		gardenFront.failShootWrites.Store(code)
+		gardenFront.FailShootWrites.Store(code)
 		changeSpec(t, name, func(c *operatorv1alpha1.Cluster) { c.Spec.Infrastructure.AutoScalerMax = int32(6 + i) })
 		cond = waitCondition(t, name, conditions.Reconciling, metav1.ConditionTrue, operatorv1alpha1.ReasonGardenUnreachable)
 		if !strings.Contains(cond.Message, "injected by the test front") {
@@ -243,7 +243,7 @@ func TestGardenAnswersClassified(t *testing.T) {
 			t.Errorf("%d: Stalled %+v", code, s)
 		}
 	}
-	gardenFront.failShootWrites.Store(0)
+	gardenFront.FailShootWrites.Store(0)
 	waitCondition(t, name, conditions.Ready, metav1.ConditionTrue, operatorv1alpha1.ReasonAdministratorsBound)
 	if got := shootWorker(t, name)["maximum"]; got != int64(7) {
 		t.Errorf("shoot maximum %v after the garden answered again, want 7", got)

@@ -74,7 +74,7 @@ func landscapeShoot(t *testing.T, provider, name string) *unstructured.Unstructu
 // webhooks that look other objects up are played.
 func frontClient(t *testing.T) client.Client {
 	t.Helper()
-	c, err := client.New(gardenFront.config(), client.Options{})
+	c, err := client.New(gardenFront.Config(), client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/trustplane/trustplane/internal/clustertarget"
 	clusterctrl "github.com/trustplane/trustplane/internal/controller/cluster"
 	"github.com/trustplane/trustplane/internal/testenv"
+	"github.com/trustplane/trustplane/test/gardenstandin"
 )
 
 // secretMarker stands for whatever an internal endpoint answers that a tenant must not
@@ -180,7 +181,7 @@ func TestTargetAnswersStayOutOfStatus(t *testing.T) {
 			w.Header().Set("Content-Type", "text/html")
 			_, _ = fmt.Fprint(w, "<html><body>"+secretMarker+"</body></html>")
 		case "403":
-			writeStatus(w, http.StatusForbidden, "Forbidden", secretMarker)
+			gardenstandin.WriteStatus(w, http.StatusForbidden, "Forbidden", secretMarker)
 		}
 	}))
 	t.Cleanup(target.Close)

@@ -190,22 +190,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	patcher := status.NewPatcher(kr)
-	result, err := r.reconcileOrFinalize(ctx, kr)
+	result, err := r.reconcileOrFinalize(ctx, kr, patcher)
 	r.observe(kr)
 	return patcher.Finish(ctx, r.Client, r.Recorder, result, err)
 }
 
-func (r *Reconciler) reconcileOrFinalize(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest) (reconcile.Result, error) {
+func (r *Reconciler) reconcileOrFinalize(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest, patcher *status.Patcher) (reconcile.Result, error) {
 	if !kr.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, r.finalize(ctx, kr)
 	}
 	if err := Finalizer.Ensure(ctx, r.Client, kr); err != nil {
 		return reconcile.Result{}, err
 	}
-	return r.reconcile(ctx, kr)
+	return r.reconcile(ctx, kr, patcher)
 }
 
-func (r *Reconciler) reconcile(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest) (reconcile.Result, error) {
+// reconcile serves the request; patcher writes the status at the end, and before the
+// first write into a Cluster (status.grantedIn).
+func (r *Reconciler) reconcile(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest, patcher *status.Patcher) (reconcile.Result, error) {
 	now := r.opts.Clock.Now()
 	if problems := r.overCeiling(kr); len(problems) > 0 {
 		return reconcile.Result{}, r.deny(ctx, kr, operatorv1alpha1.ReasonDenied, fmt.Sprintf("denied: %s", strings.Join(problems, "; ")))
@@ -255,9 +257,17 @@ func (r *Reconciler) reconcile(ctx context.Context, kr *operatorv1alpha1.Kubecon
 	if err != nil {
 		return reconcile.Result{}, status.Transient(operatorv1alpha1.ReasonClusterNotReady, err)
 	}
-	// Recorded before anything is written there: whatever happens next, what the request
-	// holds in that cluster can be found and withdrawn.
-	kr.Status.GrantedIn = &operatorv1alpha1.ClusterReference{Namespace: key.Namespace, Name: key.Name}
+	// Recorded, and stored, before anything is written there: whatever happens next (the
+	// manager killed mid-way, the status write at the end failing), what the request holds
+	// in that cluster can be found and withdrawn. Set only in memory, a request deleted
+	// after such a failure went at once (nothing recorded, nothing to clean up) and left
+	// its ServiceAccount, roles, bindings and token bindings in the target.
+	if g := kr.Status.GrantedIn; g == nil || g.Key() != key {
+		kr.Status.GrantedIn = &operatorv1alpha1.ClusterReference{Namespace: key.Namespace, Name: key.Name}
+		if err := patcher.Patch(ctx, r.Client); err != nil {
+			return reconcile.Result{}, fmt.Errorf("recording status.grantedIn before granting in Cluster %s: %w", key, err)
+		}
+	}
 	return r.serve(ctx, kr, target, held != nil, now)
 }
 

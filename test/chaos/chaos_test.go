@@ -1,0 +1,94 @@
+package chaos
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/trustplane/trustplane/internal/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	// API warnings (a deprecated field, a webhook's note) would go to controller-runtime's
+	// logger; the run's output is its own.
+	ctrllog.SetLogger(logr.Discard())
+	os.Exit(testenv.Main(m, &env))
+}
+
+// systems are the five systems' workloads, in the order their output appears.
+func systems() []System {
+	return []System{
+		newPodcert(),
+		newAggregation(),
+		newJWKS(),
+		newChecksum(),
+		newKubeconfig(),
+		newCluster(),
+	}
+}
+
+// The short run of make test: a couple of minutes of faults (make chaos runs 200).
+const (
+	shortDuration = 2 * time.Minute
+	settleTimeout = 2 * time.Minute
+)
+
+// TestChaos is make chaos, and a short run of it in make test: CHAOS_SEED (default: a new
+// one, printed), CHAOS_FAULTS (default: as many as fit), CHAOS_DURATION (default 2m) and
+// CHAOS_SYSTEMS (default: all) replay or shape a run.
+func TestChaos(t *testing.T) {
+	cfg, err := configFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var run []System
+	for _, s := range systems() {
+		if len(cfg.Systems) == 0 || slices.Contains(cfg.Systems, s.Name()) {
+			run = append(run, s)
+		}
+	}
+	result := Run(t, env, cfg, run)
+	fmt.Println(result)
+	if result.Violations > 0 {
+		t.Errorf("%d invariant violations (above); replay with CHAOS_SEED=%d", result.Violations, result.Seed)
+	}
+}
+
+func configFromEnv() (Config, error) {
+	cfg := Config{Seed: rand.Uint64() >> 1, Duration: shortDuration, SettleTimeout: settleTimeout}
+	if v := os.Getenv("CHAOS_SEED"); v != "" {
+		seed, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return cfg, fmt.Errorf("CHAOS_SEED=%q: want a non-negative integer", v)
+		}
+		cfg.Seed = seed
+	}
+	if v := os.Getenv("CHAOS_FAULTS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return cfg, fmt.Errorf("CHAOS_FAULTS=%q: want a non-negative integer", v)
+		}
+		cfg.Faults = n
+	}
+	if v := os.Getenv("CHAOS_DURATION"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return cfg, fmt.Errorf("CHAOS_DURATION=%q: want a positive Go duration such as 20m", v)
+		}
+		cfg.Duration = d
+	}
+	if v := os.Getenv("CHAOS_SYSTEMS"); v != "" {
+		cfg.Systems = strings.Split(v, ",")
+	}
+	return cfg, nil
+}

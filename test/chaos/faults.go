@@ -1,0 +1,118 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"syscall"
+	"time"
+)
+
+// recoveryTimeout bounds how long the run waits for a fault's recovery before going on;
+// a slower recovery is printed, and Settle judges the end state.
+const recoveryTimeout = 2 * time.Minute
+
+// faults are the harness's own: the manager's leader killed or stopped, kube-apiserver
+// restarted, etcd paused.
+func (h *Harness) faults() []Fault {
+	return []Fault{
+		{Kind: "kill -9 leader", Inject: func(ctx context.Context, h *Harness, rng *rand.Rand) (string, error) {
+			return h.signalLeader(syscall.SIGKILL)
+		}},
+		{Kind: "SIGTERM leader", Inject: func(ctx context.Context, h *Harness, rng *rand.Rand) (string, error) {
+			return h.signalLeader(syscall.SIGTERM)
+		}},
+		{Kind: "kube-apiserver restart", Inject: func(ctx context.Context, h *Harness, rng *rand.Rand) (string, error) {
+			down := time.Duration(rng.IntN(3000)) * time.Millisecond
+			stopped, err := h.cp.restartAPIServer(ctx, down, time.Minute)
+			return fmt.Sprintf("stopped in %.1fs, down %.1fs more", stopped.Seconds(), down.Seconds()), err
+		}},
+		{Kind: "etcd paused", Inject: func(ctx context.Context, h *Harness, rng *rand.Rand) (string, error) {
+			d := time.Duration(1000+rng.IntN(5000)) * time.Millisecond
+			return fmt.Sprintf("for %.1fs", d.Seconds()), h.cp.pauseEtcd(d)
+		}},
+	}
+}
+
+// signalLeader sends sig to the leader replica (any running one when no replica has the
+// Lease yet) and waits for its supervisor to start it again.
+func (h *Harness) signalLeader(sig syscall.Signal) (string, error) {
+	target := h.leader()
+	what := "leader"
+	if target == nil {
+		for _, m := range h.managers {
+			if m.Running() {
+				target, what = m, "no leader yet; a replica"
+				break
+			}
+		}
+	}
+	if target == nil {
+		return "", fmt.Errorf("no manager replica is running")
+	}
+	if err := target.Restart(sig); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s %s", what, target.Name()), nil
+}
+
+// injectFaults injects faults chosen from the seed, one after the other with random gaps,
+// until cfg.Faults were injected or cfg.Duration has passed; after each it waits for the
+// recovery and records how long that took, per kind.
+func (h *Harness) injectFaults(ctx context.Context, cfg Config, faults []Fault, canary *canary) map[string][]time.Duration {
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0))
+	recoveries := map[string][]time.Duration{}
+	end := time.Now().Add(cfg.Duration)
+	for n := 1; (cfg.Faults == 0 || n <= cfg.Faults) && time.Now().Before(end); n++ {
+		sleep(ctx, time.Duration(500+rng.IntN(2500))*time.Millisecond)
+		f := faults[rng.IntN(len(faults))]
+		injected := time.Now()
+		detail, err := f.Inject(ctx, h, rng)
+		if err != nil {
+			// A fault that could not be injected is the harness's failure, not the system's.
+			h.T.Errorf("fault %d (%s): %v", n, f.Kind, err)
+			return recoveries
+		}
+		took, ok := h.recover(ctx, f, canary, fmt.Sprintf("fault-%d", n))
+		state := fmt.Sprintf("recovered in %.1fs", took.Seconds())
+		if !ok {
+			state = fmt.Sprintf("NOT recovered within %v", recoveryTimeout)
+		}
+		h.Logf("fault %d: %s (%s, %.1fs), %s", n, f.Kind, detail, time.Since(injected).Seconds()-took.Seconds(), state)
+		recoveries[f.Kind] = append(recoveries[f.Kind], took)
+	}
+	return recoveries
+}
+
+// recover waits for the fault's own recovery check, or for the canary to be reconciled
+// again; it returns how long it took from the end of the injection.
+func (h *Harness) recover(ctx context.Context, f Fault, canary *canary, token string) (time.Duration, bool) {
+	start := time.Now()
+	if f.Recovered == nil {
+		ok := canary.reconciled(ctx, token, recoveryTimeout)
+		return time.Since(start), ok
+	}
+	for time.Since(start) < recoveryTimeout {
+		if f.Recovered(ctx, h) {
+			return time.Since(start), true
+		}
+		sleep(ctx, 100*time.Millisecond)
+	}
+	return time.Since(start), false
+}
+
+// printRecoveries prints, per kind of fault, how often it was injected and how long the
+// recovery took (median and worst).
+func (h *Harness) printRecoveries(recoveries map[string][]time.Duration, faults []Fault) {
+	h.Logf("recovery per kind of fault (from the end of the injection):")
+	for _, f := range faults {
+		ds := recoveries[f.Kind]
+		if len(ds) == 0 {
+			h.Logf("  %-28s  not injected", f.Kind)
+			continue
+		}
+		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+		h.Logf("  %-28s  %3d×  median %5.1fs  max %5.1fs", f.Kind, len(ds), ds[len(ds)/2].Seconds(), ds[len(ds)-1].Seconds())
+	}
+}

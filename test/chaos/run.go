@@ -1,0 +1,216 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/trustplane/trustplane/internal/testenv"
+)
+
+// Config is what a run is made of; CHAOS_SEED, CHAOS_FAULTS, CHAOS_DURATION and
+// CHAOS_SYSTEMS set it (see Makefile, make chaos).
+type Config struct {
+	// Seed drives the choice and timing of faults and each system's workload.
+	Seed uint64
+	// Faults ends the fault phase after this many faults (0: only Duration does).
+	Faults int
+	// Duration ends the fault phase after this long.
+	Duration time.Duration
+	// Systems restricts the run to the systems named (empty: all).
+	Systems []string
+	// SettleTimeout is the stated time for everything to be Ready after the faults.
+	SettleTimeout time.Duration
+}
+
+// Result is what a run printed last.
+type Result struct {
+	Seed       uint64
+	Faults     int
+	Checks     int64
+	Violations int64
+}
+
+// String is the run's last line.
+func (r Result) String() string {
+	return fmt.Sprintf("chaos: seed %d, faults %d, invariant checks %d, violations %d", r.Seed, r.Faults, r.Checks, r.Violations)
+}
+
+// Run runs the chaos suite against env with the systems given.
+func Run(t *testing.T, env *testenv.Env, cfg Config, systems []System) Result {
+	h := &Harness{T: t, Env: env, Client: env.Client, Bin: testenv.Binary(t), Seed: cfg.Seed, SettleTimeout: cfg.SettleTimeout, start: time.Now()}
+	cp, err := newControlPlane(env, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.cp = cp
+	t.Cleanup(cp.stop) // before envtest stops etcd: cleanups run last-in first-out
+	h.Logf("seed %d (replay: CHAOS_SEED=%d CHAOS_FAULTS=%d CHAOS_DURATION=%v CHAOS_SYSTEMS=%s make chaos)",
+		cfg.Seed, cfg.Seed, cfg.Faults, cfg.Duration, strings.Join(systemNames(systems), ","))
+
+	ctx := context.Background()
+	manager := testenv.Rendered(t, "config/default")
+	env.Install(t, manager)
+	env.Install(t, testenv.Rendered(t, "config/node-agent"))
+	canary := newCanary(h)
+	if err := canary.setup(ctx); err != nil {
+		t.Fatalf("canary: %v", err)
+	}
+	for _, s := range systems {
+		if err := s.Setup(ctx, h); err != nil {
+			t.Fatalf("setting up %s: %v", s.Name(), err)
+		}
+	}
+	h.startManagers(t, manager, systems)
+	t.Cleanup(h.stopProcs)
+	if !canary.reconciled(ctx, "start", 2*time.Minute) {
+		t.Fatalf("the manager never reconciled the canary; outputs:\n%s", h.managerOutputs())
+	}
+
+	faults := append(h.faults(), systemFaults(h, systems)...)
+	workCtx, stopWork := context.WithCancel(ctx)
+	var work sync.WaitGroup
+	var stepErrors atomic.Int64
+	for _, s := range systems {
+		rng := rand.New(rand.NewPCG(cfg.Seed, nameHash(s.Name())))
+		work.Add(2)
+		go func() {
+			defer work.Done()
+			for workCtx.Err() == nil {
+				if err := s.Step(workCtx, h, rng); err != nil {
+					stepErrors.Add(1)
+				}
+				sleep(workCtx, time.Duration(100+rng.IntN(500))*time.Millisecond)
+			}
+		}()
+		go func() {
+			defer work.Done()
+			for workCtx.Err() == nil {
+				s.Check(workCtx, h)
+				sleep(workCtx, 300*time.Millisecond)
+			}
+		}()
+	}
+
+	recoveries := h.injectFaults(ctx, cfg, faults, canary)
+	stopWork()
+	work.Wait()
+	injected := 0
+	for _, r := range recoveries {
+		injected += len(r)
+	}
+	h.Logf("faults over: %d injected; %d workload steps failed on the way (expected while a fault lasts)", injected, stepErrors.Load())
+
+	h.settle(ctx, systems, canary)
+	h.printRecoveries(recoveries, faults)
+	h.violatedMu.Lock()
+	for _, v := range h.violated {
+		t.Error(v)
+	}
+	h.violatedMu.Unlock()
+	return Result{Seed: cfg.Seed, Faults: injected, Checks: h.checks.Load(), Violations: h.violations.Load()}
+}
+
+// startManagers runs two manager replicas as config/manager's Deployment runs them, under
+// its ServiceAccount's token, each with its own ports.
+func (h *Harness) startManagers(t *testing.T, manager []*unstructured.Unstructured, systems []System) {
+	deployment := testenv.PodSpecOf(t, manager, "Deployment", "trustplane-manager")
+	container := testenv.ContainerOf(t, deployment, "manager")
+	kubeconfig := h.Env.ServiceAccountKubeconfig(t, ManagerNamespace, "trustplane-manager")
+	var extra []string
+	for _, s := range systems {
+		if m, ok := s.(ManagerArgs); ok {
+			extra = append(extra, m.ManagerArgs(h)...)
+		}
+	}
+	for i := range replicasOf(t, manager, "trustplane-manager") {
+		probes, metrics, jwks := testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t)
+		args := testenv.ArgsOf(t, container, nil, append([]string{
+			"--kubeconfig=" + kubeconfig,
+			// A pod reads these from its token mount; a process is told.
+			"--leader-election-namespace=" + ManagerNamespace, "--podcert-ca-namespace=" + ManagerNamespace,
+			"--secret-checksum-publish-namespace=" + ManagerNamespace, "--secret-checksum-scopes=cluster,namespace",
+			"--metrics-bind-address=" + metrics, "--health-probe-bind-address=" + probes, "--jwks-server-bind-address=" + jwks,
+		}, extra...)...)
+		h.managers = append(h.managers, h.Run(fmt.Sprintf("manager-%d", i), args...))
+		h.jwks = append(h.jwks, jwks)
+	}
+}
+
+// replicasOf is the Deployment's spec.replicas in the rendered manifests.
+func replicasOf(t *testing.T, objs []*unstructured.Unstructured, name string) int {
+	for _, o := range objs {
+		if o.GetKind() == "Deployment" && o.GetName() == name {
+			// Decoded YAML holds numbers as float64.
+			n, found, err := unstructured.NestedFieldNoCopy(o.Object, "spec", "replicas")
+			f, isNumber := n.(float64)
+			if err != nil || !found || !isNumber || f < 2 {
+				t.Fatalf("Deployment %s: want spec.replicas of at least 2, found %v", name, n)
+			}
+			return int(f)
+		}
+	}
+	t.Fatalf("no Deployment %s in the manifests", name)
+	return 0
+}
+
+func systemNames(systems []System) []string {
+	names := make([]string, 0, len(systems))
+	for _, s := range systems {
+		names = append(names, s.Name())
+	}
+	return names
+}
+
+func systemFaults(h *Harness, systems []System) []Fault {
+	var faults []Fault
+	for _, s := range systems {
+		if f, ok := s.(Faults); ok {
+			faults = append(faults, f.Faults(h)...)
+		}
+	}
+	return faults
+}
+
+// nameHash gives each system a stream of its own from the seed.
+func nameHash(name string) uint64 {
+	f := fnv.New64a()
+	_, _ = f.Write([]byte(name))
+	return f.Sum64()
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// managerOutputs is every manager replica's output, for a failure message.
+func (h *Harness) managerOutputs() string {
+	var b strings.Builder
+	for _, m := range h.managers {
+		fmt.Fprintf(&b, "--- %s\n%s\n", m.Name(), m.Output())
+	}
+	return b.String()
+}
+
+// leader is the manager replica that holds the leader Lease: client-go logs its
+// acquisition once per process, and a replica that loses the Lease exits.
+func (h *Harness) leader() *Proc {
+	for _, m := range h.managers {
+		if m.Running() && strings.Contains(m.Output(), "Successfully acquired lease") {
+			return m
+		}
+	}
+	return nil
+}
