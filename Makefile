@@ -85,24 +85,36 @@ chaos: k8s-bins ## Inject CHAOS_FAULTS (200) faults from CHAOS_SEED (default: ne
 
 ##@ Benchmarks
 
+BENCHES    := kubeconfig jwks podcert checksum aggregation memory
+BENCH_ROWS := $(BIN)/bench/rows.jsonl
+.PHONY: bench
+bench: k8s-bins ## Every bench-* in turn, each at 1x and 10x (long), then one table: printed, in bin/bench/latest.json and README's Benchmarks section.
+	mkdir -p $(BIN)/bench && : > $(BENCH_ROWS)
+	failed=""; for b in $(BENCHES); do \
+		echo "== make bench-$$b"; \
+		TRUSTPLANE_BENCH_ROWS=$(BENCH_ROWS) $(MAKE) --no-print-directory bench-$$b || failed="$$failed $$b"; \
+	done; \
+	go run ./test/bench/table -rows $(BENCH_ROWS) -json $(BIN)/bench/latest.json -readme README.md; \
+	if [ -n "$$failed" ]; then echo "benchmarks that did not finish:$$failed"; exit 1; fi
+
 .PHONY: bench-jwks
-bench-jwks: k8s-bins ## JWKS: rotation latency, 1,000 sets at once (time, memory), resync writes.
+bench-jwks: k8s-bins ## JWKS: rotation latency, 1,000 and 10,000 sets at once (time, CPU, memory; floor, growth), resync writes.
 	go run ./test/bench/jwks
 
 .PHONY: bench-aggregation
-bench-aggregation: k8s-bins ## ClusterRole aggregation vs kube-controller-manager: convergence, writes, CPU.
+bench-aggregation: k8s-bins ## ClusterRole aggregation vs kube-controller-manager at 2,000 and 20,000 roles: convergence, writes, CPU; growth per role.
 	go run ./test/bench/aggregation
 
 .PHONY: bench-checksum
-bench-checksum: k8s-bins ## Secret checksum: 50,000 Secrets in process (incremental vs full); 30,000 through the API server (publish latency).
+bench-checksum: k8s-bins ## Secret checksum: 50,000 and 500,000 Secrets in process (incremental vs full, growth); 30,000 through the API server (publish latency vs a plain client).
 	go run ./test/bench/checksum
 
 .PHONY: bench-podcert
-bench-podcert: k8s-bins ## Pod certificates: refresh pass over 5,000 projections, signer throughput.
+bench-podcert: k8s-bins ## Pod certificates: refresh pass over 5,000 projections; signer at 2,000 and 20,000 requests (throughput, floor, growth).
 	go run ./test/bench/podcert
 
 .PHONY: bench-kubeconfig
-bench-kubeconfig: k8s-bins ## Kubeconfig operator: 200 requests at once against one target.
+bench-kubeconfig: k8s-bins ## Kubeconfig operator: 200 requests at once against one target, 2,000 over 20; floor, growth, API requests per request.
 	go run ./test/bench/kubeconfig
 
 .PHONY: bench-memory

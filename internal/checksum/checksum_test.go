@@ -268,3 +268,42 @@ func TestVersionMessageIsBounded(t *testing.T) {
 		t.Errorf("left out: %v (%d bytes)", ok, len(err.Error()))
 	}
 }
+
+// TestSetMergesBatchesOfChanges: changes pile up between checksums in batches of every
+// size (merged one by one or in one pass), with IDs put and taken out again, keys moved
+// to another ID and back, and IDs two keys share; each checked against a full recompute.
+func TestSetMergesBatchesOfChanges(t *testing.T) {
+	r := rand.New(rand.NewSource(11))
+	s := NewSet()
+	ref := map[string]string{}
+	ids := make([]string, 50) // a small pool: shared IDs and re-puts are common
+	for i := range ids {
+		ids[i] = fmt.Sprintf("site-%d-%d-%x", r.Intn(1000), 1+r.Intn(3), r.Int63())
+	}
+	full := func() string {
+		all := make([]string, 0, len(ref))
+		for _, id := range ref {
+			all = append(all, id)
+		}
+		return Sum(all)
+	}
+	for batch := range 200 {
+		for range 1 + r.Intn(3*mergeOneByOne) {
+			key := fmt.Sprintf("k%d", r.Intn(80))
+			if r.Intn(4) == 0 {
+				s.Remove(key)
+				delete(ref, key)
+				continue
+			}
+			id := ids[r.Intn(len(ids))]
+			s.Put(key, id)
+			ref[key] = id
+		}
+		if got, want := s.Checksum(), full(); got != want {
+			t.Fatalf("batch %d: incremental %s != full %s", batch, got, want)
+		}
+		if got, _ := s.Snapshot(); len(got) != len(ref) || s.Len() != len(ref) {
+			t.Fatalf("batch %d: %d IDs (Len %d), want %d", batch, len(got), s.Len(), len(ref))
+		}
+	}
+}

@@ -11,12 +11,17 @@ import (
 
 // Set is the IDs of one namespace, kept sorted as objects come and go, so that a change
 // of one object costs a binary search and a slice move rather than re-parsing and
-// re-sorting everything. The checksum is cached until the set changes.
+// re-sorting everything. Changes are merged into the order when the checksum (or the
+// IDs) are next read: one by one when few, in one merge pass when many — an informer's
+// initial list of N objects costs O(N log N), not N slice moves of O(N) each. The
+// checksum is cached until the set changes.
 type Set struct {
 	mu     sync.Mutex
 	byKey  map[string]string // object name → its ID
-	sorted []string          // every ID, sorted; duplicates kept, as in the formula
-	sum    string            // cached checksum; "" when stale
+	sorted []string          // every ID as of the last merge, sorted; duplicates kept, as in the formula
+	// added and removed are the IDs put and taken out since the last merge.
+	added, removed []string
+	sum            string // cached checksum; "" when stale
 	// checkpoints[i] is the MD5 state after hashing sorted[:i*checkpointEvery]; a change
 	// at position p keeps the ones before p, so only the hash from there on is redone.
 	checkpoints [][]byte
@@ -24,6 +29,10 @@ type Set struct {
 
 // checkpointEvery is the IDs between MD5 checkpoints (about 25 KiB of input).
 const checkpointEvery = 512
+
+// mergeOneByOne is the most pending changes merged by a binary search and a slice move
+// each; more are merged in one pass over the sorted IDs.
+const mergeOneByOne = 16
 
 // NewSet returns an empty set.
 func NewSet() *Set { return &Set{byKey: map[string]string{}} }
@@ -36,14 +45,11 @@ func (s *Set) Put(key, id string) bool {
 		if old == id {
 			return false
 		}
-		s.removeSorted(old)
+		s.removed = append(s.removed, old)
 	}
 	s.byKey[key] = id
-	i := sort.SearchStrings(s.sorted, id)
-	s.sorted = append(s.sorted, "")
-	copy(s.sorted[i+1:], s.sorted[i:])
-	s.sorted[i] = id
-	s.invalidateFrom(i)
+	s.added = append(s.added, id)
+	s.sum = ""
 	return true
 }
 
@@ -56,8 +62,86 @@ func (s *Set) Remove(key string) bool {
 		return false
 	}
 	delete(s.byKey, key)
-	s.removeSorted(old)
+	s.removed = append(s.removed, old)
+	s.sum = ""
 	return true
+}
+
+// mergeLocked brings sorted up to date with the pending changes.
+func (s *Set) mergeLocked() {
+	if len(s.added) == 0 && len(s.removed) == 0 {
+		return
+	}
+	added, removed := cancelOut(s.added, s.removed)
+	s.added, s.removed = nil, nil
+	if len(added)+len(removed) <= mergeOneByOne {
+		for _, id := range removed {
+			s.removeSorted(id)
+		}
+		for _, id := range added {
+			i := sort.SearchStrings(s.sorted, id)
+			s.sorted = append(s.sorted, "")
+			copy(s.sorted[i+1:], s.sorted[i:])
+			s.sorted[i] = id
+			s.invalidateFrom(i)
+		}
+		return
+	}
+	// One pass: the old order without the removed IDs, the added ones merged in.
+	out := make([]string, 0, len(s.sorted)+len(added)-len(removed))
+	first := -1
+	mark := func() {
+		if first < 0 {
+			first = len(out)
+		}
+	}
+	a, r := 0, 0
+	for _, id := range s.sorted {
+		for a < len(added) && added[a] < id {
+			mark()
+			out = append(out, added[a])
+			a++
+		}
+		for r < len(removed) && removed[r] < id {
+			r++ // not in the order: nothing to take out
+		}
+		if r < len(removed) && removed[r] == id {
+			mark()
+			r++
+			continue
+		}
+		out = append(out, id)
+	}
+	if a < len(added) {
+		mark()
+		out = append(out, added[a:]...)
+	}
+	s.sorted = out
+	if first >= 0 {
+		s.invalidateFrom(first)
+	}
+}
+
+// cancelOut sorts both and drops the IDs that were added and removed again (as a
+// multiset: duplicates count one by one).
+func cancelOut(added, removed []string) (keptAdded, keptRemoved []string) {
+	sort.Strings(added)
+	sort.Strings(removed)
+	a, r := 0, 0
+	for a < len(added) && r < len(removed) {
+		switch {
+		case added[a] < removed[r]:
+			keptAdded = append(keptAdded, added[a])
+			a++
+		case removed[r] < added[a]:
+			keptRemoved = append(keptRemoved, removed[r])
+			r++
+		default:
+			a++
+			r++
+		}
+	}
+	return append(keptAdded, added[a:]...), append(keptRemoved, removed[r:]...)
 }
 
 func (s *Set) removeSorted(id string) {
@@ -78,6 +162,7 @@ func (s *Set) invalidateFrom(i int) {
 
 // checksumLocked hashes from the last valid checkpoint on, recording new checkpoints.
 func (s *Set) checksumLocked() string {
+	s.mergeLocked()
 	if s.sum != "" {
 		return s.sum
 	}
@@ -123,7 +208,8 @@ func marshalState(h hash.Hash) []byte {
 func (s *Set) Snapshot() (ids []string, sum string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]string(nil), s.sorted...), s.checksumLocked()
+	sum = s.checksumLocked()
+	return append([]string(nil), s.sorted...), sum
 }
 
 // Checksum is the set's checksum.
@@ -137,5 +223,5 @@ func (s *Set) Checksum() string {
 func (s *Set) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.sorted)
+	return len(s.byKey)
 }

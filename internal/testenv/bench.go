@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -87,4 +88,67 @@ func BenchAddr() string {
 		panic(err)
 	}
 	return addr
+}
+
+// ResidentSet is a process's resident set size now (VmRSS), 0 when it cannot be read.
+func ResidentSet(pid int) int64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			kb, _ := strconv.ParseInt(strings.Fields(line)[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// ProcessCPU is a process's CPU seconds so far (utime + stime of /proc/<pid>/stat, in
+// clock ticks of 1/100 s as on every Linux this runs on), 0 when it cannot be read.
+func ProcessCPU(pid int) float64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(raw)
+	fields := strings.Fields(s[strings.LastIndex(s, ")")+1:]) // fields[0] is field 3, state
+	if len(fields) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	return (utime + stime) / 100
+}
+
+// Parallel runs do(0..n-1) from k goroutines, as a plain client with k workers would
+// (a benchmark's floor), and returns the first error.
+func Parallel(k, n int, do func(i int) error) error {
+	work := make(chan int)
+	errs := make(chan error, k)
+	var wg sync.WaitGroup
+	for range k {
+		wg.Go(func() {
+			for i := range work {
+				if err := do(i); err != nil {
+					errs <- err
+					for range work { // drain, so the sender never blocks
+					}
+					return
+				}
+			}
+		})
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
+	}
 }

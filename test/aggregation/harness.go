@@ -93,6 +93,9 @@ func (s *Side) CPUSeconds() float64 {
 	return (utime + stime) / 100 // USER_HZ
 }
 
+// PID is the controller process's.
+func (s *Side) PID() int { return s.proc.Process.Pid }
+
 // Stop stops the controller and the API server.
 func (s *Side) Stop() {
 	_ = s.proc.Process.Signal(syscall.SIGTERM)

@@ -41,6 +41,13 @@ type Reconciler struct {
 	Client client.Client
 	// Owned reads the objects the controller made, from its private label-scoped cache.
 	Owned client.Reader
+	// OwnedIndexed says Owned indexes ConfigMaps by ownerIndex (Setup's cache); false
+	// (a plain client, in tests) selects them by label.
+	OwnedIndexed bool
+	// SecretMetadata reads Secrets' metadata from the manager's Secret watch (metadata
+	// only), to skip reading a Secret that has not changed since its key was parsed. Nil:
+	// every reconcile reads the Secret.
+	SecretMetadata client.Reader
 	// APIReader reads Secrets (never cached: private keys stay out of memory), once a
 	// ConfigMap to adopt that is not labelled yet, and the objects to delete when finalizing.
 	APIReader client.Reader
@@ -67,10 +74,20 @@ type Reconciler struct {
 }
 
 // parsedCert caches the last parse of a Secret's tls.crt, so an unchanged certificate
-// (every resync) is not parsed again.
+// (every resync) is not parsed again, nor read again while the Secret watch shows the
+// Secret it was read from unchanged (secret).
 type parsedCert struct {
 	fingerprint [32]byte
 	key         jwkset.Key
+	secret      secretVersion
+}
+
+// secretVersion is which Secret, at which version, under which spec.algorithm, a key was
+// parsed from.
+type secretVersion struct {
+	name, algorithm string
+	uid             types.UID
+	resourceVersion string
 }
 
 // +kubebuilder:rbac:groups=jwks.trustplane.io,resources=jwksconfigs,verbs=get;list;watch;update;patch

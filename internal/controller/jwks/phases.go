@@ -167,7 +167,11 @@ func (r *Reconciler) publishedConfigMap(ctx context.Context, cfg *jwksv1alpha1.J
 // longer uses (spec.configMapName changed), by name.
 func (r *Reconciler) renamedConfigMaps(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig) ([]corev1.ConfigMap, error) {
 	list := &corev1.ConfigMapList{}
-	if err := r.Owned.List(ctx, list, client.InNamespace(cfg.Namespace), client.MatchingLabels{OwnerLabel: cfg.Name}); err != nil {
+	var mine client.ListOption = client.MatchingLabels{OwnerLabel: cfg.Name}
+	if r.OwnedIndexed {
+		mine = client.MatchingFields{ownerIndex: cfg.Name}
+	}
+	if err := r.Owned.List(ctx, list, client.InNamespace(cfg.Namespace), mine); err != nil {
 		return nil, fmt.Errorf("listing the ConfigMaps of JWKSConfig %s: %w", cfg.Name, err)
 	}
 	var out []corev1.ConfigMap
@@ -307,10 +311,19 @@ func appliedBy(obj client.Object, manager string) bool {
 }
 
 // currentKey reads the Secret and parses tls.crt, reusing the last parse when the bytes
-// have not changed.
+// have not changed. While the Secret watch (metadata only) shows the Secret the last key
+// was read from at the same resourceVersion, that key is taken without reading the Secret
+// again: every change of the Secret brings the JWKSConfig back through that watch, and the
+// reconcile it starts sees the new resourceVersion.
 func (r *Reconciler) currentKey(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, now time.Time) (jwkset.Key, error) {
-	secret := &corev1.Secret{}
 	ref := types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Spec.CertificateSecret}
+	id := types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Name}
+	if v, ok := r.parsed.Load(id); ok {
+		if watched, ok := r.watchedSecret(ctx, ref, cfg.Spec.Algorithm); ok && watched == v.(parsedCert).secret {
+			return unexpired(v.(parsedCert).key, ref.Name, now)
+		}
+	}
+	secret := &corev1.Secret{}
 	if err := r.APIReader.Get(ctx, ref, secret); err != nil {
 		if apierrors.IsNotFound(err) {
 			return jwkset.Key{}, status.Waiting(jwksv1alpha1.ReasonSecretNotFound, "Secret %q does not exist; waiting for it", ref.Name).Warn()
@@ -324,14 +337,11 @@ func (r *Reconciler) currentKey(ctx context.Context, cfg *jwksv1alpha1.JWKSConfi
 	if len(crt) > jwkset.MaxCertificateBytes {
 		return jwkset.Key{}, &jwkset.InputError{Reason: jwksv1alpha1.ReasonCertificateTooLarge, Message: fmt.Sprintf("Secret %q: %s is %d bytes, more than the %d a certificate chain may have here", ref.Name, corev1.TLSCertKey, len(crt), jwkset.MaxCertificateBytes)}
 	}
-	id := types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Name}
+	version := secretVersion{name: ref.Name, algorithm: cfg.Spec.Algorithm, uid: secret.UID, resourceVersion: secret.ResourceVersion}
 	fp := sha256.Sum256(append([]byte(cfg.Spec.Algorithm+"\x00"), crt...))
 	if v, ok := r.parsed.Load(id); ok && v.(parsedCert).fingerprint == fp {
-		key := v.(parsedCert).key
-		if now.After(key.NotAfter) {
-			return jwkset.Key{}, &jwkset.InputError{Reason: jwksv1alpha1.ReasonCertificateExpired, Message: fmt.Sprintf("the certificate in Secret %q expired at %s", ref.Name, key.NotAfter.UTC().Format(time.RFC3339))}
-		}
-		return key, nil
+		r.parsed.Store(id, parsedCert{fingerprint: fp, key: v.(parsedCert).key, secret: version})
+		return unexpired(v.(parsedCert).key, ref.Name, now)
 	}
 	key, err := jwkset.ParseChain(crt, cfg.Spec.Algorithm, now)
 	if err != nil {
@@ -341,8 +351,30 @@ func (r *Reconciler) currentKey(ctx context.Context, cfg *jwksv1alpha1.JWKSConfi
 		}
 		return jwkset.Key{}, err
 	}
-	r.parsed.Store(id, parsedCert{fingerprint: fp, key: key})
+	r.parsed.Store(id, parsedCert{fingerprint: fp, key: key, secret: version})
 	return key, nil
+}
+
+// unexpired is key, or CertificateExpired once its certificate has expired.
+func unexpired(key jwkset.Key, secret string, now time.Time) (jwkset.Key, error) {
+	if now.After(key.NotAfter) {
+		return jwkset.Key{}, &jwkset.InputError{Reason: jwksv1alpha1.ReasonCertificateExpired, Message: fmt.Sprintf("the certificate in Secret %q expired at %s", secret, key.NotAfter.UTC().Format(time.RFC3339))}
+	}
+	return key, nil
+}
+
+// watchedSecret is the version of Secret ref the manager's Secret watch (metadata only:
+// no key in memory) holds; false when it holds none or cannot say.
+func (r *Reconciler) watchedSecret(ctx context.Context, ref types.NamespacedName, algorithm string) (secretVersion, bool) {
+	if r.SecretMetadata == nil {
+		return secretVersion{}, false
+	}
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	if err := r.SecretMetadata.Get(ctx, ref, obj); err != nil {
+		return secretVersion{}, false
+	}
+	return secretVersion{name: ref.Name, algorithm: algorithm, uid: obj.UID, resourceVersion: obj.ResourceVersion}, true
 }
 
 // restorePublished reads the previous set back. A document that does not parse is not

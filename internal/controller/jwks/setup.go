@@ -152,6 +152,9 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := owned.IndexField(context.Background(), &corev1.ConfigMap{}, ownerIndex, ownerIndexOf); err != nil {
+		return nil, fmt.Errorf("indexing ConfigMaps by JWKSConfig: %w", err)
+	}
 	if err := mgr.Add(owned); err != nil {
 		return nil, err
 	}
@@ -173,16 +176,19 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		return nil, fmt.Errorf("indexing JWKSConfigs by ConfigMap name: %w", err)
 	}
 	r := &Reconciler{
-		Client:     mgr.GetClient(),
-		Owned:      owned,
-		APIReader:  mgr.GetAPIReader(),
-		Recorder:   mgr.GetEventRecorder("trustplane-" + Name),
-		Clock:      opts.Clock,
-		Throttle:   NewThrottle(opts.MinUpdateInterval),
-		Metrics:    defaultMetrics,
-		NginxImage: opts.NginxImage,
-		Claims:     claims,
-		Limits:     limits,
+		Client:       mgr.GetClient(),
+		Owned:        owned,
+		OwnedIndexed: true,
+		APIReader:    mgr.GetAPIReader(),
+		// The cache WatchesMetadata below fills: it holds the Secrets' metadata only.
+		SecretMetadata: mgr.GetCache(),
+		Recorder:       mgr.GetEventRecorder("trustplane-" + Name),
+		Clock:          opts.Clock,
+		Throttle:       NewThrottle(opts.MinUpdateInterval),
+		Metrics:        defaultMetrics,
+		NginxImage:     opts.NginxImage,
+		Claims:         claims,
+		Limits:         limits,
 
 		PromotionMargin: opts.PromotionMargin,
 	}

@@ -29,6 +29,20 @@ const (
 	issuerKeyIndex = ".spec.issuer.key"
 )
 
+// ownerIndex indexes the ConfigMaps of the controller's private cache (Owned) by the
+// JWKSConfig that made them (OwnerLabel's value), so that finding one JWKSConfig's
+// ConfigMaps, on every reconcile, does not scan all of its namespace's: a label selector
+// alone is matched against each cached object of the namespace.
+const ownerIndex = ".metadata.labels.owner"
+
+// ownerIndexOf is the ownerIndex value of an object.
+func ownerIndexOf(o client.Object) []string {
+	if owner, ok := o.GetLabels()[OwnerLabel]; ok {
+		return []string{owner}
+	}
+	return nil
+}
+
 // secretIndexOf is the secretIndex value of a JWKSConfig.
 func secretIndexOf(o client.Object) []string {
 	c := o.(*jwksv1alpha1.JWKSConfig)

@@ -34,9 +34,12 @@ import (
 type Reconciler struct {
 	Client    client.Client
 	APIReader client.Reader
-	Recorder  events.EventRecorder
-	opts      Options
-	policy    Policy
+	// Cached reads pods and nodes from the signer's own cache (podsAndNodes); what it
+	// would deny is read again through APIReader. Nil: APIReader alone.
+	Cached   client.Reader
+	Recorder events.EventRecorder
+	opts     Options
+	policy   Policy
 
 	// mu guards the CA rotation: the last good one, and the Secret it was read from.
 	mu                         sync.Mutex
@@ -52,7 +55,7 @@ type Reconciler struct {
 // needs its own grant of sign and attest on signers).
 // +kubebuilder:rbac:groups=certificates.k8s.io,resources=signers,verbs=sign,resourceNames=trustplane.io/pod-identity
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=get
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // The CA Secret only (the default of --podcert-ca-secret): read through a cache that
 // selects it by name and updated by name. Create cannot be limited by name: RBAC sees no
 // name on a create (it is in the body), so a rule with resourceNames never matches one.
@@ -71,7 +74,11 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	for _, kt := range opts.KeyTypes {
 		policy.KeyTypes[kt] = true
 	}
-	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("trustplane-" + Name), opts: opts, policy: policy}
+	cached, err := podsAndNodes(mgr)
+	if err != nil {
+		return nil, err
+	}
+	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Cached: cached, Recorder: mgr.GetEventRecorder("trustplane-" + Name), opts: opts, policy: policy}
 	ours := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		pcr, ok := o.(*certificatesv1.PodCertificateRequest)
 		return ok && pcr.Spec.SignerName == opts.SignerName && !concluded(pcr)
@@ -176,17 +183,19 @@ func (r *Reconciler) request(ctx context.Context, pcr *certificatesv1.PodCertifi
 // checkNode denies requests from a node that is gone, or from an earlier node of the
 // same name (its UID differs): a deleted node's credentials must not be renewed.
 func (r *Reconciler) checkNode(ctx context.Context, pcr *certificatesv1.PodCertificateRequest) (*Denial, error) {
-	node := &corev1.Node{}
-	err := r.APIReader.Get(ctx, client.ObjectKey{Name: string(pcr.Spec.NodeName)}, node)
-	switch {
-	case apierrors.IsNotFound(err):
-		return &Denial{certificates.ReasonNodeNotFound, fmt.Sprintf("node %s does not exist", pcr.Spec.NodeName)}, nil
-	case err != nil:
-		return nil, fmt.Errorf("reading node %s: %w", pcr.Spec.NodeName, err)
-	case node.UID != pcr.Spec.NodeUID:
-		return &Denial{certificates.ReasonNodeMismatch, fmt.Sprintf("node %s's UID differs from spec.nodeUID: the node was replaced", pcr.Spec.NodeName)}, nil
-	}
-	return nil, nil
+	return r.checkCachedThenLive(func(reader client.Reader) (*Denial, error) {
+		node := &corev1.Node{}
+		err := reader.Get(ctx, client.ObjectKey{Name: string(pcr.Spec.NodeName)}, node)
+		switch {
+		case apierrors.IsNotFound(err):
+			return &Denial{certificates.ReasonNodeNotFound, fmt.Sprintf("node %s does not exist", pcr.Spec.NodeName)}, nil
+		case err != nil:
+			return nil, fmt.Errorf("reading node %s: %w", pcr.Spec.NodeName, err)
+		case node.UID != pcr.Spec.NodeUID:
+			return &Denial{certificates.ReasonNodeMismatch, fmt.Sprintf("node %s's UID differs from spec.nodeUID: the node was replaced", pcr.Spec.NodeName)}, nil
+		}
+		return nil, nil
+	})
 }
 
 // checkPod denies requests that do not come from the pod they name, on its node. The API
@@ -203,19 +212,26 @@ func (r *Reconciler) checkNode(ctx context.Context, pcr *certificatesv1.PodCerti
 // of headroom for a slow kill (the API server already set deletionTimestamp to the
 // delete time plus the grace period). Sign keeps the API's 1h minimum lifetime above it.
 func (r *Reconciler) checkPod(ctx context.Context, pcr *certificatesv1.PodCertificateRequest) (time.Time, *Denial, error) {
-	pod := &corev1.Pod{}
-	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: pcr.Namespace, Name: pcr.Spec.PodName}, pod)
-	switch {
-	case apierrors.IsNotFound(err):
-		return time.Time{}, &Denial{certificates.ReasonPodNotFound, fmt.Sprintf("pod %s/%s does not exist", pcr.Namespace, pcr.Spec.PodName)}, nil
-	case err != nil:
-		return time.Time{}, nil, err
-	case pod.UID != pcr.Spec.PodUID:
-		return time.Time{}, &Denial{certificates.ReasonPodMismatch, "the pod's UID differs from spec.podUID"}, nil
-	case string(pcr.Spec.NodeName) != pod.Spec.NodeName:
-		return time.Time{}, &Denial{certificates.ReasonPodMismatch, fmt.Sprintf("the pod is bound to node %q, not to spec.nodeName %s", pod.Spec.NodeName, pcr.Spec.NodeName)}, nil
-	case pod.Spec.ServiceAccountName != pcr.Spec.ServiceAccountName:
-		return time.Time{}, &Denial{certificates.ReasonPodMismatch, "the pod runs as another service account"}, nil
+	var pod *corev1.Pod
+	denial, err := r.checkCachedThenLive(func(reader client.Reader) (*Denial, error) {
+		pod = &corev1.Pod{}
+		err := reader.Get(ctx, client.ObjectKey{Namespace: pcr.Namespace, Name: pcr.Spec.PodName}, pod)
+		switch {
+		case apierrors.IsNotFound(err):
+			return &Denial{certificates.ReasonPodNotFound, fmt.Sprintf("pod %s/%s does not exist", pcr.Namespace, pcr.Spec.PodName)}, nil
+		case err != nil:
+			return nil, err
+		case pod.UID != pcr.Spec.PodUID:
+			return &Denial{certificates.ReasonPodMismatch, "the pod's UID differs from spec.podUID"}, nil
+		case string(pcr.Spec.NodeName) != pod.Spec.NodeName:
+			return &Denial{certificates.ReasonPodMismatch, fmt.Sprintf("the pod is bound to node %q, not to spec.nodeName %s", pod.Spec.NodeName, pcr.Spec.NodeName)}, nil
+		case pod.Spec.ServiceAccountName != pcr.Spec.ServiceAccountName:
+			return &Denial{certificates.ReasonPodMismatch, "the pod runs as another service account"}, nil
+		}
+		return nil, nil
+	})
+	if denial != nil || err != nil {
+		return time.Time{}, denial, err
 	}
 	if denial, err := r.checkNode(ctx, pcr); denial != nil || err != nil {
 		return time.Time{}, denial, err

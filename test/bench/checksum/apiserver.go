@@ -15,9 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	tenginev1 "github.com/trustplane/trustplane/api/tengine/v1"
@@ -29,19 +31,23 @@ import (
 
 var (
 	apiSecrets = flag.Int("apiserver-secrets", 30000, "TLS Secrets stored in the real API server (0 skips that run).")
-	apiChanges = flag.Int("apiserver-changes", 100, "Single-secret changes timed end to end through the API server.")
+	apiChanges = flag.Int("apiserver-changes", 100, "Single-secret changes timed end to end through the API server, in each of the three runs.")
 )
 
-// apiServerRun stores the Secrets in a real kube-apiserver, runs the secret-checksum
-// controller with its shipped defaults, and watches SecretCheckSums as a data plane
-// would: it prints the time to the first publication, then for each single change the
-// time from the Secret's update to the new object's arrival at the watcher.
+// apiServerRun stores the Secrets in a real kube-apiserver and watches SecretCheckSums as
+// a data plane would. It runs the secret-checksum controller with its shipped defaults:
+// the time to the first publication, then for each single change the time from the
+// Secret's update to the new object's arrival at the watcher (the 1 s quiet period
+// included). Then the same changes with the quiet period off, against the floor: a plain
+// client that, after each Secret update, creates the same SecretCheckSum (its checksum
+// known beforehand) and deletes the previous one, one at a time as the controller
+// publishes, to the same API server and watcher.
 func apiServerRun() error {
 	if *apiSecrets == 0 {
 		return nil
 	}
 	ctrl.SetLogger(logr.Discard()) // the controller's info logs would drown the figures
-	fmt.Printf("\nthrough the API server: %d TLS Secrets in 3 namespaces, cluster scope, %d single changes\n", *apiSecrets, *apiChanges)
+	fmt.Printf("\nthrough the API server: %d TLS Secrets in 3 namespaces, cluster scope, %d single changes per run\n", *apiSecrets, *apiChanges)
 	env, err := testenv.Start()
 	if err != nil {
 		return err
@@ -67,33 +73,146 @@ func apiServerRun() error {
 	if err != nil {
 		return err
 	}
+
+	// The shipped defaults.
+	opts := secretchecksum.DefaultOptions()
+	opts.PublishNamespace = namespaces[0]
 	start = time.Now()
-	if err := runController(ctx, cfg, namespaces[0]); err != nil {
+	stop, err := runController(ctx, cfg, opts)
+	if err != nil {
 		return err
 	}
 	first, err := arrivals.await(world.set.Checksum(), 5*time.Minute)
 	if err != nil {
 		return err
 	}
+	firstPublication := first.at.Sub(start)
 	fmt.Printf("first publication over %d IDs: %v after the controller started; ids omitted: %q\n",
-		world.set.Len(), first.at.Sub(start).Round(time.Millisecond), first.omitted)
+		world.set.Len(), firstPublication.Round(time.Millisecond), first.omitted)
+	shipped, err := timeChanges(ctx, c, world, arrivals, 0, *apiChanges, nil)
+	if err != nil {
+		return err
+	}
+	stop()
+	fmt.Printf("one Secret changed → new SecretCheckSum at the watching data plane: p50 %v, p99 %v (quiet period %v included)\n",
+		percentile(shipped, 0.5).Round(time.Millisecond), percentile(shipped, 0.99).Round(time.Millisecond), opts.QuietPeriod)
 
+	// Quiet period off: the controller's own cost per change.
+	opts.QuietPeriod = 0
+	if stop, err = runController(ctx, cfg, opts); err != nil {
+		return err
+	}
+	// The first change after a start also proves the new controller's caches synced.
+	if _, err := timeChanges(ctx, c, world, arrivals, *apiChanges, 1, nil); err != nil {
+		return err
+	}
+	ours, err := timeChanges(ctx, c, world, arrivals, *apiChanges+1, *apiChanges, nil)
+	if err != nil {
+		return err
+	}
+	stop()
+
+	// The floor: the same objects by a plain client, the controller stopped.
+	floor := &floorPublisher{c: c, namespace: namespaces[0], world: world}
+	if err := floor.adopt(ctx); err != nil {
+		return err
+	}
+	floorTimes, err := timeChanges(ctx, c, world, arrivals, 2**apiChanges+1, *apiChanges, floor.publish)
+	if err != nil {
+		return err
+	}
+	p50, p99 := percentile(ours, 0.5), percentile(ours, 0.99)
+	f50, f99 := percentile(floorTimes, 0.5), percentile(floorTimes, 0.99)
+	fmt.Printf("quiet period off: p50 %v, p99 %v; floor (plain client writing the same SecretCheckSums): p50 %v, p99 %v; ratio p50 %.2f (target <= 1.5)\n",
+		p50.Round(100*time.Microsecond), p99.Round(100*time.Microsecond), f50.Round(100*time.Microsecond), f99.Round(100*time.Microsecond), float64(p50)/float64(f50))
+
+	work := fmt.Sprintf("one Secret changed → new SecretCheckSum at a watcher, %s Secrets in the API server", thousands(*apiSecrets))
+	r50 := float64(p50) / float64(f50)
+	return testenv.RecordBench(
+		testenv.BenchRow{System: "checksum", Work: fmt.Sprintf("first publication over %s Secrets in the API server", thousands(*apiSecrets)),
+			Size: *apiSecrets, Figure: "after start", Value: firstPublication.Seconds(), Unit: "s"},
+		testenv.BenchRow{System: "checksum", Work: work + ", shipped 1 s quiet period", Size: *apiSecrets, Figure: "p50",
+			Value: ms(percentile(shipped, 0.5)), Unit: "ms"},
+		testenv.BenchRow{System: "checksum", Work: work + ", quiet period off", Size: *apiSecrets, Figure: "p50", Value: ms(p50), Unit: "ms",
+			Floor: testenv.Ptr(ms(f50)), Ratio: testenv.Ptr(r50), Target: "ratio <= 1.5", Pass: r50 <= 1.5},
+		testenv.BenchRow{System: "checksum", Work: work + ", quiet period off", Size: *apiSecrets, Figure: "p99", Value: ms(p99), Unit: "ms",
+			Floor: testenv.Ptr(ms(f99)), Ratio: testenv.Ptr(float64(p99) / float64(f99))})
+}
+
+// timeChanges bumps count Secrets, one at a time, the offset-th change on of a sequence
+// spread over all of them, and returns each one's time from the API server's acceptance
+// to the watcher's sight of the new checksum. publish, when set, is the floor's write
+// after each bump.
+func timeChanges(ctx context.Context, c client.Client, world *world, arrivals *arrivals, offset, count int,
+	publish func(context.Context) error) ([]time.Duration, error) {
 	var latencies []time.Duration
-	for i := range *apiChanges {
-		target := world.names[i*len(world.names) / *apiChanges]
+	for i := range count {
+		target := world.names[(offset+i)*7919%len(world.names)] // a prime stride: distinct Secrets across the range
 		sent, err := world.bump(ctx, c, target)
 		if err != nil {
-			return err
+			return nil, err
+		}
+		if publish != nil {
+			if err := publish(ctx); err != nil {
+				return nil, err
+			}
 		}
 		got, err := arrivals.await(world.set.Checksum(), time.Minute)
 		if err != nil {
-			return fmt.Errorf("change %d: %w", i, err)
+			return nil, fmt.Errorf("change %d: %w", offset+i, err)
 		}
 		latencies = append(latencies, got.at.Sub(sent))
 	}
-	fmt.Printf("one Secret changed → new SecretCheckSum at the watching data plane: p50 %v, p99 %v (quiet period %v included)\n",
-		percentile(latencies, 0.5).Round(time.Millisecond), percentile(latencies, 0.99).Round(time.Millisecond),
-		secretchecksum.DefaultOptions().QuietPeriod)
+	return latencies, nil
+}
+
+// floorPublisher writes what the controller writes per change — a new SecretCheckSum
+// with the same labels, annotations and spec, then the delete of the previous one — with
+// no controller logic: the checksum comes from the bench's own world.
+type floorPublisher struct {
+	c         client.Client
+	namespace string
+	world     *world
+	previous  *tenginev1.SecretCheckSum
+	template  tenginev1.SecretCheckSum
+}
+
+// adopt takes the controller's newest object as the one to replace and the model of the
+// new ones.
+func (f *floorPublisher) adopt(ctx context.Context) error {
+	list := &tenginev1.SecretCheckSumList{}
+	if err := f.c.List(ctx, list, client.InNamespace(f.namespace)); err != nil {
+		return err
+	}
+	for i := range list.Items {
+		if f.previous == nil || f.previous.CreationTimestamp.Before(&list.Items[i].CreationTimestamp) ||
+			(f.previous.CreationTimestamp.Equal(&list.Items[i].CreationTimestamp) && f.previous.Name < list.Items[i].Name) {
+			f.previous = &list.Items[i]
+		}
+	}
+	if f.previous == nil {
+		return fmt.Errorf("no SecretCheckSum in %s to model the floor's on", f.namespace)
+	}
+	f.template = tenginev1.SecretCheckSum{ObjectMeta: metav1.ObjectMeta{Namespace: f.namespace, GenerateName: f.previous.GenerateName,
+		Labels: f.previous.Labels, Annotations: f.previous.Annotations}, Spec: f.previous.Spec}
+	return nil
+}
+
+func (f *floorPublisher) publish(ctx context.Context) error {
+	ids, sum := f.world.set.Snapshot()
+	obj := f.template.DeepCopy()
+	obj.Spec.Checksum, obj.Spec.Timestamp = sum, metav1.NewTime(time.Now().UTC().Truncate(time.Second))
+	if obj.Spec.IDs != nil {
+		obj.Spec.IDs = ids
+	}
+	if err := f.c.Create(ctx, obj); err != nil {
+		return err
+	}
+	uid := f.previous.UID
+	if err := f.c.Delete(ctx, f.previous, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+		return err
+	}
+	f.previous = obj
 	return nil
 }
 
@@ -174,19 +293,21 @@ func (w *world) bump(ctx context.Context, c client.Client, name types.Namespaced
 	return sent, w.record(name, version)
 }
 
-func runController(ctx context.Context, cfg *rest.Config, publishNamespace string) error {
+// runController starts the controller in a manager of its own; stop ends it and waits.
+func runController(ctx context.Context, cfg *rest.Config, opts secretchecksum.Options) (stop func(), err error) {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme.New(),
-		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)}}) // one manager after another
 	if err != nil {
-		return err
+		return nil, err
 	}
-	opts := secretchecksum.DefaultOptions()
-	opts.PublishNamespace = publishNamespace
 	if _, err := secretchecksum.Setup(mgr, opts); err != nil {
-		return err
+		return nil, err
 	}
-	go func() { _ = mgr.Start(ctx) }()
-	return nil
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = mgr.Start(ctx) }()
+	return func() { cancel(); <-done }, nil
 }
 
 // arrival is a SecretCheckSum as the watcher first saw it.

@@ -2,9 +2,12 @@
 // controller only) against a real kube-apiserver + etcd and prints
 //
 //  1. Secret update → ConfigMap updated latency over 100 rotations (p50, p99);
-//  2. 1,000 JWKSConfigs created at once: time until all are Ready, and the manager's
-//     peak resident memory (VmHWM);
-//  3. a full resync of those 1,000 (a manager restart) with nothing changed: the API
+//  2. 1,000 and 10,000 JWKSConfigs (nginx off) created at once, each with its Secret:
+//     time until all are Ready, against the floor (many.go: the same Secrets and
+//     JWKSConfigs, and the ConfigMap and status the controller writes for each, written by
+//     a plain client from as many goroutines, with no manager running); the manager's CPU
+//     and peak memory per JWKSConfig, and how they grow from 1x to 10x;
+//  3. a full resync of the 1x sets (a manager restart) with nothing changed: the API
 //     writes it makes, counted by the API server's own request metrics.
 package main
 
@@ -18,7 +21,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -28,19 +30,24 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	jwksctrl "github.com/trustplane/trustplane/internal/controller/jwks"
 	"github.com/trustplane/trustplane/internal/jwkset"
+	"github.com/trustplane/trustplane/internal/scheme"
 	"github.com/trustplane/trustplane/internal/testcerts"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
 
 var (
 	rotations = flag.Int("rotations", 100, "Secret rotations to time.")
-	configs   = flag.Int("configs", 1000, "JWKSConfigs to create at once.")
+	configs   = flag.Int("configs", 1000, "JWKSConfigs to create at once at 1x.")
+	growth    = flag.Int("growth", 10, "The second size is this many times -configs (1: one size only).")
+	workers   = flag.Int("workers", jwksctrl.DefaultOptions().Workers, "Concurrent JWKSConfig reconciles (--jwks-workers).")
 )
 
 func main() {
@@ -54,7 +61,7 @@ func main() {
 
 type bench struct {
 	env        *testenv.Env
-	c          client.Client
+	c          client.WithWatch
 	kubeconfig string
 	binary     string
 	certs      []testcerts.Chain // a pool: parsing, not key generation, is measured
@@ -68,7 +75,15 @@ func run() error {
 	}
 	defer tb.Close()
 	env := tb.Env
-	b := &bench{env: env, c: env.Client, kubeconfig: tb.Kubeconfig, binary: tb.Binary}
+	// Rate-limited as little as the manager's client (controller-runtime's GetConfig turns
+	// client-side rate limiting off): the floor and the objects of every run go through it.
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS = -1
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		return err
+	}
+	b := &bench{env: env, c: c, kubeconfig: tb.Kubeconfig, binary: tb.Binary}
 	for range 16 {
 		key, _ := testcerts.NewKey(testcerts.P256)
 		chain, err := testcerts.NewChain(key, "bench", time.Now().Add(-time.Hour), time.Now().Add(365*24*time.Hour))
@@ -78,6 +93,17 @@ func run() error {
 		b.certs = append(b.certs, chain)
 	}
 	fmt.Printf("bench-jwks: real kube-apiserver + etcd, trustplane manager binary, %d CPUs\n", numCPU())
+	sizes := []int{*configs}
+	if *growth > 1 {
+		sizes = append(sizes, *configs**growth)
+	}
+	// The floors first, with no manager running: it would reconcile the floor's JWKSConfigs.
+	floors := make([]time.Duration, len(sizes))
+	for i, n := range sizes {
+		if floors[i], err = b.floor(ctx, n); err != nil {
+			return err
+		}
+	}
 	// No kube-controller-manager or kubelet: a stand-in rolls the nginx Deployments out,
 	// so that Ready (which waits for them) means what it means in a cluster.
 	rollout, err := testenv.RolloutStandIn(env.Config, jwksctrl.OwnerLabel)
@@ -92,42 +118,59 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if err := b.rotationLatency(ctx); err != nil {
-		mgr.stop()
-		return err
-	}
-	elapsed, err := b.createMany(ctx)
+	rows, err := b.rotationLatency(ctx)
 	if err != nil {
 		mgr.stop()
 		return err
 	}
-	peak := mgr.peakRSS()
+	first, err := b.createMany(ctx, mgr, sizes[0])
 	mgr.stop()
-	fmt.Printf("create %d JWKSConfigs at once: all Ready after %.1fs (target < 60s); manager peak RSS %.0f MiB (target < 300 MiB)\n",
-		*configs, elapsed.Seconds(), float64(peak)/(1<<20))
+	if err != nil {
+		return err
+	}
+	first.floor = floors[0]
+	rows = append(rows, first.rows()...)
+	rows = append(rows, testenv.BenchRow{System: "jwks", Work: first.work(), Size: first.n, Figure: "manager peak RSS",
+		Value: float64(first.peak) / (1 << 20), Unit: "MiB", Target: "< 300 MiB", Pass: first.peak < 300<<20})
 
-	return b.resyncWrites(ctx)
+	mgr, resync, err := b.resyncWrites(ctx, sizes[0]+*rotations)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, resync)
+	if len(sizes) > 1 {
+		second, err := b.createMany(ctx, mgr, sizes[1])
+		if err != nil {
+			fmt.Printf("create %d JWKSConfigs at once did not complete (%v); the largest size measured is %d\n", sizes[1], err, sizes[0])
+		} else {
+			second.floor = floors[1]
+			rows = append(rows, second.rows()...)
+			rows = append(rows, growthRows(first, second)...)
+		}
+	}
+	mgr.stop()
+	return testenv.RecordBench(rows...)
 }
 
 // rotationLatency creates N sets, then rotates each Secret once and times how long the
 // new key takes to reach the ConfigMap, observed through a watch.
-func (b *bench) rotationLatency(ctx context.Context) error {
+func (b *bench) rotationLatency(ctx context.Context) ([]testenv.BenchRow, error) {
 	ns := "bench-rotation"
 	if err := b.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		return err
+		return nil, err
 	}
 	for i := range *rotations {
-		if err := b.createPair(ctx, ns, i, b.certs[0]); err != nil {
-			return err
+		if _, err := b.createPair(ctx, ns, i, b.certs[0], true); err != nil {
+			return nil, err
 		}
 	}
 	if err := b.waitAllReady(ctx, ns, *rotations); err != nil {
-		return err
+		return nil, err
 	}
 	cs := kubernetes.NewForConfigOrDie(b.env.Config)
 	w, err := cs.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer w.Stop()
 	var latencies []time.Duration
@@ -136,10 +179,10 @@ func (b *bench) rotationLatency(ctx context.Context) error {
 		key, _ := jwkset.ParseChain(chain.PEM(), "", time.Now())
 		start := time.Now()
 		if err := b.putSecret(ctx, ns, i, chain); err != nil {
-			return err
+			return nil, err
 		}
 		if err := waitForKid(w, fmt.Sprintf("set-%d-jwks", i), key.KeyID()); err != nil {
-			return err
+			return nil, err
 		}
 		latencies = append(latencies, time.Since(start))
 	}
@@ -147,7 +190,12 @@ func (b *bench) rotationLatency(ctx context.Context) error {
 	pct := func(p float64) time.Duration { return latencies[int(p*float64(len(latencies)-1)+0.5)] }
 	fmt.Printf("secret update → ConfigMap updated, %d rotations: p50 %v, p99 %v, max %v (target p99 < 1s)\n",
 		len(latencies), pct(0.50).Round(time.Millisecond), pct(0.99).Round(time.Millisecond), latencies[len(latencies)-1].Round(time.Millisecond))
-	return nil
+	work := fmt.Sprintf("%d Secret rotations, one at a time (nginx on)", len(latencies))
+	return []testenv.BenchRow{
+		{System: "jwks", Work: work, Size: len(latencies), Figure: "Secret → ConfigMap p50", Value: float64(pct(0.50).Microseconds()) / 1000, Unit: "ms"},
+		{System: "jwks", Work: work, Size: len(latencies), Figure: "Secret → ConfigMap p99", Value: float64(pct(0.99).Microseconds()) / 1000, Unit: "ms",
+			Target: "p99 < 1 s", Pass: pct(0.99) < time.Second},
+	}, nil
 }
 
 func waitForKid(w watch.Interface, name, kid string) error {
@@ -167,79 +215,49 @@ func waitForKid(w watch.Interface, name, kid string) error {
 	}
 }
 
-// createMany creates N Secrets and JWKSConfigs from 32 goroutines and times until all
-// are Ready.
-func (b *bench) createMany(ctx context.Context) (time.Duration, error) {
-	ns := "bench-many"
-	if err := b.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		return 0, err
-	}
-	start := time.Now()
-	work := make(chan int)
-	errs := make(chan error, 32)
-	var wg sync.WaitGroup
-	for range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				if err := b.createPair(ctx, ns, i, b.certs[i%len(b.certs)]); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	for i := range *configs {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	select {
-	case err := <-errs:
-		return 0, err
-	default:
-	}
-	if err := b.waitAllReady(ctx, ns, *configs); err != nil {
-		return 0, err
-	}
-	return time.Since(start), nil
-}
-
-// resyncWrites restarts the manager over the 1,000 published sets and counts the
-// mutating requests the API server receives for the controller's resources.
-func (b *bench) resyncWrites(ctx context.Context) error {
+// resyncWrites restarts the manager over the n published sets and counts the mutating
+// requests the API server receives for the controller's resources until it has
+// reconciled them all; the manager is left running.
+func (b *bench) resyncWrites(ctx context.Context, n int) (*managerProcess, testenv.BenchRow, error) {
+	var row testenv.BenchRow
 	before, err := b.controllerWrites(ctx)
 	if err != nil {
-		return err
+		return nil, row, err
 	}
 	mgr, err := b.startManager()
 	if err != nil {
-		return err
+		return nil, row, err
 	}
 	// The restarted manager reconciles every JWKSConfig once; wait for its queue to drain.
-	if err := mgr.waitReconciles(*configs + *rotations); err != nil {
+	if err := mgr.waitReconciles(n); err != nil {
 		mgr.stop()
-		return err
+		return nil, row, err
 	}
 	after, err := b.controllerWrites(ctx)
-	mgr.stop()
 	if err != nil {
-		return err
+		mgr.stop()
+		return nil, row, err
 	}
-	fmt.Printf("full resync of %d JWKSConfigs with nothing changed: %d API writes (target 0; %d counted before it)\n", *configs+*rotations, after-before, before)
-	return nil
+	fmt.Printf("full resync of %d JWKSConfigs with nothing changed: %d API writes (target 0; %d counted before it)\n", n, after-before, before)
+	row = testenv.BenchRow{System: "jwks", Work: fmt.Sprintf("full resync of %d unchanged JWKSConfigs (manager restart)", n), Size: n,
+		Figure: "API writes", Value: float64(after - before), Unit: "writes", Target: "0 writes", Pass: after == before}
+	return mgr, row, nil
 }
 
-func (b *bench) createPair(ctx context.Context, ns string, i int, chain testcerts.Chain) error {
+// createPair creates a TLS Secret and a JWKSConfig publishing it, with or without nginx,
+// and returns the JWKSConfig.
+func (b *bench) createPair(ctx context.Context, ns string, i int, chain testcerts.Chain, nginx bool) (*jwksv1alpha1.JWKSConfig, error) {
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("tls-%d", i)}, Type: corev1.SecretTypeTLS,
 		Data: map[string][]byte{corev1.TLSCertKey: chain.PEM(), corev1.TLSPrivateKeyKey: chain.KeyPEM()}}
 	if err := b.c.Create(ctx, s); err != nil {
-		return err
+		return nil, err
 	}
 	cfg := &jwksv1alpha1.JWKSConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("set-%d", i)},
 		Spec: jwksv1alpha1.JWKSConfigSpec{CertificateSecret: s.Name}}
-	return b.c.Create(ctx, cfg)
+	if !nginx {
+		cfg.Spec.Nginx.Enabled = ptr.To(false)
+	}
+	return cfg, b.c.Create(ctx, cfg)
 }
 
 func (b *bench) putSecret(ctx context.Context, ns string, i int, chain testcerts.Chain) error {
@@ -299,7 +317,7 @@ func (b *bench) startManager() (*managerProcess, error) {
 	metrics, probes := testenv.BenchAddr(), testenv.BenchAddr()
 	cmd := exec.Command(b.binary, "manager", "--kubeconfig", b.kubeconfig, "--controllers", "jwks",
 		"--leader-elect=false", "--metrics-bind-address", metrics, "--health-probe-bind-address", probes,
-		"--jwks-server-bind-address", "0")
+		"--jwks-server-bind-address", "0", "--jwks-workers", strconv.Itoa(*workers))
 	logs, err := os.Create(filepath.Join(filepath.Dir(b.binary), "manager.log"))
 	if err != nil {
 		return nil, err
@@ -347,9 +365,6 @@ func (m *managerProcess) waitReconciles(n int) error {
 	}
 	return fmt.Errorf("the restarted manager did not finish %d reconciles", n)
 }
-
-// peakRSS is the manager process's high-water resident set size.
-func (m *managerProcess) peakRSS() int64 { return testenv.PeakRSS(m.cmd.Process.Pid) }
 
 func (m *managerProcess) stop() {
 	_ = m.cmd.Process.Signal(os.Interrupt)

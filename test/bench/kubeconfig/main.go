@@ -1,8 +1,19 @@
-// Command kubeconfig is `make bench-kubeconfig`: 200 KubeconfigRequests created at once
-// against one brought-along target cluster (two real API servers), after one warm-up
-// request has shown the controller running and connected. It prints the time
-// until all are Ready, the per-request latency from creation to Ready (p50, p99, observed
-// through a watch), and the API requests per KubeconfigRequest on both API servers.
+// Command kubeconfig is `make bench-kubeconfig`: KubeconfigRequests created at once
+// against brought-along target clusters, served by the shipped binary's manager
+// (--controllers kubeconfig), at two sizes: 1x (-requests, 200, one target) and 10x (ten
+// times as many spread over -targets, 20, Clusters). Each size has its own management and
+// target API servers and its own manager process; every Cluster of a size is a distinct
+// Cluster with its own kubeconfig Secret (so its own connection in the manager), all
+// reaching the one target API server: two API servers per size fit 2 cores, twenty-one
+// would not.
+//
+// For each size it prints the time until all are Ready and the per-request latency from
+// creation to Ready (p50, p99, observed through a watch), next to the floor: the same
+// objects written by a plain client with the manager's concurrency (--kubeconfig-workers),
+// against the same API servers in the same run (floor.go). It counts the API requests
+// per KubeconfigRequest on both API servers, by verb and resource (requests.go), for the
+// manager and for the floor, and prints the manager's CPU and peak memory per request.
+// Last, the 10x/1x ratio of the per-request time, CPU and memory.
 package main
 
 import (
@@ -10,109 +21,183 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
-	"github.com/trustplane/trustplane/internal/clustertarget"
 	kubeconfigctrl "github.com/trustplane/trustplane/internal/controller/kubeconfig"
 	"github.com/trustplane/trustplane/internal/scheme"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
 
-var requests = flag.Int("requests", 200, "KubeconfigRequests created at once.")
+var (
+	requests = flag.Int("requests", 200, "KubeconfigRequests created at once at 1x (one target); 10x creates ten times as many.")
+	targets  = flag.Int("targets", 20, "Clusters the 10x requests are spread over (all reaching the one target API server).")
+	scales   = flag.String("scales", "1,10", "Sizes to run, as multiples of -requests (1 runs against one Cluster, any other against -targets).")
+	timeout  = flag.Duration("timeout", 15*time.Minute, "Longest a size may take to become Ready; a size that does not is reported as not measured.")
+)
+
+const system = "kubeconfig"
 
 func main() {
 	flag.Parse()
+	ctrl.SetLogger(logr.Discard()) // the manager's log is its process's (manager.log)
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-kubeconfig:", err)
 		os.Exit(1)
 	}
 }
 
+// result is one size's figures.
+type result struct {
+	scale, n, clusters int
+	work               string
+	// all Ready, per-request latencies, for the manager and the floor
+	total, floorTotal time.Duration
+	lat, floorLat     []time.Duration
+	calls, floorCalls requestCounts
+	cpu               time.Duration // the manager's CPU over the work
+	mem               int64         // the manager's peak RSS over the work minus its RSS before it
+}
+
 func run() error {
+	var results []*result
+	for _, s := range strings.Split(*scales, ",") {
+		scale, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || scale < 1 {
+			return fmt.Errorf("-scales: %q is no positive number", s)
+		}
+		clusters := 1
+		if scale != 1 {
+			clusters = *targets
+		}
+		r, err := runSize(scale, scale**requests, clusters)
+		if err != nil {
+			fmt.Printf("bench-kubeconfig: %dx (%d requests over %d targets) not measured: %v\n", scale, scale**requests, clusters, err)
+			break
+		}
+		if err := r.record(); err != nil {
+			return err
+		}
+		results = append(results, r)
+	}
+	if len(results) == 0 {
+		return fmt.Errorf("no size measured")
+	}
+	if len(results) < 2 {
+		fmt.Printf("bench-kubeconfig: largest size measured: %d requests; no growth ratio\n", results[len(results)-1].n)
+		return nil
+	}
+	return recordGrowth(results[0], results[len(results)-1])
+}
+
+func runSize(scale, n, clusters int) (*result, error) {
 	ctx := context.Background()
-	if os.Getenv("BENCH_LOGS") != "" {
-		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
-	}
-	mgmt, err := testenv.Start()
+	tb, err := testenv.StartBench("bench-kubeconfig-")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer func() { _ = mgmt.Stop() }()
+	defer tb.Close()
 	target, err := testenv.Start()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer func() { _ = target.Stop() }()
-	c := mgmt.Client
-	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "target-admin"},
-		Data: map[string][]byte{"kubeconfig": target.Environment().KubeConfig}}); err != nil {
-		return err
+	c := tb.Env.Client
+	names := make([]string, clusters)
+	for i := range names {
+		names[i] = fmt.Sprintf("target-%02d", i)
+		secret := names[i] + "-admin"
+		if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: secret},
+			Data: map[string][]byte{"kubeconfig": target.Environment().KubeConfig}}); err != nil {
+			return nil, err
+		}
+		if err := c.Create(ctx, &operatorv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: names[i]},
+			Spec: operatorv1alpha1.ClusterSpec{KubeconfigSecretRef: &operatorv1alpha1.SecretKeyReference{Name: secret}}}); err != nil {
+			return nil, err
+		}
 	}
-	if err := c.Create(ctx, &operatorv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "target"},
-		Spec: operatorv1alpha1.ClusterSpec{KubeconfigSecretRef: &operatorv1alpha1.SecretKeyReference{Name: "target-admin"}}}); err != nil {
-		return err
-	}
-	mgr, err := ctrl.NewManager(mgmt.Config, ctrl.Options{Scheme: scheme.New(), Metrics: metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0", Controller: crconfig.Controller{SkipNameValidation: ptr.To(true)}})
+	m, err := startManager(tb)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := clustertarget.AddIndexes(ctx, mgr); err != nil {
-		return err
-	}
-	if _, err := kubeconfigctrl.Setup(mgr, kubeconfigctrl.DefaultOptions()); err != nil {
-		return err
-	}
-	mctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() { _ = mgr.Start(mctx) }()
-	if !mgr.GetCache().WaitForCacheSync(mctx) {
-		return fmt.Errorf("cache did not sync")
+	defer m.stop()
+	// One request per Cluster first, so that the measurement starts with the controller
+	// running and connected to every target, as in a running operator.
+	if err := warmUp(ctx, c, names); err != nil {
+		return nil, err
 	}
 
-	// One request first, so that the measurement starts with the controller running and
-	// connected to the target, as in a running operator, not with the manager starting up.
-	if err := warmUp(ctx, c); err != nil {
-		return err
+	r := &result{scale: scale, n: n, clusters: clusters}
+	r.work = fmt.Sprintf("%d KubeconfigRequests at once, %d target", n, clusters)
+	if clusters > 1 {
+		r.work += "s"
 	}
-
-	before := requestsServed(ctx, mgmt) + requestsServed(ctx, target)
-	wc, err := client.NewWithWatch(mgmt.Config, client.Options{Scheme: scheme.New()})
+	envs := []*testenv.Env{tb.Env, target}
+	before, err := countRequests(ctx, envs)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	cpu0, rss0 := m.cpu(), testenv.ResidentSet(m.cmd.Process.Pid)
+	if r.total, r.lat, err = createAndWait(ctx, tb.Env, n, names); err != nil {
+		return nil, err
+	}
+	time.Sleep(time.Second) // let trailing requests land before counting
+	r.cpu, r.mem = m.cpu()-cpu0, max(testenv.PeakRSS(m.cmd.Process.Pid)-rss0, 0)
+	after, err := countRequests(ctx, envs)
+	if err != nil {
+		return nil, err
+	}
+	r.calls = after.minus(before)
+	m.stop() // the floor runs alone
+
+	if r.floorTotal, r.floorLat, err = runFloor(ctx, tb.Env, target, n, clusters, kubeconfigctrl.DefaultOptions().Workers); err != nil {
+		return nil, fmt.Errorf("floor: %w", err)
+	}
+	time.Sleep(time.Second)
+	floorAfter, err := countRequests(ctx, envs)
+	if err != nil {
+		return nil, err
+	}
+	r.floorCalls = floorAfter.minus(after)
+	return r, nil
+}
+
+// createAndWait creates n KubeconfigRequests at once, spread over the Clusters, and waits
+// until all are Ready; it returns the time that took and each request's latency.
+func createAndWait(ctx context.Context, env *testenv.Env, n int, clusters []string) (time.Duration, []time.Duration, error) {
+	c := env.Client
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		return 0, nil, err
 	}
 	watcher, err := wc.Watch(ctx, &operatorv1alpha1.KubeconfigRequestList{}, client.InNamespace("default"))
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
-	defer watcher.Stop()
-
-	created := make([]time.Time, *requests)
+	defer func() { watcher.Stop() }()
+	created := make([]time.Time, n)
 	var mu sync.Mutex
 	start := time.Now()
 	var wg sync.WaitGroup
-	for i := range *requests {
+	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			kr := &operatorv1alpha1.KubeconfigRequest{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("req-%03d", i)},
-				Spec: operatorv1alpha1.KubeconfigRequestSpec{Cluster: "target", Expiration: 3600,
-					ClusterRole: &operatorv1alpha1.ClusterRoleSpec{Rules: []operatorv1alpha1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}}}}}}
+			kr := request("default", fmt.Sprintf("req-%05d", i), clusters[i%len(clusters)])
 			t := time.Now()
 			if err := c.Create(ctx, kr); err != nil {
 				fmt.Fprintln(os.Stderr, err)
@@ -125,21 +210,21 @@ func run() error {
 	}
 	wg.Wait()
 	ready := map[string]time.Duration{}
-	deadline := time.After(2 * time.Minute)
-	for len(ready) < *requests {
+	deadline := time.After(*timeout)
+	for len(ready) < n {
 		select {
 		case ev, open := <-watcher.ResultChan():
 			if !open { // the API server ended the watch: catch up by listing, then watch again
 				list := &operatorv1alpha1.KubeconfigRequestList{}
 				if err := c.List(ctx, list, client.InNamespace("default")); err != nil {
-					return err
+					return 0, nil, err
 				}
 				for i := range list.Items {
 					markReady(&list.Items[i], ready, created, &mu)
 				}
 				if watcher, err = wc.Watch(ctx, &operatorv1alpha1.KubeconfigRequestList{}, client.InNamespace("default"),
 					&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}}); err != nil {
-					return err
+					return 0, nil, err
 				}
 				continue
 			}
@@ -147,39 +232,48 @@ func run() error {
 				markReady(kr, ready, created, &mu)
 			}
 		case <-deadline:
-			return fmt.Errorf("only %d of %d Ready", len(ready), *requests)
+			return 0, nil, fmt.Errorf("only %d of %d Ready after %v", len(ready), n, *timeout)
 		}
 	}
 	total := time.Since(start)
-	time.Sleep(time.Second) // let trailing requests land before counting
-	calls := requestsServed(ctx, mgmt) + requestsServed(ctx, target) - before
-	var lat []time.Duration
+	lat := make([]time.Duration, 0, n)
 	for _, d := range ready {
 		lat = append(lat, d)
 	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	p := func(q float64) time.Duration { return lat[int(q*float64(len(lat)-1)+0.5)].Round(time.Millisecond) }
-	fmt.Printf("bench-kubeconfig: %d KubeconfigRequests at once, one target: all Ready after %.2f s; per request p50 %v, p99 %v (target p99 < 2 s); %.1f API requests per KubeconfigRequest (both API servers, all verbs, the bench's own creates and watch included)\n",
-		*requests, total.Seconds(), p(0.5), p(0.99), float64(calls)/float64(*requests))
-	return nil
+	return total, lat, nil
 }
 
-func warmUp(ctx context.Context, c client.Client) error {
-	kr := &operatorv1alpha1.KubeconfigRequest{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "warm-up"},
-		Spec: operatorv1alpha1.KubeconfigRequestSpec{Cluster: "target", Expiration: 3600,
-			ClusterRole: &operatorv1alpha1.ClusterRoleSpec{Rules: []operatorv1alpha1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}}}}}}
-	if err := c.Create(ctx, kr); err != nil {
-		return err
-	}
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(kr), kr); err != nil {
+// request is the bench's KubeconfigRequest: a ClusterRole reading pods, for an hour.
+func request(namespace, name, cluster string) *operatorv1alpha1.KubeconfigRequest {
+	return &operatorv1alpha1.KubeconfigRequest{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: operatorv1alpha1.KubeconfigRequestSpec{Cluster: cluster, Expiration: 3600,
+			ClusterRole: &operatorv1alpha1.ClusterRoleSpec{Rules: []operatorv1alpha1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}}}}}}
+}
+
+func warmUp(ctx context.Context, c client.Client, clusters []string) error {
+	var krs []*operatorv1alpha1.KubeconfigRequest
+	for i, cluster := range clusters {
+		kr := request("default", fmt.Sprintf("warm-up-%02d", i), cluster)
+		if err := c.Create(ctx, kr); err != nil {
 			return err
 		}
-		if meta.IsStatusConditionTrue(kr.Status.Conditions, "Ready") {
+		krs = append(krs, kr)
+	}
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		ready := 0
+		for _, kr := range krs {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(kr), kr); err != nil {
+				return err
+			}
+			if meta.IsStatusConditionTrue(kr.Status.Conditions, "Ready") {
+				ready++
+			}
+		}
+		if ready == len(krs) {
 			return nil
 		}
 	}
-	return fmt.Errorf("the warm-up KubeconfigRequest did not become Ready")
+	return fmt.Errorf("the warm-up KubeconfigRequests did not become Ready")
 }
 
 func markReady(kr *operatorv1alpha1.KubeconfigRequest, ready map[string]time.Duration, created []time.Time, mu *sync.Mutex) {
@@ -194,11 +288,122 @@ func markReady(kr *operatorv1alpha1.KubeconfigRequest, ready map[string]time.Dur
 	}
 }
 
-// requestsServed is every request the API server answered.
-func requestsServed(ctx context.Context, env *testenv.Env) int {
-	n, err := testenv.APIRequests(ctx, env.Config, nil)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "counting API requests:", err)
+// quantile is the q-quantile of lat (sorted in place).
+func quantile(lat []time.Duration, q float64) time.Duration {
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	return lat[int(q*float64(len(lat)-1)+0.5)]
+}
+
+// record prints the size's figures and records its rows.
+func (r *result) record() error {
+	n := float64(r.n)
+	fmt.Printf("bench-kubeconfig: %s: all Ready after %.2f s (floor %.2f s); per request p50 %v, p99 %v (floor p50 %v, p99 %v)\n",
+		r.work, r.total.Seconds(), r.floorTotal.Seconds(),
+		quantile(r.lat, 0.5).Round(time.Millisecond), quantile(r.lat, 0.99).Round(time.Millisecond),
+		quantile(r.floorLat, 0.5).Round(time.Millisecond), quantile(r.floorLat, 0.99).Round(time.Millisecond))
+	fmt.Printf("bench-kubeconfig: %s: manager CPU %.2f s (%.2f ms per request), peak memory +%d MiB (%.1f KiB per request)\n",
+		r.work, r.cpu.Seconds(), r.cpu.Seconds()*1000/n, r.mem>>20, float64(r.mem)/1024/n)
+	fmt.Printf("bench-kubeconfig: %s: API requests per KubeconfigRequest, both API servers, the bench's own create included:\n", r.work)
+	fmt.Print(r.calls.breakdown(r.n, "  trustplane"))
+	fmt.Print(r.floorCalls.breakdown(r.n, "  floor"))
+
+	total, floorTotal := r.total.Seconds(), r.floorTotal.Seconds()
+	ratio := total / floorTotal
+	rows := []testenv.BenchRow{{System: system, Work: r.work, Size: r.n, Figure: "all Ready", Value: total, Unit: "s",
+		Floor: testenv.Ptr(floorTotal), Ratio: testenv.Ptr(ratio), Target: "ratio <= 1.5", Pass: ratio <= 1.5}}
+	p99, floorP99 := quantile(r.lat, 0.99).Seconds(), quantile(r.floorLat, 0.99).Seconds()
+	if r.scale == 1 {
+		rows = append(rows, testenv.BenchRow{System: system, Work: r.work, Size: r.n, Figure: "p99", Value: p99, Unit: "s",
+			Floor: testenv.Ptr(floorP99), Ratio: testenv.Ptr(p99 / floorP99), Target: "p99 < 2 s", Pass: p99 < 2})
 	}
-	return n
+	perRequest, floorPerRequest := float64(r.calls.total())/n, float64(r.floorCalls.total())/n
+	rows = append(rows, testenv.BenchRow{System: system, Work: r.work, Size: r.n, Figure: "API requests per request", Value: perRequest, Unit: "requests",
+		Floor: testenv.Ptr(floorPerRequest), Ratio: testenv.Ptr(perRequest / floorPerRequest), Target: "<= 7", Pass: perRequest <= 7})
+	return testenv.RecordBench(rows...)
+}
+
+// perObject are the figures whose growth is measured: time, CPU and memory per request.
+func (r *result) perObject() [3]float64 {
+	n := float64(r.n)
+	return [3]float64{r.total.Seconds() * 1000 / n, r.cpu.Seconds() * 1000 / n, float64(r.mem) / 1024 / n}
+}
+
+// recordGrowth records the per-request figures of both sizes: the small one as the
+// baseline, the large one with its ratio to it.
+func recordGrowth(small, large *result) error {
+	figures := [3]string{"time per request", "CPU per request", "peak memory per request"}
+	units := [3]string{"ms", "ms", "KiB"}
+	a, b := small.perObject(), large.perObject()
+	var rows []testenv.BenchRow
+	for i := range figures {
+		target := fmt.Sprintf("%dx/%dx <= 1.3", large.scale, small.scale)
+		rows = append(rows, testenv.BenchRow{System: system, Work: small.work, Size: small.n, Figure: figures[i], Value: a[i], Unit: units[i],
+			Target: "baseline of " + target, Pass: a[i] > 0})
+		ratio := b[i] / a[i]
+		rows = append(rows, testenv.BenchRow{System: system, Work: large.work, Size: large.n, Figure: figures[i], Value: b[i], Unit: units[i],
+			Ratio: testenv.Ptr(ratio), Target: "ratio <= 1.3", Pass: a[i] > 0 && ratio <= 1.3})
+	}
+	return testenv.RecordBench(rows...)
+}
+
+type managerProcess struct {
+	cmd  *exec.Cmd
+	tick float64 // clock ticks per second of /proc/<pid>/stat
+	done bool
+}
+
+func startManager(tb *testenv.Bench) (*managerProcess, error) {
+	probes := testenv.BenchAddr()
+	cmd := exec.Command(tb.Binary, "manager", "--kubeconfig", tb.Kubeconfig, "--controllers", kubeconfigctrl.Name,
+		"--leader-elect=false", "--metrics-bind-address", "0", "--health-probe-bind-address", probes, "--jwks-server-bind-address", "0")
+	logs, err := os.Create(filepath.Join(tb.Dir, "manager.log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // never outlive the bench
+	cmd.Stderr = logs
+	if os.Getenv("BENCH_LOGS") != "" {
+		cmd.Stderr = os.Stderr
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	m := &managerProcess{cmd: cmd, tick: 100}
+	if out, err := exec.Command("getconf", "CLK_TCK").Output(); err == nil {
+		if t, err := strconv.ParseFloat(strings.TrimSpace(string(out)), 64); err == nil && t > 0 {
+			m.tick = t
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if out, err := exec.Command("curl", "-sf", "http://"+probes+"/readyz").Output(); err == nil && string(out) == "ok" {
+			return m, nil
+		}
+	}
+	m.stop()
+	return nil, fmt.Errorf("the manager did not become ready (its log: %s)", logs.Name())
+}
+
+// cpu is the manager's CPU time so far (utime+stime).
+func (m *managerProcess) cpu() time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", m.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses and may hold spaces.
+	fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+	if len(fields) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	return time.Duration((utime + stime) / m.tick * float64(time.Second))
+}
+
+func (m *managerProcess) stop() {
+	if m.done {
+		return
+	}
+	m.done = true
+	_ = m.cmd.Process.Signal(os.Interrupt)
+	_ = m.cmd.Wait()
 }

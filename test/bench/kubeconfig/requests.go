@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/trustplane/trustplane/internal/testenv"
+)
+
+// requestCounts are the requests the API servers answered, by server, verb and resource
+// ("management POST kubeconfigrequests/status"), from their apiserver_request_total.
+// Requests for no resource (/metrics, /healthz, discovery) are left out: the bench's own
+// counting is one of them.
+type requestCounts map[string]int
+
+var label = regexp.MustCompile(`(\w+)="([^"]*)"`)
+
+// kind is a request's "VERB resource[/subresource]" from its metric labels; "" for one
+// for no resource.
+func kind(labels string) string {
+	l := map[string]string{}
+	for _, m := range label.FindAllStringSubmatch(labels, -1) {
+		l[m[1]] = m[2]
+	}
+	if l["resource"] == "" {
+		return ""
+	}
+	k := l["verb"] + " " + l["resource"]
+	if l["subresource"] != "" {
+		k += "/" + l["subresource"]
+	}
+	return k
+}
+
+// countRequests reads the requests each API server answered so far (envs: the
+// management cluster's, then the target's), through testenv.APIRequests: once for the
+// kinds there are, then once per kind.
+func countRequests(ctx context.Context, envs []*testenv.Env) (requestCounts, error) {
+	counts := requestCounts{}
+	for i, env := range envs {
+		server := [...]string{"management", "target"}[i]
+		kinds := map[string]bool{}
+		if _, err := testenv.APIRequests(ctx, env.Config, func(labels string) bool {
+			if k := kind(labels); k != "" {
+				kinds[k] = true
+			}
+			return false
+		}); err != nil {
+			return nil, err
+		}
+		for k := range kinds {
+			n, err := testenv.APIRequests(ctx, env.Config, func(labels string) bool { return kind(labels) == k })
+			if err != nil {
+				return nil, err
+			}
+			counts[server+" "+k] = n
+		}
+	}
+	return counts, nil
+}
+
+// minus is what c counted since before.
+func (c requestCounts) minus(before requestCounts) requestCounts {
+	out := requestCounts{}
+	for k, n := range c {
+		if d := n - before[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+func (c requestCounts) total() int {
+	total := 0
+	for _, n := range c {
+		total += n
+	}
+	return total
+}
+
+// breakdown is one line per server, verb and resource with the requests per
+// KubeconfigRequest, largest first; kinds below 0.05 per request are summed as "other".
+func (c requestCounts) breakdown(n int, who string) string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if c[keys[i]] != c[keys[j]] {
+			return c[keys[i]] > c[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %.2f per request\n", who, float64(c.total())/float64(n))
+	other := 0
+	for _, k := range keys {
+		if per := float64(c[k]) / float64(n); per >= 0.05 {
+			fmt.Fprintf(&b, "%s    %5.2f  %s\n", strings.Repeat(" ", len(who)-len(strings.TrimLeft(who, " "))), per, k)
+		} else {
+			other += c[k]
+		}
+	}
+	if other > 0 {
+		fmt.Fprintf(&b, "%s    %5.2f  other (%d requests)\n", strings.Repeat(" ", len(who)-len(strings.TrimLeft(who, " "))), float64(other)/float64(n), other)
+	}
+	return b.String()
+}

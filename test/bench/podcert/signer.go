@@ -1,0 +1,370 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/internal/controller/podcertsigner"
+	"github.com/trustplane/trustplane/internal/podcert"
+	"github.com/trustplane/trustplane/internal/scheme"
+	"github.com/trustplane/trustplane/internal/testenv"
+)
+
+// podsPerNamespace are the live pods the requests of one namespace name, in turn.
+const podsPerNamespace = 50
+
+// signerBench measures the signer at 1x and 10x. Each size runs in its own namespaces:
+// first the floor, then the signer, each over its own requests, all created before it
+// starts (throughput, not arrival rate, is measured); a size's requests are deleted after
+// it, so that the next manager does not list them.
+type signerBench struct {
+	tb   *testenv.Bench
+	c    client.Client
+	node *corev1.Node
+	// idle is the manager's CPU seconds and peak RSS from start to ready with no request:
+	// what every run's figures are taken above.
+	idleCPU float64
+	idleRSS int64
+}
+
+// signerRun is one size's figures.
+type signerRun struct {
+	n              int
+	floor, elapsed time.Duration
+	// startUp is from the manager's start to its first issued request (polled every 50 ms):
+	// the process, its caches' initial lists, the CA read.
+	startUp time.Duration
+	cpu     float64 // the manager's CPU seconds above idle
+	mem     int64   // the manager's peak RSS above idle
+}
+
+func runSigner() error {
+	ctx := context.Background()
+	tb, err := testenv.StartBench("bench-podcert")
+	if err != nil {
+		return err
+	}
+	defer tb.Close()
+	// The floor's client is rate-limited as little as the manager's (controller-runtime's
+	// GetConfig turns client-side rate limiting off).
+	cfg := rest.CopyConfig(tb.Env.Config)
+	cfg.QPS = -1
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		return err
+	}
+	b := &signerBench{tb: tb, c: c, node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}}
+	if err := c.Create(ctx, b.node); err != nil {
+		return err
+	}
+	if err := b.idle(ctx); err != nil {
+		return err
+	}
+	sizes := []int{*requests}
+	if *growth > 1 {
+		sizes = append(sizes, *requests**growth)
+	}
+	var rows []testenv.BenchRow
+	var runs []signerRun
+	for _, n := range sizes {
+		run, err := b.run(ctx, n)
+		if err != nil {
+			if len(runs) == 0 {
+				return err
+			}
+			fmt.Printf("signer: %d requests did not complete (%v); the largest size measured is %d\n", n, err, runs[len(runs)-1].n)
+			break
+		}
+		runs = append(runs, run)
+		rows = append(rows, run.rows()...)
+	}
+	if len(runs) == 2 {
+		rows = append(rows, growthRows(runs[0], runs[1])...)
+	}
+	return testenv.RecordBench(rows...)
+}
+
+func (r signerRun) work() string {
+	return fmt.Sprintf("%d PodCertificateRequests issued (ECDSA P-256, %d workers)", r.n, *workers)
+}
+
+func (r signerRun) rows() []testenv.BenchRow {
+	ratio := r.elapsed.Seconds() / r.floor.Seconds()
+	rate := float64(r.n) / r.elapsed.Seconds()
+	fmt.Printf("signer: %d PodCertificateRequests issued in %.2f s with %d workers (manager start-up included: %.2f s to the first issued): %.0f PCR/s; floor %.2f s (%.0f PCR/s), ratio %.2f; manager CPU %.2f s, peak RSS +%.1f MiB above idle\n",
+		r.n, r.elapsed.Seconds(), *workers, r.startUp.Seconds(), rate, r.floor.Seconds(), float64(r.n)/r.floor.Seconds(), ratio, r.cpu, float64(r.mem)/(1<<20))
+	return []testenv.BenchRow{
+		{System: "podcert", Work: r.work(), Size: r.n, Figure: "all issued", Value: r.elapsed.Seconds(), Unit: "s",
+			Floor: testenv.Ptr(r.floor.Seconds()), Ratio: testenv.Ptr(ratio), Target: "ratio <= 1.5", Pass: ratio <= 1.5},
+		{System: "podcert", Work: r.work(), Size: r.n, Figure: "throughput", Value: rate, Unit: "PCR/s",
+			Floor: testenv.Ptr(float64(r.n) / r.floor.Seconds()), Target: ">= 300/s", Pass: rate >= 300},
+		{System: "podcert", Work: r.work(), Size: r.n, Figure: "time per object", Value: r.perObject().time * 1000, Unit: "ms"},
+		{System: "podcert", Work: r.work(), Size: r.n, Figure: "CPU per object", Value: r.perObject().cpu * 1000, Unit: "ms"},
+		{System: "podcert", Work: r.work(), Size: r.n, Figure: "peak memory per object", Value: r.perObject().mem / 1024, Unit: "KiB"},
+	}
+}
+
+type perObject struct{ time, cpu, mem float64 }
+
+func (r signerRun) perObject() perObject {
+	n := float64(r.n)
+	return perObject{time: r.elapsed.Seconds() / n, cpu: r.cpu / n, mem: float64(r.mem) / n}
+}
+
+func growthRows(small, large signerRun) []testenv.BenchRow {
+	s, l := small.perObject(), large.perObject()
+	work := fmt.Sprintf("PodCertificateRequests issued, %d vs %d", large.n, small.n)
+	row := func(figure string, a, b float64) testenv.BenchRow {
+		ratio := b / a
+		return testenv.BenchRow{System: "podcert", Work: work, Size: large.n, Figure: figure, Value: ratio, Unit: "x",
+			Ratio: testenv.Ptr(ratio), Target: "ratio <= 1.3", Pass: ratio <= 1.3}
+	}
+	return []testenv.BenchRow{
+		row("10x/1x time per object", s.time, l.time),
+		row("10x/1x CPU per object", s.cpu, l.cpu),
+		row("10x/1x peak memory per object", s.mem, l.mem),
+	}
+}
+
+// idle starts the manager with no request, waits until it is ready and has made its CA
+// (so that no measured run bootstraps one), and records its CPU and peak RSS.
+func (b *signerBench) idle(ctx context.Context) error {
+	m, err := b.startManager()
+	if err != nil {
+		return err
+	}
+	defer m.stop()
+	if err := m.waitReady(); err != nil {
+		return err
+	}
+	opts := podcertsigner.DefaultOptions()
+	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
+		err := b.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: opts.CASecretName}, &corev1.Secret{})
+		if err == nil {
+			break
+		}
+		if time.Since(start) > 30*time.Second {
+			return fmt.Errorf("the signer made no CA Secret: %w", err)
+		}
+	}
+	time.Sleep(time.Second) // the bundle applied, the queue empty
+	b.idleCPU, b.idleRSS = testenv.ProcessCPU(m.cmd.Process.Pid), testenv.PeakRSS(m.cmd.Process.Pid)
+	fmt.Printf("signer: idle manager (CA made, no request): CPU %.2f s, peak RSS %.1f MiB\n", b.idleCPU, float64(b.idleRSS)/(1<<20))
+	return nil
+}
+
+// run measures one size: the floor, then the signer.
+func (b *signerBench) run(ctx context.Context, n int) (signerRun, error) {
+	run := signerRun{n: n}
+	floorNS, signerNS := fmt.Sprintf("floor-%d", n), fmt.Sprintf("signer-%d", n)
+	var err error
+	if run.floor, err = b.floor(ctx, floorNS, n); err != nil {
+		return run, err
+	}
+	sa, pods, err := b.namespace(ctx, signerNS)
+	if err != nil {
+		return run, err
+	}
+	if _, err := b.createRequests(ctx, signerNS, sa, pods, n); err != nil {
+		return run, err
+	}
+	m, err := b.startManager()
+	if err != nil {
+		return run, err
+	}
+	start := time.Now()
+	deadline := start.Add(15 * time.Minute)
+	for {
+		issued, denied, err := m.concluded()
+		if err == nil && denied > 0 {
+			m.stop()
+			return run, fmt.Errorf("the signer denied %d requests (see %s)", denied, m.log)
+		}
+		if err == nil && issued > 0 && run.startUp == 0 {
+			run.startUp = time.Since(start)
+		}
+		if err == nil && issued >= n {
+			break
+		}
+		if time.Now().After(deadline) {
+			m.stop()
+			return run, fmt.Errorf("only %d of %d issued after %v", issued, n, time.Since(start).Round(time.Second))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	run.elapsed = time.Since(start)
+	run.cpu = testenv.ProcessCPU(m.cmd.Process.Pid) - b.idleCPU
+	run.mem = testenv.PeakRSS(m.cmd.Process.Pid) - b.idleRSS
+	m.stop()
+	return run, b.c.DeleteAllOf(ctx, &certificatesv1.PodCertificateRequest{}, client.InNamespace(signerNS))
+}
+
+// floor times a plain client writing the issued status of n requests, with certificates
+// signed before it starts, from as many goroutines as the signer has workers.
+func (b *signerBench) floor(ctx context.Context, ns string, n int) (time.Duration, error) {
+	sa, pods, err := b.namespace(ctx, ns)
+	if err != nil {
+		return 0, err
+	}
+	pcrs, err := b.createRequests(ctx, ns, sa, pods, n)
+	if err != nil {
+		return 0, err
+	}
+	now := time.Now()
+	entry, err := podcert.NewCA("bench floor CA", now.Add(-time.Hour), 24*time.Hour*365)
+	if err != nil {
+		return 0, err
+	}
+	ca := &podcertsigner.CA{Cert: entry.Cert, Key: entry.Key}
+	opts := podcertsigner.DefaultOptions()
+	policy := podcertsigner.Policy{MaxLifetime: opts.MaxLifetime, TrustDomain: opts.TrustDomain}
+	for _, pcr := range pcrs {
+		issued, err := podcertsigner.Sign(ca, podcertsigner.RequestOf(pcr), policy, now)
+		if err != nil {
+			return 0, err
+		}
+		pcr.Status.CertificateChain = issued.Chain
+		pcr.Status.NotBefore = &metav1.Time{Time: issued.NotBefore}
+		pcr.Status.BeginRefreshAt = &metav1.Time{Time: issued.BeginRefreshAt}
+		pcr.Status.NotAfter = &metav1.Time{Time: issued.NotAfter}
+		pcr.Status.Conditions = append(pcr.Status.Conditions, metav1.Condition{
+			Type: certificatesv1.PodCertificateRequestConditionTypeIssued, Status: metav1.ConditionTrue,
+			Reason: certificatesv1.PodCertificateRequestConditionTypeIssued, Message: "issued by the floor", LastTransitionTime: metav1.NewTime(now), ObservedGeneration: pcr.Generation,
+		})
+	}
+	start := time.Now()
+	err = testenv.Parallel(*workers, len(pcrs), func(i int) error { return b.c.Status().Update(ctx, pcrs[i]) })
+	elapsed := time.Since(start)
+	if err != nil {
+		return 0, fmt.Errorf("floor: %w", err)
+	}
+	return elapsed, b.c.DeleteAllOf(ctx, &certificatesv1.PodCertificateRequest{}, client.InNamespace(ns))
+}
+
+// namespace makes ns with a ServiceAccount and the pods requests name, bound to the node.
+func (b *signerBench) namespace(ctx context.Context, ns string) (*corev1.ServiceAccount, []*corev1.Pod, error) {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}
+	for _, o := range []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, sa} {
+		if err := b.c.Create(ctx, o); err != nil {
+			return nil, nil, err
+		}
+	}
+	pods := make([]*corev1.Pod, podsPerNamespace)
+	for i := range pods {
+		pods[i] = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("web-%d", i)},
+			Spec: corev1.PodSpec{NodeName: b.node.Name, ServiceAccountName: sa.Name, Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+		if err := b.c.Create(ctx, pods[i]); err != nil {
+			return nil, nil, err
+		}
+	}
+	return sa, pods, nil
+}
+
+// createRequests creates n requests for the signer from 16 goroutines, as node agents would.
+func (b *signerBench) createRequests(ctx context.Context, ns string, sa *corev1.ServiceAccount, pods []*corev1.Pod, n int) ([]*certificatesv1.PodCertificateRequest, error) {
+	signer := podcertsigner.DefaultOptions().SignerName
+	pcrs := make([]*certificatesv1.PodCertificateRequest, n)
+	err := testenv.Parallel(16, n, func(i int) error {
+		pod := pods[i%len(pods)]
+		_, proof, err := podcert.GenerateKeyAndProof("ECDSAP256")
+		if err != nil {
+			return err
+		}
+		pcrs[i] = &certificatesv1.PodCertificateRequest{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "req-"},
+			Spec: certificatesv1.PodCertificateRequestSpec{SignerName: signer, PodName: pod.Name, PodUID: pod.UID,
+				ServiceAccountName: sa.Name, ServiceAccountUID: sa.UID, NodeName: types.NodeName(b.node.Name), NodeUID: b.node.UID, StubPKCS10Request: proof,
+				MaxExpirationSeconds: ptr.To[int32](3600)}}
+		return b.c.Create(ctx, pcrs[i])
+	})
+	return pcrs, err
+}
+
+// managerProcess is `trustplane manager --controllers podcertificate-signer`.
+type managerProcess struct {
+	cmd             *exec.Cmd
+	metrics, probes string
+	log             string
+}
+
+func (b *signerBench) startManager() (*managerProcess, error) {
+	m := &managerProcess{metrics: testenv.BenchAddr(), probes: testenv.BenchAddr(), log: filepath.Join(b.tb.Dir, "manager.log")}
+	m.cmd = exec.Command(b.tb.Binary, "manager", "--kubeconfig", b.tb.Kubeconfig, "--controllers", podcertsigner.Name,
+		"--leader-elect=false", "--metrics-bind-address", m.metrics, "--health-probe-bind-address", m.probes,
+		"--podcert-ca-namespace", "default", "--podcert-signer-workers", strconv.Itoa(*workers))
+	logs, err := os.OpenFile(m.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // never outlive the bench
+	m.cmd.Stderr = logs
+	if err := m.cmd.Start(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *managerProcess) waitReady() error {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if body, err := get("http://" + m.probes + "/readyz"); err == nil && body == "ok" {
+			return nil
+		}
+	}
+	return errors.New("the manager did not become ready")
+}
+
+// concluded reads the signer's counters of issued and denied requests.
+func (m *managerProcess) concluded() (issued, denied int, err error) {
+	body, err := get("http://" + m.metrics + "/metrics")
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if !strings.HasPrefix(line, "trustplane_podcertificate_signer_requests_total{") {
+			continue
+		}
+		v, _ := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+		switch {
+		case strings.Contains(line, `outcome="issued"`):
+			issued = int(v)
+		case strings.Contains(line, `outcome="denied"`):
+			denied = int(v)
+		}
+	}
+	return issued, denied, nil
+}
+
+func (m *managerProcess) stop() {
+	_ = m.cmd.Process.Signal(os.Interrupt)
+	_ = m.cmd.Wait()
+}
+
+func get(url string) (string, error) {
+	resp, err := http.Get(url) //nolint:noctx // the bench's own loopback endpoints
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return string(body), err
+}
