@@ -69,3 +69,26 @@ func RecordBench(rows ...BenchRow) error {
 
 // Ptr is a float64's address, for BenchRow's optional fields.
 func Ptr(v float64) *float64 { return &v }
+
+// PerObject is one size's cost per object: wall time and CPU in seconds, peak memory in
+// bytes.
+type PerObject struct{ Time, CPU, Memory float64 }
+
+// MaxGrowth is the most the per-object cost may grow from 1x to 10x: linear or better,
+// with room for noise.
+const MaxGrowth = 1.3
+
+// GrowthRows are the 10x/1x ratios of the per-object time, CPU and peak memory from small
+// to large (issue 30: linear or better).
+func GrowthRows(system, work string, size int, small, large PerObject) []BenchRow {
+	row := func(figure string, a, b float64) BenchRow {
+		ratio := b / a
+		return BenchRow{System: system, Work: work, Size: size, Figure: figure, Value: ratio, Unit: "x",
+			Ratio: Ptr(ratio), Target: fmt.Sprintf("ratio <= %.1f", MaxGrowth), Pass: ratio <= MaxGrowth}
+	}
+	return []BenchRow{
+		row("10x/1x time per object", small.Time, large.Time),
+		row("10x/1x CPU per object", small.CPU, large.CPU),
+		row("10x/1x peak memory per object", small.Memory, large.Memory),
+	}
+}

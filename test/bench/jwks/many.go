@@ -51,31 +51,19 @@ func (r manyRun) rows() []testenv.BenchRow {
 			Target: "< 60 s", Pass: r.elapsed < time.Minute})
 	}
 	return append(rows,
-		testenv.BenchRow{System: "jwks", Work: r.work(), Size: r.n, Figure: "time per object", Value: p.time * 1000, Unit: "ms"},
-		testenv.BenchRow{System: "jwks", Work: r.work(), Size: r.n, Figure: "CPU per object", Value: p.cpu * 1000, Unit: "ms"},
-		testenv.BenchRow{System: "jwks", Work: r.work(), Size: r.n, Figure: "peak memory per object", Value: p.mem / 1024, Unit: "KiB"})
+		testenv.BenchRow{System: "jwks", Work: r.work(), Size: r.n, Figure: "time per object", Value: p.Time * 1000, Unit: "ms"},
+		testenv.BenchRow{System: "jwks", Work: r.work(), Size: r.n, Figure: "CPU per object", Value: p.CPU * 1000, Unit: "ms"},
+		testenv.BenchRow{System: "jwks", Work: r.work(), Size: r.n, Figure: "peak memory per object", Value: p.Memory / 1024, Unit: "KiB"})
 }
 
-type perObject struct{ time, cpu, mem float64 }
-
-func (r manyRun) perObject() perObject {
+func (r manyRun) perObject() testenv.PerObject {
 	n := float64(r.n)
-	return perObject{time: r.elapsed.Seconds() / n, cpu: r.cpu / n, mem: float64(r.mem) / n}
+	return testenv.PerObject{Time: r.elapsed.Seconds() / n, CPU: r.cpu / n, Memory: float64(r.mem) / n}
 }
 
 func growthRows(small, large manyRun) []testenv.BenchRow {
-	s, l := small.perObject(), large.perObject()
 	work := fmt.Sprintf("JWKSConfigs created at once (nginx off), %d vs %d", large.n, small.n)
-	row := func(figure string, a, b float64) testenv.BenchRow {
-		ratio := b / a
-		return testenv.BenchRow{System: "jwks", Work: work, Size: large.n, Figure: figure, Value: ratio, Unit: "x",
-			Ratio: testenv.Ptr(ratio), Target: "ratio <= 1.3", Pass: ratio <= 1.3}
-	}
-	return []testenv.BenchRow{
-		row("10x/1x time per object", s.time, l.time),
-		row("10x/1x CPU per object", s.cpu, l.cpu),
-		row("10x/1x peak memory per object", s.mem, l.mem),
-	}
+	return testenv.GrowthRows("jwks", work, large.n, small.perObject(), large.perObject())
 }
 
 // createMany creates n Secrets and JWKSConfigs (nginx off) from 32 goroutines while m

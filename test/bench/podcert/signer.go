@@ -116,32 +116,20 @@ func (r signerRun) rows() []testenv.BenchRow {
 			Floor: testenv.Ptr(r.floor.Seconds()), Ratio: testenv.Ptr(ratio), Target: "ratio <= 1.5", Pass: ratio <= 1.5},
 		{System: "podcert", Work: r.work(), Size: r.n, Figure: "throughput", Value: rate, Unit: "PCR/s",
 			Floor: testenv.Ptr(float64(r.n) / r.floor.Seconds()), Target: ">= 300/s", Pass: rate >= 300},
-		{System: "podcert", Work: r.work(), Size: r.n, Figure: "time per object", Value: r.perObject().time * 1000, Unit: "ms"},
-		{System: "podcert", Work: r.work(), Size: r.n, Figure: "CPU per object", Value: r.perObject().cpu * 1000, Unit: "ms"},
-		{System: "podcert", Work: r.work(), Size: r.n, Figure: "peak memory per object", Value: r.perObject().mem / 1024, Unit: "KiB"},
+		{System: "podcert", Work: r.work(), Size: r.n, Figure: "time per object", Value: r.perObject().Time * 1000, Unit: "ms"},
+		{System: "podcert", Work: r.work(), Size: r.n, Figure: "CPU per object", Value: r.perObject().CPU * 1000, Unit: "ms"},
+		{System: "podcert", Work: r.work(), Size: r.n, Figure: "peak memory per object", Value: r.perObject().Memory / 1024, Unit: "KiB"},
 	}
 }
 
-type perObject struct{ time, cpu, mem float64 }
-
-func (r signerRun) perObject() perObject {
+func (r signerRun) perObject() testenv.PerObject {
 	n := float64(r.n)
-	return perObject{time: r.elapsed.Seconds() / n, cpu: r.cpu / n, mem: float64(r.mem) / n}
+	return testenv.PerObject{Time: r.elapsed.Seconds() / n, CPU: r.cpu / n, Memory: float64(r.mem) / n}
 }
 
 func growthRows(small, large signerRun) []testenv.BenchRow {
-	s, l := small.perObject(), large.perObject()
 	work := fmt.Sprintf("PodCertificateRequests issued, %d vs %d", large.n, small.n)
-	row := func(figure string, a, b float64) testenv.BenchRow {
-		ratio := b / a
-		return testenv.BenchRow{System: "podcert", Work: work, Size: large.n, Figure: figure, Value: ratio, Unit: "x",
-			Ratio: testenv.Ptr(ratio), Target: "ratio <= 1.3", Pass: ratio <= 1.3}
-	}
-	return []testenv.BenchRow{
-		row("10x/1x time per object", s.time, l.time),
-		row("10x/1x CPU per object", s.cpu, l.cpu),
-		row("10x/1x peak memory per object", s.mem, l.mem),
-	}
+	return testenv.GrowthRows("podcert", work, large.n, small.perObject(), large.perObject())
 }
 
 // idle starts the manager with no request, waits until it is ready and has made its CA
