@@ -24,5 +24,7 @@ cp "$out/config/components/dataplane-sidecar/role.yaml" "$out/charts/trustplane/
 cp config/policy/role-aggregation.yaml "$out/charts/trustplane/files/role-aggregation-policy.yaml"
 # So is the policy that keeps the status of trustplane's kinds the manager's to write.
 cp config/policy/status-writers.yaml "$out/charts/trustplane/files/status-writers-policy.yaml"
+# And the one that writes a new KubeconfigRequest's finalizer and the record of its Cluster.
+cp config/policy/kubeconfig-requests.yaml "$out/charts/trustplane/files/kubeconfig-requests-policy.yaml"
 # So is the policy that keeps the node agent's requests to its own node (config/node-agent).
 cp config/node-agent/pod-certificate-requests-policy.yaml "$out/charts/trustplane/files/node-agent-policy.yaml"

@@ -236,24 +236,8 @@ func (s *aggregationSystem) stepCluster(ctx context.Context, h *Harness, rng *ra
 	}
 	i := rng.IntN(aggComponents)
 	role := &rbacv1.ClusterRole{}
-	err := h.Client.Get(ctx, client.ObjectKey{Name: clusterComponentName(i)}, role)
-	if client.IgnoreNotFound(err) != nil {
-		return err
-	}
-	if err != nil {
-		return s.createClusterComponent(ctx, h, rng, i)
-	}
-	patch := client.MergeFromWithOptions(role.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	switch {
-	case roll < 35:
-		return client.IgnoreNotFound(h.Client.Delete(ctx, role))
-	case roll < 65:
-		role.Labels = randomLabels(rng)
-	default:
-		role.Rules = randomRules(rng, true)
-	}
-	s.sent(s.cluster, role.Name, role.Labels, role.Rules)
-	return h.Client.Patch(ctx, role, patch)
+	return s.churnComponent(ctx, h, rng, roll, s.cluster, client.ObjectKey{Name: clusterComponentName(i)}, role, &role.Rules, true,
+		func() error { return s.createClusterComponent(ctx, h, rng, i) })
 }
 
 func (s *aggregationSystem) stepRoles(ctx context.Context, h *Harness, rng *rand.Rand) error {
@@ -274,23 +258,32 @@ func (s *aggregationSystem) stepRoles(ctx context.Context, h *Harness, rng *rand
 	}
 	i := rng.IntN(aggComponents)
 	role := &rbacv1.Role{}
-	err := h.Client.Get(ctx, client.ObjectKey{Namespace: aggregationNamespace, Name: roleComponentName(i)}, role)
+	return s.churnComponent(ctx, h, rng, roll, s.roles, client.ObjectKey{Namespace: aggregationNamespace, Name: roleComponentName(i)}, role, &role.Rules, false,
+		func() error { return s.createRoleComponent(ctx, h, rng, i) })
+}
+
+// churnComponent changes the component role at key (a ClusterRole or a Role, read into
+// role, whose rules are at rules): deleted, relabelled or given new rules by roll, or
+// created when it is not there; in records what was sent.
+func (s *aggregationSystem) churnComponent(ctx context.Context, h *Harness, rng *rand.Rand, roll int, in map[string]*written,
+	key client.ObjectKey, role client.Object, rules *[]rbacv1.PolicyRule, clusterScoped bool, create func() error) error {
+	err := h.Client.Get(ctx, key, role)
 	if client.IgnoreNotFound(err) != nil {
 		return err
 	}
 	if err != nil {
-		return s.createRoleComponent(ctx, h, rng, i)
+		return create()
 	}
-	patch := client.MergeFromWithOptions(role.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	patch := client.MergeFromWithOptions(role.DeepCopyObject().(client.Object), client.MergeFromWithOptimisticLock{})
 	switch {
 	case roll < 35:
 		return client.IgnoreNotFound(h.Client.Delete(ctx, role))
 	case roll < 65:
-		role.Labels = randomLabels(rng)
+		role.SetLabels(randomLabels(rng))
 	default:
-		role.Rules = randomRules(rng, false)
+		*rules = randomRules(rng, clusterScoped)
 	}
-	s.sent(s.roles, role.Name, role.Labels, role.Rules)
+	s.sent(in, role.GetName(), role.GetLabels(), *rules)
 	return h.Client.Patch(ctx, role, patch)
 }
 

@@ -55,7 +55,8 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 	run(t, root, filepath.Join(root, "hack/gen-rbac.sh"), gen, out)
 	for _, f := range []string{"config/rbac/role.yaml", "config/node-agent/role.yaml", "config/components/dataplane-sidecar/role.yaml",
 		"charts/trustplane/files/node-agent-role.yaml", "charts/trustplane/files/dataplane-role.yaml", "charts/trustplane/files/role-aggregation-policy.yaml",
-		"charts/trustplane/files/node-agent-policy.yaml", "charts/trustplane/files/status-writers-policy.yaml"} {
+		"charts/trustplane/files/node-agent-policy.yaml", "charts/trustplane/files/status-writers-policy.yaml",
+		"charts/trustplane/files/kubeconfig-requests-policy.yaml"} {
 		assertSameFile(t, filepath.Join(out, f), filepath.Join(root, f))
 	}
 	chartRole := run(t, root, filepath.Join(root, "hack/chart-rbac.sh"), filepath.Join(out, "config/rbac/role.yaml"))

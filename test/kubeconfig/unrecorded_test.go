@@ -52,7 +52,14 @@ func TestDeletedBeforeItsStatusWasStoredLeavesNothingInTheTarget(t *testing.T) {
 // carries a kubeconfig, of the requests whose names start with name; lift removes it.
 func refuseIssuedStatus(t *testing.T, name string) (lift func()) {
 	t.Helper()
-	policyName := "refuse-issued-status-" + name
+	return refuseStatus(t, name, "!has(object.status.kubeconfig) || object.status.kubeconfig == ''")
+}
+
+// refuseStatus makes a ValidatingAdmissionPolicy refuse every status write of the requests
+// whose names start with name unless allowed (a CEL expression) holds; lift removes it.
+func refuseStatus(t *testing.T, name, allowed string) (lift func()) {
+	t.Helper()
+	policyName := "refuse-status-" + name
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: policyName},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
 			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
@@ -64,8 +71,8 @@ func refuseIssuedStatus(t *testing.T, name string) (lift func()) {
 				},
 			}}},
 			Validations: []admissionregistrationv1.Validation{{
-				Expression: "!object.metadata.name.startsWith('" + name + "') || !has(object.status.kubeconfig) || object.status.kubeconfig == ''",
-				Message:    "no kubeconfig in this test's status",
+				Expression: "!object.metadata.name.startsWith('" + name + "') || (" + allowed + ")",
+				Message:    "refused by this test",
 			}},
 		}}
 	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: policyName},

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"slices"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -13,6 +14,13 @@ const (
 	RotateAnnotation = "operator.kyma-project.io/rotate"
 	// RevokeAnnotation "true" invalidates the credential at once and clears the status.
 	RevokeAnnotation = "operator.kyma-project.io/revoke"
+	// ClusterAtCreationAnnotation is the Cluster ("namespace/name") the request named when it
+	// was created, written by the admission policy trustplane-kubeconfig-requests
+	// (config/policy/kubeconfig-requests.yaml) together with the controller's finalizer, and
+	// changed by nobody but the manager. Until the controller first stores the request's
+	// status (then status.grantedIn is the record), it is where the request's grants may
+	// live.
+	ClusterAtCreationAnnotation = "kubeconfig.trustplane.io/cluster-at-creation"
 )
 
 // PolicyRule is an RBAC rule for the issued credential. API groups carry no version and
@@ -188,8 +196,31 @@ func (r *KubeconfigRequest) ClusterKeys() []types.NamespacedName {
 	keys := []types.NamespacedName{r.ClusterKey()}
 	if g := r.Status.GrantedIn; g != nil && g.Key() != keys[0] {
 		keys = append(keys, g.Key())
+	} else if at, ok := r.ClusterAtCreation(); ok && at != keys[0] {
+		keys = append(keys, at)
 	}
 	return keys
+}
+
+// ClusterAtCreation is the Cluster admission recorded when the request was created
+// (ClusterAtCreationAnnotation), as long as it is the record of where the request's grants
+// may live: until a status is stored, after which status.grantedIn says so.
+func (r *KubeconfigRequest) ClusterAtCreation() (types.NamespacedName, bool) {
+	if r.StatusStored() {
+		return types.NamespacedName{}, false
+	}
+	ns, name, ok := strings.Cut(r.Annotations[ClusterAtCreationAnnotation], "/")
+	if !ok || ns == "" || name == "" {
+		return types.NamespacedName{}, false
+	}
+	return types.NamespacedName{Namespace: ns, Name: name}, true
+}
+
+// StatusStored says whether the request carries a status the controller wrote: every
+// reconcile ends with one, conditions included.
+func (r *KubeconfigRequest) StatusStored() bool {
+	s := &r.Status
+	return len(s.Conditions) > 0 || s.GrantedIn != nil || s.IssuedAt != nil || s.ObservedGeneration != 0
 }
 
 // GrantsKubeconfigRequestsFrom says whether KubeconfigRequests in namespace may name the
@@ -256,7 +287,11 @@ func (r *KubeconfigRequest) ClaimsGrantsIn(c *Cluster) bool {
 }
 
 func (r *KubeconfigRequest) grantedIn(c *Cluster) bool {
-	return r.Status.GrantedIn != nil && r.Status.GrantedIn.Key() == clusterKey(c)
+	if r.Status.GrantedIn != nil {
+		return r.Status.GrantedIn.Key() == clusterKey(c)
+	}
+	at, ok := r.ClusterAtCreation()
+	return ok && at == clusterKey(c)
 }
 
 func clusterKey(c *Cluster) types.NamespacedName {

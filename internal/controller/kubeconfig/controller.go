@@ -232,6 +232,9 @@ func (r *Reconciler) reconcile(ctx context.Context, kr *operatorv1alpha1.Kubecon
 		return reconcile.Result{}, r.deny(ctx, kr, operatorv1alpha1.ReasonDenied, fmt.Sprintf("denied: Cluster %s does not grant KubeconfigRequests from namespace %s: its spec.kubeconfigRequestNamespaces must list %q", key, kr.Namespace, kr.Namespace))
 	}
 	held := grantedIn(kr)
+	// A request whose spec never changed and whose status was never stored can hold only
+	// what this very spec asks for, if anything: nothing of an earlier spec to look for.
+	firstSpec := !kr.StatusStored() && kr.Generation <= 1
 	// What the previous cluster was granted goes before anything is granted in the new one.
 	if held != nil && *held != key {
 		// The cache may not have the status of the reconcile that already withdrew from
@@ -262,13 +265,19 @@ func (r *Reconciler) reconcile(ctx context.Context, kr *operatorv1alpha1.Kubecon
 	// in that cluster can be found and withdrawn. Set only in memory, a request deleted
 	// after such a failure went at once (nothing recorded, nothing to clean up) and left
 	// its ServiceAccount, roles, bindings and token bindings in the target.
+	// A request the admission policy trustplane-kubeconfig-requests recorded at creation
+	// for this Cluster is recorded already: set in memory, status.grantedIn is stored with
+	// whatever status this reconcile ends with, and the record stands until then.
 	if g := kr.Status.GrantedIn; g == nil || g.Key() != key {
+		atCreation, recorded := kr.ClusterAtCreation()
 		kr.Status.GrantedIn = &operatorv1alpha1.ClusterReference{Namespace: key.Namespace, Name: key.Name}
-		if err := patcher.Patch(ctx, r.Client); err != nil {
-			return reconcile.Result{}, fmt.Errorf("recording status.grantedIn before granting in Cluster %s: %w", key, err)
+		if !recorded || atCreation != key {
+			if err := patcher.Patch(ctx, r.Client); err != nil {
+				return reconcile.Result{}, fmt.Errorf("recording status.grantedIn before granting in Cluster %s: %w", key, err)
+			}
 		}
 	}
-	return r.serve(ctx, kr, target, held != nil, now)
+	return r.serve(ctx, kr, target, held != nil && !firstSpec, now)
 }
 
 // finalize withdraws what the request holds in the Cluster its grants live in.

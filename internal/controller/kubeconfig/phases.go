@@ -105,9 +105,15 @@ func (r *Reconciler) isCurrent(ctx context.Context, kr *operatorv1alpha1.Kubecon
 	return stored.ResourceVersion == kr.ResourceVersion, nil
 }
 
-// grantedIn is the Cluster the request's grants live in, if any. A request issued by an
-// earlier version, which did not record it, holds them in the Cluster it names.
+// grantedIn is the Cluster the request's grants live in, if any. Before the request's
+// first status is stored, they may live in the Cluster admission recorded at its creation
+// (a reconcile that granted there may have died before its status write). A request
+// issued by an earlier version, which did not record it, holds them in the Cluster it
+// names.
 func grantedIn(kr *operatorv1alpha1.KubeconfigRequest) *types.NamespacedName {
+	if at, ok := kr.ClusterAtCreation(); ok {
+		return &at
+	}
 	switch {
 	case kr.Status.GrantedIn != nil:
 		key := kr.Status.GrantedIn.Key()
@@ -124,6 +130,9 @@ func grantedIn(kr *operatorv1alpha1.KubeconfigRequest) *types.NamespacedName {
 // ceiling or the Cluster's grant changes.
 func (r *Reconciler) deny(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest, reason, message string) error {
 	if held := grantedIn(kr); held != nil || kr.Status.Kubeconfig != "" {
+		// Only a status says something was handed out; the record made at creation may be
+		// all there is (then the withdrawal is a precaution and no news).
+		handedOut := kr.Status.GrantedIn != nil || kr.Status.Kubeconfig != ""
 		if held == nil {
 			if err := r.unpublish(ctx, kr); err != nil {
 				return fmt.Errorf("%s; withdrawing the kubeconfig: %w", message, err)
@@ -131,7 +140,9 @@ func (r *Reconciler) deny(ctx context.Context, kr *operatorv1alpha1.KubeconfigRe
 		} else if err := r.withdraw(ctx, kr, *held); err != nil {
 			return status.Transient(reason, fmt.Errorf("%s; the kubeconfig is withdrawn, and deleting what it was granted in Cluster %s is pending: %w", message, held, err))
 		}
-		r.Recorder.Eventf(kr, nil, corev1.EventTypeNormal, reason, "Withdraw", "withdrew the kubeconfig: %s", message)
+		if handedOut {
+			r.Recorder.Eventf(kr, nil, corev1.EventTypeNormal, reason, "Withdraw", "withdrew the kubeconfig: %s", message)
+		}
 	}
 	return status.Stalled(reason, "%s", message)
 }
@@ -233,11 +244,18 @@ func (r *Reconciler) issue(ctx context.Context, kr *operatorv1alpha1.KubeconfigR
 		_ = t.Client.Delete(ctx, binding)
 		return "", fmt.Errorf("publishing the kubeconfig: %w", err)
 	}
+	// A rotation is news to whoever holds the old credential; a first issue is told by
+	// the Ready condition (reason Issued) the status write brings anyway: an event too
+	// would be one more API request per request for nothing new.
+	rotated := kr.Status.Kubeconfig != ""
 	kr.Status.Kubeconfig = base64.StdEncoding.EncodeToString(raw)
 	kr.Status.SecretName = secret.Name
 	kr.Status.ExpirationTimestamp = &metav1.Time{Time: tr.Status.ExpirationTimestamp.Time}
 	kr.Status.IssuedAt = &metav1.Time{Time: now.Truncate(time.Second)}
-	r.Recorder.Eventf(kr, nil, corev1.EventTypeNormal, operatorv1alpha1.ReasonIssued, "Issue", "issued a kubeconfig for cluster %s, valid until %s", t.Name, tr.Status.ExpirationTimestamp.UTC().Format(time.RFC3339))
+	if rotated {
+		r.Recorder.Eventf(kr, nil, corev1.EventTypeNormal, operatorv1alpha1.ReasonIssued, "Issue", "issued a new kubeconfig for cluster %s, valid until %s; the one before stays valid until it expires",
+			t.Name, tr.Status.ExpirationTimestamp.UTC().Format(time.RFC3339))
+	}
 	return binding.Name, nil
 }
 

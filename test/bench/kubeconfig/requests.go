@@ -97,15 +97,17 @@ func (c requestCounts) breakdown(n int, who string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %.2f per request\n", who, float64(c.total())/float64(n))
 	other := 0
+	var others []string
 	for _, k := range keys {
 		if per := float64(c[k]) / float64(n); per >= 0.05 {
 			fmt.Fprintf(&b, "%s    %5.2f  %s\n", strings.Repeat(" ", len(who)-len(strings.TrimLeft(who, " "))), per, k)
 		} else {
 			other += c[k]
+			others = append(others, fmt.Sprintf("%s %d", k, c[k]))
 		}
 	}
 	if other > 0 {
-		fmt.Fprintf(&b, "%s    %5.2f  other (%d requests)\n", strings.Repeat(" ", len(who)-len(strings.TrimLeft(who, " "))), float64(other)/float64(n), other)
+		fmt.Fprintf(&b, "%s    %5.2f  other (%d requests: %s)\n", strings.Repeat(" ", len(who)-len(strings.TrimLeft(who, " "))), float64(other)/float64(n), other, strings.Join(others, ", "))
 	}
 	return b.String()
 }
