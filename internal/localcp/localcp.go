@@ -133,17 +133,6 @@ func isControlPlaneBinary(path string) bool {
 	return base == "etcd" || base == "kube-apiserver" || base == "kube-controller-manager"
 }
 
-// InstallPolicies applies the admission policies a real install has (config/policy), so
-// that the role-aggregation sample aggregates under make run as in a cluster.
-func InstallPolicies(ctx context.Context, c client.Client, objs []*unstructured.Unstructured) error {
-	for _, obj := range objs {
-		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()), client.FieldOwner("trustplane-install"), client.ForceOwnership); err != nil {
-			return fmt.Errorf("applying %s %s: %w", obj.GetKind(), obj.GetName(), err)
-		}
-	}
-	return nil
-}
-
 // InstallCRDs applies the CRDs with server-side apply and waits until they are served.
 func InstallCRDs(ctx context.Context, c client.Client, crds []*apiextensionsv1.CustomResourceDefinition) error {
 	for _, crd := range crds {

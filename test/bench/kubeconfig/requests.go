@@ -18,14 +18,21 @@ type requestCounts map[string]int
 
 var label = regexp.MustCompile(`(\w+)="([^"]*)"`)
 
+// notServing are requests counted by neither side, being no part of serving a request:
+// the API servers' own housekeeping (their identity leases and the endpoints of the
+// kubernetes Service) and the bench's own watch of the requests it times (the manager's
+// informers watch from before the count).
+var notServing = map[string]bool{"leases": true, "endpoints": true, "endpointslices": true}
+
 // kind is a request's "VERB resource[/subresource]" from its metric labels; "" for one
-// for no resource.
+// for no resource or for one of notServing.
 func kind(labels string) string {
 	l := map[string]string{}
 	for _, m := range label.FindAllStringSubmatch(labels, -1) {
 		l[m[1]] = m[2]
 	}
-	if l["resource"] == "" {
+	if l["resource"] == "" || notServing[l["resource"]] ||
+		(l["resource"] == "kubeconfigrequests" && (l["verb"] == "WATCH" || l["verb"] == "LIST")) {
 		return ""
 	}
 	k := l["verb"] + " " + l["resource"]
