@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/config"
 )
 
 // Rendered is what `kubectl kustomize dir` renders (dir relative to the repository root),
@@ -45,6 +47,15 @@ func (e *Env) Install(tb testing.TB, objs []*unstructured.Unstructured) {
 			apply := client.ApplyConfigurationFromUnstructured(obj.DeepCopy())
 			if err := e.Client.Apply(context.Background(), apply, client.FieldOwner("install"), client.ForceOwnership); err != nil {
 				tb.Fatalf("applying %s %s/%s: %v", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
+			}
+		}
+	}
+	// As a real install, which creates no KubeconfigRequest before the API server applies
+	// the policy that mutates them (config.WaitForKubeconfigAdmission).
+	for _, obj := range objs {
+		if obj.GetKind() == "MutatingAdmissionPolicy" && obj.GetName() == "trustplane-kubeconfig-requests" {
+			if err := config.WaitForKubeconfigAdmission(context.Background(), e.Client, "default", true); err != nil {
+				tb.Fatalf("waiting for the admission policy %s: %v", obj.GetName(), err)
 			}
 		}
 	}

@@ -120,8 +120,10 @@ func (r *Reconciler) reconcile(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig
 	if !cfg.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.finalize(ctx, cfg)
 	}
-	if err := Finalizer.Ensure(ctx, r.Client, cfg); err != nil {
-		return ctrl.Result{}, err
+	if deletionHasWork(cfg) {
+		if err := Finalizer.Ensure(ctx, r.Client, cfg); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	result, err := r.publish(ctx, cfg, r.Clock.Now().Truncate(time.Second))
 	if err != nil {
@@ -129,6 +131,16 @@ func (r *Reconciler) reconcile(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig
 	}
 	status.MarkReady(cfg, jwksv1alpha1.ReasonPublished, fmt.Sprintf("Publishing %d key(s); current kid %s", cfg.Status.KeyCount, cfg.Status.LastKeyID))
 	return result, nil
+}
+
+// deletionHasWork says whether deleting cfg leaves anything to do, so that it needs the
+// finalizer before anything is made: nginx objects to remove, the set to delete
+// (cleanupOnDelete), an issuer claim to release. One that needs none (nginx off, no
+// issuer; the set stays for relying parties) goes at once and costs no finalizer write.
+// A finalizer once added stays until deletion (and a legacy name is still replaced): a
+// spec that stops needing it may still hold a claim being released.
+func deletionHasWork(cfg *jwksv1alpha1.JWKSConfig) bool {
+	return nginxEnabled(cfg) || cfg.Spec.CleanupOnDelete || cfg.Spec.Issuer != "" || Finalizer.Held(cfg)
 }
 
 func (r *Reconciler) forget(id types.NamespacedName) {

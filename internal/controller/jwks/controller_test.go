@@ -61,7 +61,36 @@ func TestEveryKeyTypeIsPublishedWithStatus(t *testing.T) {
 		if !strings.Contains(readyCondition(cfg).Message, kid) {
 			t.Errorf("%s: Ready message %q lacks the kid", kt, readyCondition(cfg).Message)
 		}
-		waitEvent(t, ns, name, "Published")
+	}
+}
+
+// A JWKSConfig with nothing to clean up on deletion (nginx off, no issuer, the set kept)
+// gets no finalizer, and its first publication no event (the Ready condition says it):
+// serving it costs only the writes it needs. One that has work on deletion gets the
+// finalizer before anything is made (TestDeletion).
+func TestNothingToCleanUpCostsNoFinalizerOrEvent(t *testing.T) {
+	startManager(t)
+	ns := newNamespace(t)
+	putSecret(t, ns, "tls", tlsData(newChain(t, testcerts.P256)))
+	cfg := newJWKSConfig(t, ns, "light", "tls", withoutNginx)
+	waitReady(t, ns, "light", metav1.ConditionTrue, jwksv1alpha1.ReasonPublished)
+	if got := getConfig(t, ns, "light"); len(got.Finalizers) != 0 {
+		t.Errorf("finalizers %v: deleting it has nothing to do", got.Finalizers)
+	}
+	// A rotation is news: once its event is there, the first publication's would be too.
+	putSecret(t, ns, "tls", tlsData(newChain(t, testcerts.P256)))
+	waitEvent(t, ns, "light", jwksv1alpha1.ReasonKeyRotated)
+	if got := eventsFor(t, ns, "light", jwksv1alpha1.ReasonPublished); len(got) > 0 {
+		t.Errorf("an event for the first publication: %v", got)
+	}
+	if err := env.Client.Delete(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the JWKSConfig to go", 30*time.Second, func() bool {
+		return apierrors.IsNotFound(env.Client.Get(context.Background(), client.ObjectKeyFromObject(cfg), &jwksv1alpha1.JWKSConfig{}))
+	})
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "light-jwks"}, &corev1.ConfigMap{}); err != nil {
+		t.Errorf("the published set went with it (cleanupOnDelete is false): %v", err)
 	}
 }
 

@@ -110,9 +110,11 @@ func (r *Reconciler) announce(cfg *jwksv1alpha1.JWKSConfig, previous, next []jwk
 		nextKids[k.KeyID()] = true
 	}
 	current := next[0].KeyID()
+	// A first publication is told by the Ready condition (reason Published, the kid in its
+	// message) the status write brings anyway: an event too would be one more API request
+	// per JWKSConfig for nothing new.
 	switch {
 	case len(previous) == 0:
-		r.Recorder.Eventf(cfg, nil, corev1.EventTypeNormal, jwksv1alpha1.ReasonPublished, "Publish", "Published key %s", current)
 	case previous[0].KeyID() != current:
 		r.Recorder.Eventf(cfg, nil, corev1.EventTypeNormal, jwksv1alpha1.ReasonKeyRotated, "Rotate", "Current key is now %s (was %s)", current, previous[0].KeyID())
 	default:

@@ -8,22 +8,20 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/trustplane/trustplane/internal/manager"
 )
 
 // podsAndNodes is the signer's own cache of the pods and nodes a request names: every
 // request is checked against its pod and node (checkPod), and reading both from the API
 // server made three requests of every issuance where the status write is the one needed.
-// It holds only what checkPod and checkNode compare (strip), so a cluster's pods cost
+// It holds only what checkPod compares (stripPod, stripNode), so a cluster's pods cost
 // a few hundred bytes each.
 func podsAndNodes(mgr ctrl.Manager) (cache.Cache, error) {
 	c, err := cache.New(mgr.GetConfig(), cache.Options{
 		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-		DefaultTransform: strip,
-		// A cluster's pods listed whole, where the list is not streamed, would be held
-		// whole before the transform runs: pages are stripped as they come instead.
-		NewInformer: manager.StripListPages(strip, manager.ListPageBytes),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}:  {Transform: stripPod},
+			&corev1.Node{}: {Transform: stripNode},
+		},
 	})
 	if err != nil {
 		return nil, err
@@ -37,19 +35,26 @@ func podsAndNodes(mgr ctrl.Manager) (cache.Cache, error) {
 	return c, mgr.Add(c)
 }
 
-// strip keeps of a pod what checkPod compares, and of a node what checkNode compares.
-func strip(obj any) (any, error) {
-	switch o := obj.(type) {
-	case *corev1.Pod:
-		return &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: o.Name, UID: o.UID, ResourceVersion: o.ResourceVersion,
-				DeletionTimestamp: o.DeletionTimestamp, DeletionGracePeriodSeconds: o.DeletionGracePeriodSeconds},
-			Spec: corev1.PodSpec{NodeName: o.Spec.NodeName, ServiceAccountName: o.Spec.ServiceAccountName},
-		}, nil
-	case *corev1.Node:
-		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: o.Name, UID: o.UID, ResourceVersion: o.ResourceVersion}}, nil
+// stripPod keeps of a pod what checkPod compares.
+func stripPod(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
 	}
-	return obj, nil
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
+			DeletionTimestamp: pod.DeletionTimestamp, DeletionGracePeriodSeconds: pod.DeletionGracePeriodSeconds},
+		Spec: corev1.PodSpec{NodeName: pod.Spec.NodeName, ServiceAccountName: pod.Spec.ServiceAccountName},
+	}, nil
+}
+
+// stripNode keeps of a node what checkNode compares.
+func stripNode(obj any) (any, error) {
+	node, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node.Name, UID: node.UID, ResourceVersion: node.ResourceVersion}}, nil
 }
 
 // checkCachedThenLive runs check against the cache and, unless the cache allows the
