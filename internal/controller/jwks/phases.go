@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -87,6 +88,7 @@ func (r *Reconciler) publish(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, 
 		if err := r.apply(ctx, desired); err != nil {
 			return ctrl.Result{}, err
 		}
+		r.awaitOwnedCache(ctx, desired, doc)
 		if cm != nil && !repair { // creating a set is not an update: it does not start a window
 			r.Throttle.Wrote(id, now)
 		}
@@ -122,6 +124,27 @@ func (r *Reconciler) publish(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, 
 		wake = min(wake, promotion)
 	}
 	return ctrl.Result{RequeueAfter: wake}, nil
+}
+
+// ownedCacheWait is the longest a reconcile waits for its own cache to show the set it
+// has just written.
+const ownedCacheWait = time.Second
+
+// awaitOwnedCache waits, at most ownedCacheWait, until the private cache (which
+// trustplane's server answers from, and checkServed reads) holds the document just
+// written to cm. Without it most reconciles of a new set would find the cache a moment
+// behind, store a ServerSyncing status, and come back for a second status write once
+// the watch brought the ConfigMap: one write more per set for nothing new. After the wait
+// it is as before: ServerSyncing, and the watch brings the JWKSConfig back.
+func (r *Reconciler) awaitOwnedCache(ctx context.Context, cm client.Object, doc []byte) {
+	key := client.ObjectKeyFromObject(cm)
+	_ = wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, ownedCacheWait, true, func(ctx context.Context) (bool, error) {
+		cached := &corev1.ConfigMap{}
+		if err := r.Owned.Get(ctx, key, cached); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return cached.Data[jwkset.DocumentKey] == string(doc), nil
+	})
 }
 
 // planSet is the next set and its document: jwkset.Plan under the spec's policy, within the
