@@ -277,3 +277,16 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// As is a client that impersonates user: the admin may impersonate anyone, so a test
+// checks what RBAC and admission let that user do without a token of its own.
+func (e *Env) As(tb testing.TB, user string) client.Client {
+	tb.Helper()
+	cfg := rest.CopyConfig(e.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}

@@ -12,13 +12,11 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/internal/controller/roleaggregation"
 	"github.com/trustplane/trustplane/internal/rbac"
-	"github.com/trustplane/trustplane/internal/scheme"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
 
@@ -43,18 +41,6 @@ func shippedPolicy(t *testing.T) []client.Object {
 		t.Fatalf("config/default renders %d admission objects named %s, want the policy and its binding", len(objs), roleaggregation.PolicyName)
 	}
 	return objs
-}
-
-// as is a client that impersonates user (the admin may impersonate anyone).
-func as(t *testing.T, env *testenv.Env, user string) client.Client {
-	t.Helper()
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
-	cl, err := client.New(cfg, client.Options{Scheme: scheme.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cl
 }
 
 // grant binds user to a new Role of rules in ns.
@@ -93,7 +79,7 @@ func TestAggregationNeedsTheRightToEscalate(t *testing.T) {
 	edit := []string{"get", "list", "watch", "create", "update", "patch", "delete"}
 	grant(t, admin, ns, "alice", rbacRule(edit, "roles", "rolebindings"), rule("get", "configmaps"))
 	grant(t, admin, ns, "erin", rbacRule(edit, "roles", "rolebindings"), rbacRule([]string{"escalate"}, "roles"))
-	alice, erin := as(t, admin, "alice"), as(t, admin, "erin")
+	alice, erin := admin.As(t, "alice"), admin.As(t, "erin")
 	annotated := func(name, selector string) *rbacv1.Role {
 		return &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
 			Annotations: map[string]string{roleaggregation.SelectorAnnotation: selector}}}

@@ -12,12 +12,10 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
 	kubeconfigctrl "github.com/trustplane/trustplane/internal/controller/kubeconfig"
-	"github.com/trustplane/trustplane/internal/scheme"
 )
 
 // installPolicies installs the shipped admission policies for the test and removes them
@@ -91,13 +89,7 @@ func tenantClient(t *testing.T, user string) client.Client {
 			t.Fatal(err)
 		}
 	}
-	cfg := rest.CopyConfig(mgmt.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
-	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return mgmt.As(t, user)
 }
 
 // With the record made at creation the controller writes nothing before it grants, so a

@@ -194,12 +194,20 @@ func (r *KubeconfigRequest) ClusterKey() types.NamespacedName {
 // differs, the one its grants still live in (until they are withdrawn).
 func (r *KubeconfigRequest) ClusterKeys() []types.NamespacedName {
 	keys := []types.NamespacedName{r.ClusterKey()}
-	if g := r.Status.GrantedIn; g != nil && g.Key() != keys[0] {
-		keys = append(keys, g.Key())
-	} else if at, ok := r.ClusterAtCreation(); ok && at != keys[0] {
-		keys = append(keys, at)
+	if recorded, ok := r.RecordedCluster(); ok && recorded != keys[0] {
+		keys = append(keys, recorded)
 	}
 	return keys
+}
+
+// RecordedCluster is the Cluster the request's record says its grants may live in:
+// status.grantedIn, or, before any status is stored, the one admission recorded at its
+// creation (ClusterAtCreation).
+func (r *KubeconfigRequest) RecordedCluster() (types.NamespacedName, bool) {
+	if g := r.Status.GrantedIn; g != nil {
+		return g.Key(), true
+	}
+	return r.ClusterAtCreation()
 }
 
 // ClusterAtCreation is the Cluster admission recorded when the request was created
@@ -287,11 +295,8 @@ func (r *KubeconfigRequest) ClaimsGrantsIn(c *Cluster) bool {
 }
 
 func (r *KubeconfigRequest) grantedIn(c *Cluster) bool {
-	if r.Status.GrantedIn != nil {
-		return r.Status.GrantedIn.Key() == clusterKey(c)
-	}
-	at, ok := r.ClusterAtCreation()
-	return ok && at == clusterKey(c)
+	recorded, ok := r.RecordedCluster()
+	return ok && recorded == clusterKey(c)
 }
 
 func clusterKey(c *Cluster) types.NamespacedName {

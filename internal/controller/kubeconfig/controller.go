@@ -269,9 +269,9 @@ func (r *Reconciler) reconcile(ctx context.Context, kr *operatorv1alpha1.Kubecon
 	// for this Cluster is recorded already: set in memory, status.grantedIn is stored with
 	// whatever status this reconcile ends with, and the record stands until then.
 	if g := kr.Status.GrantedIn; g == nil || g.Key() != key {
-		atCreation, recorded := kr.ClusterAtCreation()
+		recorded, ok := kr.RecordedCluster()
 		kr.Status.GrantedIn = &operatorv1alpha1.ClusterReference{Namespace: key.Namespace, Name: key.Name}
-		if !recorded || atCreation != key {
+		if !ok || recorded != key {
 			if err := patcher.Patch(ctx, r.Client); err != nil {
 				return reconcile.Result{}, fmt.Errorf("recording status.grantedIn before granting in Cluster %s: %w", key, err)
 			}

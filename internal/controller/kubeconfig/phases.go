@@ -111,14 +111,10 @@ func (r *Reconciler) isCurrent(ctx context.Context, kr *operatorv1alpha1.Kubecon
 // issued by an earlier version, which did not record it, holds them in the Cluster it
 // names.
 func grantedIn(kr *operatorv1alpha1.KubeconfigRequest) *types.NamespacedName {
-	if at, ok := kr.ClusterAtCreation(); ok {
-		return &at
+	if recorded, ok := kr.RecordedCluster(); ok {
+		return &recorded
 	}
-	switch {
-	case kr.Status.GrantedIn != nil:
-		key := kr.Status.GrantedIn.Key()
-		return &key
-	case kr.Status.IssuedAt != nil:
+	if kr.Status.IssuedAt != nil {
 		key := kr.ClusterKey()
 		return &key
 	}
