@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
@@ -312,6 +314,40 @@ func Kubeconfig(clusterName string, at Endpoint, user, token string) ([]byte, er
 	cfg.Contexts[clusterName] = &clientcmdapi.Context{Cluster: clusterName, AuthInfo: user}
 	cfg.CurrentContext = clusterName
 	return clientcmd.Write(*cfg)
+}
+
+// tokenAlgorithms are the algorithms a kube-apiserver signs service-account tokens with.
+var tokenAlgorithms = []jose.SignatureAlgorithm{jose.RS256, jose.RS384, jose.RS512, jose.PS256, jose.PS384, jose.PS512,
+	jose.ES256, jose.ES384, jose.ES512}
+
+// BoundSecretOf is the name of the Secret the token of a kubeconfig Kubeconfig rendered is
+// bound to, as the API server that issued the token wrote it in the token's kubernetes.io
+// claim; "" when the kubeconfig holds no such token. The claim is read, not verified: it
+// only says which token binding must be kept, never what to trust.
+func BoundSecretOf(kubeconfig []byte) string {
+	cfg, err := clientcmd.Load(kubeconfig)
+	if err != nil {
+		return ""
+	}
+	kctx := cfg.Contexts[cfg.CurrentContext]
+	if kctx == nil || cfg.AuthInfos[kctx.AuthInfo] == nil {
+		return ""
+	}
+	token, err := jwt.ParseSigned(cfg.AuthInfos[kctx.AuthInfo].Token, tokenAlgorithms)
+	if err != nil {
+		return ""
+	}
+	var claims struct {
+		Kubernetes struct {
+			Secret struct {
+				Name string `json:"name"`
+			} `json:"secret"`
+		} `json:"kubernetes.io"`
+	}
+	if err := token.UnsafeClaimsWithoutVerification(&claims); err != nil {
+		return ""
+	}
+	return claims.Kubernetes.Secret.Name
 }
 
 // EndpointOf is the endpoint of a kubeconfig Kubeconfig rendered: that of its current

@@ -1,8 +1,14 @@
 package access
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"strings"
 	"testing"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/client-go/tools/clientcmd"
@@ -190,6 +196,46 @@ func TestKubeconfigRenders(t *testing.T) {
 	}
 	if got, err := EndpointOf(raw); err != nil || got.Moved(at) != "" {
 		t.Errorf("EndpointOf: %+v %v, want %+v", got, err, at)
+	}
+}
+
+// TestBoundSecretOf reads the binding from a token shaped as kube-apiserver issues a
+// Secret-bound one (pkg/serviceaccount/claims.go), and nothing from any other token.
+func TestBoundSecretOf(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: key}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sign := func(claims any) string {
+		token, err := jwt.Signed(signer).Claims(jwt.Claims{Subject: "system:serviceaccount:ns:sa"}).Claims(claims).Serialize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return token
+	}
+	bound := sign(map[string]any{"kubernetes.io": map[string]any{"namespace": "ns",
+		"secret": map[string]any{"name": "kcr-team-reader-x7k2p", "uid": "1"}, "serviceaccount": map[string]any{"name": "sa", "uid": "2"}}})
+	podBound := sign(map[string]any{"kubernetes.io": map[string]any{"namespace": "ns", "pod": map[string]any{"name": "p", "uid": "3"}}})
+	for _, tc := range []struct{ name, token, want string }{
+		{"bound to a Secret", bound, "kcr-team-reader-x7k2p"},
+		{"bound to a pod", podBound, ""},
+		{"not a JWT", "tok", ""},
+		{"empty", "", ""},
+	} {
+		raw, err := Kubeconfig("target", Endpoint{Server: "https://127.0.0.1:6443"}, "kcr", tc.token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := BoundSecretOf(raw); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	if got := BoundSecretOf([]byte("current-context: nowhere")); got != "" {
+		t.Errorf("a kubeconfig without its context: %q", got)
 	}
 }
 

@@ -172,6 +172,13 @@ func (r *Reconciler) rotate(ctx context.Context, kr *operatorv1alpha1.Kubeconfig
 		// The Secret watch brings the request back when that Secret goes.
 		return status.Stalled(operatorv1alpha1.ReasonSecretNameTaken, "Secret %s/%s exists and is not this request's: delete or rename it", kr.Namespace, secretName(kr))
 	}
+	// The credential the status hands out until the status write that replaces it: that
+	// write may yet fail, or the manager die before it, and what the status says is
+	// issued must keep working (the binding name is in its token).
+	handedOut := ""
+	if raw, err := base64.StdEncoding.DecodeString(kr.Status.Kubeconfig); err == nil {
+		handedOut = access.BoundSecretOf(raw)
+	}
 	rotating := kr.Status.Kubeconfig != ""
 	binding, err := r.issue(ctx, kr, target, now)
 	if err != nil {
@@ -189,7 +196,7 @@ func (r *Reconciler) rotate(ctx context.Context, kr *operatorv1alpha1.Kubeconfig
 		kr.Status = *issuedStatus
 	}
 	if rotating { // a first issue has no older binding to prune
-		if err := r.pruneBindings(ctx, kr, target, binding, now); err != nil {
+		if err := r.pruneBindings(ctx, kr, target, binding, handedOut, now); err != nil {
 			return targetUnreachable(target, err)
 		}
 	}
@@ -255,38 +262,49 @@ func (r *Reconciler) issue(ctx context.Context, kr *operatorv1alpha1.KubeconfigR
 	return binding.Name, nil
 }
 
-// pruneBindings deletes bindings whose tokens have expired, keeping two: current, the
-// binding of the credential just issued, and the newest other one (until it expires: the
-// credential current replaced).
-func (r *Reconciler) pruneBindings(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest, t *clustertarget.Target, current string, now time.Time) error {
+// pruneBindings deletes the token bindings of the request that are expired or no longer
+// needed. It keeps current, the binding of the credential just issued; handedOut, that of
+// the credential the stored status still hands out, until its status write replaces it;
+// and the newest other one, until it expires: the credential current replaced, which
+// whoever read the published Secret may hold. Three at most: a rotation retried after the
+// manager died between issuing and its status write prunes the credential published
+// only by that lost attempt, never the one the status names.
+func (r *Reconciler) pruneBindings(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest, t *clustertarget.Target, current, handedOut string, now time.Time) error {
 	list := &corev1.SecretList{}
 	if err := t.Client.List(ctx, list, client.InNamespace(TargetNamespace), client.MatchingLabels{RequestLabel: targetName(kr)}); err != nil {
 		return fmt.Errorf("listing token bindings: %w", err)
 	}
 	// Newest first by when their tokens expire: creation timestamps have a resolution of a
-	// second, too coarse to order rotations that follow each other quickly.
-	// A binding without a readable expiry sorts last and is pruned by count only.
+	// second, too coarse to order rotations that follow each other quickly. Credentials
+	// issued within the same second (the target moved twice, say) tie on both; current is
+	// kept by name whatever its place. A binding without a readable expiry sorts last.
 	expiry := func(s *corev1.Secret) time.Time {
 		expires, _ := time.Parse(time.RFC3339, s.Annotations[expiresAnnotation])
 		return expires
 	}
-	// The current one first, whatever its expiry: credentials issued within the same
-	// second (the target moved twice, say) tie on both.
 	sort.SliceStable(list.Items, func(i, j int) bool {
-		if ci, cj := list.Items[i].Name == current, list.Items[j].Name == current; ci != cj {
-			return ci
-		}
 		ei, ej := expiry(&list.Items[i]), expiry(&list.Items[j])
 		if !ei.Equal(ej) {
 			return ei.After(ej)
 		}
 		return list.Items[j].CreationTimestamp.Before(&list.Items[i].CreationTimestamp)
 	})
+	keptOther := false
 	for i := range list.Items {
-		if expires := expiry(&list.Items[i]); i >= 2 || (!expires.IsZero() && now.After(expires)) {
-			if err := client.IgnoreNotFound(t.Client.Delete(ctx, &list.Items[i])); err != nil {
-				return status.WriteFailed("delete", &list.Items[i], err)
-			}
+		b := &list.Items[i]
+		expires := expiry(b)
+		live := expires.IsZero() || now.Before(expires)
+		switch {
+		case b.Name == current:
+			continue
+		case b.Name == handedOut && live:
+			continue
+		case !keptOther && live:
+			keptOther = true
+			continue
+		}
+		if err := client.IgnoreNotFound(t.Client.Delete(ctx, b)); err != nil {
+			return status.WriteFailed("delete", b, err)
 		}
 	}
 	return nil
