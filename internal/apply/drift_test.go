@@ -86,3 +86,56 @@ func TestDriftedSeesOnlyChangesToOwnedFields(t *testing.T) {
 		t.Error("a kind it cannot extract is not an error")
 	}
 }
+
+// TestPlainCreateCountsAsOwned: an object its owner made with a plain create, never
+// applied since, has not drifted from what was created; another manager's change to one
+// of its fields is drift; after an apply, the apply's fields are what count.
+func TestPlainCreateCountsAsOwned(t *testing.T) {
+	ctx := context.Background()
+	const owner = "create-owner"
+	desired := func(doc string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "created", Labels: map[string]string{"app": "created"},
+				Annotations: map[string]string{"note": "n"}},
+			Data: map[string]string{"doc": doc}}
+	}
+	if err := env.Client.Create(ctx, desired("one"), client.FieldOwner(owner)); err != nil {
+		t.Fatal(err)
+	}
+	current := &corev1.ConfigMap{}
+	get := func() *corev1.ConfigMap {
+		t.Helper()
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "created"}, current); err != nil {
+			t.Fatal(err)
+		}
+		return current
+	}
+	check := func(step, doc string, want bool) {
+		t.Helper()
+		got, err := apply.Drifted(env.Client, get(), desired(doc), owner)
+		if err != nil || got != want {
+			t.Errorf("%s: drifted = %v (%v), want %v", step, got, err, want)
+		}
+	}
+	if !apply.WrittenBy(get(), owner) || apply.WrittenBy(current, "someone") {
+		t.Errorf("WrittenBy after a create: managed fields %+v", current.ManagedFields)
+	}
+	check("right after the create", "one", false)
+	check("a new desired document", "two", true)
+
+	get().Data["doc"] = "forged"
+	if err := env.Client.Update(ctx, current, client.FieldOwner("kubectl-edit")); err != nil {
+		t.Fatal(err)
+	}
+	check("the document changed by another manager", "one", true)
+
+	if err := apply.Apply(ctx, env.Client, desired("two"), owner); err != nil {
+		t.Fatal(err)
+	}
+	check("after an apply", "two", false)
+	get().Annotations["note"] = "changed"
+	if err := env.Client.Update(ctx, current, client.FieldOwner("kubectl-edit")); err != nil {
+		t.Fatal(err)
+	}
+	check("an applied annotation changed by another manager", "two", true)
+}

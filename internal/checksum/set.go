@@ -5,7 +5,10 @@ import (
 	"encoding"
 	"encoding/hex"
 	"hash"
+	"maps"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 )
 
@@ -16,15 +19,29 @@ import (
 // initial list of N objects costs O(N log N), not N slice moves of O(N) each. The
 // checksum is cached until the set changes.
 type Set struct {
-	mu     sync.Mutex
-	byKey  map[string]string // object name → its ID
-	sorted []string          // every ID as of the last merge, sorted; duplicates kept, as in the formula
+	mu sync.Mutex
+	// byKey is every object's name and ID as of the last merge, sorted by name. A sorted
+	// slice, not a map: a map's memory per object halves and doubles with its
+	// power-of-two tables, a slice's stays the same at any size.
+	byKey []entry
+	// changed is what was put and removed since the last merge, by object name.
+	changed map[string]change
+	sorted  []string // every ID as of the last merge, sorted; duplicates kept, as in the formula
 	// added and removed are the IDs put and taken out since the last merge.
 	added, removed []string
 	sum            string // cached checksum; "" when stale
 	// checkpoints[i] is the MD5 state after hashing sorted[:i*checkpointEvery]; a change
 	// at position p keeps the ones before p, so only the hash from there on is redone.
 	checkpoints [][]byte
+}
+
+// entry is an object's name and ID.
+type entry struct{ key, id string }
+
+// change is an object's ID since the last merge, or that it was removed.
+type change struct {
+	id      string
+	removed bool
 }
 
 // checkpointEvery is the IDs between MD5 checkpoints (about 25 KiB of input).
@@ -35,21 +52,20 @@ const checkpointEvery = 512
 const mergeOneByOne = 16
 
 // NewSet returns an empty set.
-func NewSet() *Set { return &Set{byKey: map[string]string{}} }
+func NewSet() *Set { return &Set{} }
 
 // Put records key's ID, replacing its previous one; it reports whether anything changed.
 func (s *Set) Put(key, id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if old, ok := s.byKey[key]; ok {
+	if old, ok := s.lookupLocked(key); ok {
 		if old == id {
 			return false
 		}
 		s.removed = append(s.removed, old)
 	}
-	s.byKey[key] = id
+	s.recordLocked(key, change{id: id})
 	s.added = append(s.added, id)
-	s.sum = ""
 	return true
 }
 
@@ -57,18 +73,96 @@ func (s *Set) Put(key, id string) bool {
 func (s *Set) Remove(key string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old, ok := s.byKey[key]
+	old, ok := s.lookupLocked(key)
 	if !ok {
 		return false
 	}
-	delete(s.byKey, key)
+	s.recordLocked(key, change{removed: true})
 	s.removed = append(s.removed, old)
-	s.sum = ""
 	return true
+}
+
+// lookupLocked is key's ID, the latest change first.
+func (s *Set) lookupLocked(key string) (string, bool) {
+	if c, ok := s.changed[key]; ok {
+		return c.id, !c.removed
+	}
+	if i, found := slices.BinarySearchFunc(s.byKey, key, byName); found {
+		return s.byKey[i].id, true
+	}
+	return "", false
+}
+
+func byName(e entry, key string) int { return strings.Compare(e.key, key) }
+
+func (s *Set) recordLocked(key string, c change) {
+	if s.changed == nil {
+		s.changed = map[string]change{}
+	}
+	s.changed[key] = c
+	s.sum = ""
+}
+
+// mergeKeysLocked brings byKey up to date with the changes: one by one when few, else
+// in one pass. The map of changes goes with them (it held a whole initial list).
+func (s *Set) mergeKeysLocked() {
+	if len(s.changed) == 0 {
+		return
+	}
+	keys := slices.Sorted(maps.Keys(s.changed))
+	if len(keys) <= mergeOneByOne {
+		for _, key := range keys {
+			c := s.changed[key]
+			i, found := slices.BinarySearchFunc(s.byKey, key, byName)
+			switch {
+			case found && c.removed:
+				s.byKey = slices.Delete(s.byKey, i, i+1)
+			case found:
+				s.byKey[i].id = c.id
+			case !c.removed:
+				s.byKey = slices.Insert(s.byKey, i, entry{key, c.id})
+			}
+		}
+		s.changed = nil
+		return
+	}
+	size := len(s.byKey)
+	for _, key := range keys {
+		_, found := slices.BinarySearchFunc(s.byKey, key, byName)
+		if c := s.changed[key]; found && c.removed {
+			size--
+		} else if !found && !c.removed {
+			size++
+		}
+	}
+	out := make([]entry, 0, size)
+	k := 0
+	for _, e := range s.byKey {
+		for ; k < len(keys) && keys[k] < e.key; k++ {
+			if c := s.changed[keys[k]]; !c.removed {
+				out = append(out, entry{keys[k], c.id})
+			}
+		}
+		if k < len(keys) && keys[k] == e.key {
+			if c := s.changed[keys[k]]; !c.removed {
+				out = append(out, entry{e.key, c.id})
+			}
+			k++
+			continue
+		}
+		out = append(out, e)
+	}
+	for ; k < len(keys); k++ {
+		if c := s.changed[keys[k]]; !c.removed {
+			out = append(out, entry{keys[k], c.id})
+		}
+	}
+	s.byKey, s.changed = out, nil
 }
 
 // mergeLocked brings sorted up to date with the pending changes.
 func (s *Set) mergeLocked() {
+	s.mergeKeysLocked()
 	if len(s.added) == 0 && len(s.removed) == 0 {
 		return
 	}
@@ -223,5 +317,6 @@ func (s *Set) Checksum() string {
 func (s *Set) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.mergeKeysLocked()
 	return len(s.byKey)
 }

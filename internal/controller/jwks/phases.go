@@ -78,14 +78,18 @@ func (r *Reconciler) publish(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, 
 		id := types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Name}
 		// Creating a set, or putting back one someone else changed, is never throttled:
 		// the interval spaces out this controller's own changes, not repairs.
-		repair := cm != nil && appliedBy(cm, FieldOwner) && !r.ownsDocument(cm)
+		repair := cm != nil && apply.WrittenBy(cm, FieldOwner) && !r.ownsDocument(cm)
 		if wait := r.Throttle.Wait(id, now, cm == nil || repair); wait > 0 {
 			log.FromContext(ctx).V(1).Info("ConfigMap update throttled", "wait", wait)
 			return ctrl.Result{}, status.Waiting(jwksv1alpha1.ReasonUpdateThrottled,
 				"the set changed within %v of its last update; the change is published at %s, the previous set is served until then",
 				r.Throttle.Interval, now.Add(wait).UTC().Format(time.RFC3339)).After(wait).KeepReady()
 		}
-		if err := r.apply(ctx, desired); err != nil {
+		write := r.apply
+		if cm == nil && createsFirst(cfg) {
+			write = func(ctx context.Context, obj client.Object) error { return r.create(ctx, cfg, obj) }
+		}
+		if err := write(ctx, desired); err != nil {
 			return ctrl.Result{}, err
 		}
 		r.awaitOwnedCache(ctx, desired, doc)
@@ -169,9 +173,13 @@ func planSet(cfg *jwksv1alpha1.JWKSConfig, key jwkset.Key, previous []jwkset.Pub
 // spec.configMapName changed, the ConfigMap this JWKSConfig published in before, so that
 // the set moves with its retired keys. A ConfigMap of that name that is not this
 // JWKSConfig's is never read or written (NameInUse).
+//
+// When the set is created with a plain create (createsFirst), a ConfigMap the private
+// cache does not hold is taken to be absent without asking the API server: the create
+// finds out if it is not (see create).
 func (r *Reconciler) publishedConfigMap(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig) (current, source *corev1.ConfigMap, err error) {
-	obj, err := r.claim(ctx, cfg, &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: cfg.Namespace, Name: jwksConfigMapName(cfg)}})
+	obj, err := r.claimAsking(ctx, cfg, &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: cfg.Namespace, Name: jwksConfigMapName(cfg)}}, !createsFirst(cfg))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -234,10 +242,16 @@ func (r *Reconciler) removeRenamed(ctx context.Context, cfg *jwksv1alpha1.JWKSCo
 // another JWKSConfig, or by anyone else, is never adopted, overwritten or deleted: that
 // is NameInUse, until its name is freed or it is labelled over to this JWKSConfig.
 func (r *Reconciler) claim(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, obj client.Object) (client.Object, error) {
+	return r.claimAsking(ctx, cfg, obj, true)
+}
+
+// claimAsking is claim; when askServer is false, an object the private cache does not
+// hold is taken to be absent.
+func (r *Reconciler) claimAsking(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, obj client.Object, askServer bool) (client.Object, error) {
 	current := obj.DeepCopyObject().(client.Object)
 	key := client.ObjectKeyFromObject(obj)
 	err := r.Owned.Get(ctx, key, current)
-	if apierrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) && askServer {
 		// The private cache holds only labelled objects: ask the API server whether an
 		// unlabelled one (someone else's) is in the way, or ours is not cached yet.
 		err = r.APIReader.Get(ctx, key, current)
@@ -275,7 +289,7 @@ func (r *Reconciler) restore(cfg *jwksv1alpha1.JWKSConfig, cm *corev1.ConfigMap)
 	if err != nil {
 		return nil, err
 	}
-	if cm != nil && appliedBy(cm, FieldOwner) && !r.ownsDocument(cm) {
+	if cm != nil && apply.WrittenBy(cm, FieldOwner) && !r.ownsDocument(cm) {
 		published := map[string]bool{}
 		for _, k := range cfg.Status.Keys {
 			published[k.KeyID] = true
@@ -313,6 +327,33 @@ func recordedKeys(cfg *jwksv1alpha1.JWKSConfig, keys []jwkset.PublishedKey) []jw
 	return out
 }
 
+// createsFirst says whether the JWKS ConfigMap is made with a plain create, one request
+// where asking whether the name is free and an apply that creates would cost two (and the
+// create costs the API server about half of that apply). Not with an issuer: its
+// discovery document is a key of the ConfigMap only while spec.issuer is set, and a key a
+// create wrote would stay after it goes (server-side apply removes only what it applied).
+// Later changes are applied; until the first, the create's fields count as the
+// controller's own (apply.Owned).
+func createsFirst(cfg *jwksv1alpha1.JWKSConfig) bool { return cfg.Spec.Issuer == "" }
+
+// create creates obj with the controller's field owner. An object of that name that the
+// private cache did not show is someone else's (NameInUse), or this JWKSConfig's and not
+// cached yet: then the set is planned again from it.
+func (r *Reconciler) create(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, obj client.Object) error {
+	err := r.Client.Create(ctx, obj.DeepCopyObject().(client.Object), client.FieldOwner(FieldOwner))
+	if apierrors.IsAlreadyExists(err) {
+		if _, err := r.claim(ctx, cfg, obj); err != nil {
+			return err
+		}
+		return fmt.Errorf("%s %q exists and is not cached yet: planning the set again from it", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName())
+	}
+	if err != nil {
+		return status.WriteFailed("create", obj, err)
+	}
+	r.Metrics.countWrite(obj.GetObjectKind().GroupVersionKind().Kind)
+	return nil
+}
+
 // ownsDocument says whether this controller still owns the set in cm, with its value.
 func (r *Reconciler) ownsDocument(cm *corev1.ConfigMap) bool {
 	owned, err := apply.Owned(cm, FieldOwner)
@@ -321,16 +362,6 @@ func (r *Reconciler) ownsDocument(cm *corev1.ConfigMap) bool {
 	}
 	doc, ok := owned.(*corev1ac.ConfigMapApplyConfiguration).Data[jwkset.DocumentKey]
 	return ok && doc == cm.Data[jwkset.DocumentKey]
-}
-
-// appliedBy says whether manager has ever applied obj.
-func appliedBy(obj client.Object, manager string) bool {
-	for _, f := range obj.GetManagedFields() {
-		if f.Manager == manager && f.Operation == metav1.ManagedFieldsOperationApply {
-			return true
-		}
-	}
-	return false
 }
 
 // currentKey reads the Secret and parses tls.crt, reusing the last parse when the bytes

@@ -234,17 +234,25 @@ func TestEditsByOthersAreReverted(t *testing.T) {
 		return env.Client.Get(ctx, key("kept"), s) == nil && s.Spec.Selector[OwnerLabel] == "kept" && s.Spec.Selector["app"] == ""
 	})
 
-	set := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kept-jwks"}}
-	published := getConfigMap(t, ns, "kept-jwks").Data[jwkset.DocumentKey]
+	slipKeyIn(t, cfg)
+}
+
+// slipKeyIn adds a key to the set cfg publishes, as someone else, and checks it is put
+// back without that key, which is never published.
+func slipKeyIn(t *testing.T, cfg *jwksv1alpha1.JWKSConfig) {
+	t.Helper()
+	ns, name := cfg.Namespace, jwksConfigMapName(cfg)
+	set := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	published := getConfigMap(t, ns, name).Data[jwkset.DocumentKey]
 	rogueKid, rogueDoc := expectedDoc(t, newChain(t, testcerts.P256))
 	editAs(t, set, func() { set.Data[jwkset.DocumentKey] = withKey(t, published, rogueDoc) })
 	testenv.Eventually(t, "the published set to be put back", 30*time.Second, func() bool {
-		return getConfigMap(t, ns, "kept-jwks").Data[jwkset.DocumentKey] == published
+		return getConfigMap(t, ns, name).Data[jwkset.DocumentKey] == published
 	})
-	if strings.Contains(getConfigMap(t, ns, "kept-jwks").Data[jwkset.DocumentKey], rogueKid) {
+	if strings.Contains(getConfigMap(t, ns, name).Data[jwkset.DocumentKey], rogueKid) {
 		t.Error("a key slipped into the ConfigMap was published")
 	}
-	if got := getConfig(t, ns, "kept"); got.Status.KeyCount != cfg.Status.KeyCount {
+	if got := getConfig(t, ns, cfg.Name); got.Status.KeyCount != cfg.Status.KeyCount {
 		t.Errorf("key count %d, was %d", got.Status.KeyCount, cfg.Status.KeyCount)
 	}
 }
@@ -373,4 +381,21 @@ func TestNotReadyUntilTheServerAnswersTheSet(t *testing.T) {
 	if cfg.Status.KeyCount != 1 || getConfigMap(t, ns, "unseen-jwks").Data[jwkset.DocumentKey] == "" {
 		t.Errorf("the set was not written: %+v", cfg.Status)
 	}
+}
+
+// TestKeySlippedIntoACreatedSetIsNeverPublished: a set without an issuer is made with a
+// plain create (createsFirst), so its fields are the controller's under the Update
+// operation until its first apply; a key slipped in then is still put back, never
+// published, and the set is applied from then on.
+func TestKeySlippedIntoACreatedSetIsNeverPublished(t *testing.T) {
+	startManager(t)
+	ns := newNamespace(t)
+	putSecret(t, ns, "tls", tlsData(newChain(t, testcerts.P256)))
+	newJWKSConfig(t, ns, "created", "tls")
+	cfg := waitReady(t, ns, "created", metav1.ConditionTrue, jwksv1alpha1.ReasonPublished)
+	created := getConfigMap(t, ns, "created-jwks")
+	if len(created.ManagedFields) != 1 || created.ManagedFields[0].Manager != FieldOwner || created.ManagedFields[0].Operation != metav1.ManagedFieldsOperationUpdate {
+		t.Fatalf("managed fields %+v: want the set made by a plain create of %s", created.ManagedFields, FieldOwner)
+	}
+	slipKeyIn(t, cfg)
 }

@@ -69,11 +69,13 @@ func condition(cfg *jwksv1alpha1.JWKSConfig, conditionType string) *metav1.Condi
 	return meta.FindStatusCondition(cfg.Status.Conditions, conditionType)
 }
 
-// deniedConfigMapApplies counts the API server's 422 answers to applies of ConfigMaps.
-func deniedConfigMapApplies(t *testing.T) int {
+// deniedConfigMapWrites counts the API server's 422 answers to creates and applies of
+// ConfigMaps.
+func deniedConfigMapWrites(t *testing.T) int {
 	t.Helper()
 	n, err := testenv.APIRequests(context.Background(), env.Config, func(labels string) bool {
-		return strings.Contains(labels, `resource="configmaps"`) && strings.Contains(labels, `verb="APPLY"`) && strings.Contains(labels, `code="422"`)
+		return strings.Contains(labels, `resource="configmaps"`) && strings.Contains(labels, `code="422"`) &&
+			(strings.Contains(labels, `verb="APPLY"`) || strings.Contains(labels, `verb="POST"`))
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +96,8 @@ func TestAdmissionDenialIsReportedOnceAndRecovers(t *testing.T) {
 
 	cfg := waitReady(t, ns, "denied", metav1.ConditionFalse, conditions.ReasonAdmissionDenied)
 	msg := readyCondition(cfg).Message
-	for _, want := range []string{"apply ConfigMap " + ns + "/denied-jwks: ", "ValidatingAdmissionPolicy 'deny-jwks-" + ns + "'", policyMessage} {
+	// A new set without an issuer is made with a plain create (createsFirst).
+	for _, want := range []string{"create ConfigMap " + ns + "/denied-jwks: ", "ValidatingAdmissionPolicy 'deny-jwks-" + ns + "'", policyMessage} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("Ready message %q lacks %q", msg, want)
 		}
@@ -111,8 +114,8 @@ func TestAdmissionDenialIsReportedOnceAndRecovers(t *testing.T) {
 
 	// Retried with backoff, not given up; and said once.
 	waitEvent(t, ns, "denied", conditions.ReasonAdmissionDenied)
-	retries := deniedConfigMapApplies(t)
-	testenv.Eventually(t, "three more refused applies", 30*time.Second, func() bool { return deniedConfigMapApplies(t) >= retries+3 })
+	retries := deniedConfigMapWrites(t)
+	testenv.Eventually(t, "three more refused creates", 30*time.Second, func() bool { return deniedConfigMapWrites(t) >= retries+3 })
 	assertOneEvent(t, ns, "denied", conditions.ReasonAdmissionDenied)
 
 	lift()
