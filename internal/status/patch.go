@@ -108,7 +108,10 @@ func (p *Patcher) Patch(ctx context.Context, c client.Client) error {
 	if err != nil || !changed {
 		return err
 	}
-	if err := c.Status().Patch(ctx, p.obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
+	// A copy takes the answer: the object as stored, whose spec may be newer than the one
+	// this reconcile acts on (a patch mid-way must not change what the rest of it does).
+	answered := p.obj.DeepCopyObject().(conditions.Object)
+	if err := c.Status().Patch(ctx, answered, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		return client.IgnoreNotFound(WriteFailed("patch status of", p.obj, err))
 	}
 	p.before = p.obj.DeepCopyObject().(conditions.Object)

@@ -198,21 +198,31 @@ func (r *Reconciler) rotate(ctx context.Context, kr *operatorv1alpha1.Kubeconfig
 		return err
 	}
 	if rotateNow {
-		// The patch answers with the stored object: keep the status just computed.
-		issuedStatus := kr.Status.DeepCopy()
-		patch := client.MergeFrom(kr.DeepCopy())
-		kr.Annotations[operatorv1alpha1.RotateAnnotation] = "false"
-		if err := r.Client.Patch(ctx, kr, patch); err != nil {
-			kr.Status = *issuedStatus
-			return status.WriteFailed("patch", kr, err)
+		if err := resetRotate(ctx, r.Client, kr); err != nil {
+			return err
 		}
-		kr.Status = *issuedStatus
 	}
 	if rotating { // a first issue has no older binding to prune
 		if err := r.pruneBindings(ctx, kr, target, binding, handedOut, now); err != nil {
 			return targetUnreachable(target, err)
 		}
 	}
+	return nil
+}
+
+// resetRotate sets the rotate annotation back to "false". The patch answers with the
+// object as stored, whose spec may be newer than the one this reconcile granted: kr keeps
+// the spec and generation it was read with (only the annotation changes), or the status
+// would report a generation Ready whose grants were never made. Found by the chaos suite
+// ("kubeconfig: granted as asked": a rotation asked for just before a spec edit).
+func resetRotate(ctx context.Context, c client.Client, kr *operatorv1alpha1.KubeconfigRequest) error {
+	stored := kr.DeepCopy()
+	patch := client.MergeFrom(kr.DeepCopy())
+	stored.Annotations[operatorv1alpha1.RotateAnnotation] = "false"
+	if err := c.Patch(ctx, stored, patch); err != nil {
+		return status.WriteFailed("patch", kr, err)
+	}
+	kr.Annotations[operatorv1alpha1.RotateAnnotation] = "false"
 	return nil
 }
 
