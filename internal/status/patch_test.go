@@ -195,3 +195,34 @@ func TestResultsFollowTheOutcome(t *testing.T) {
 		}
 	}
 }
+
+// TestAPatchMidwayKeepsTheSpecActedOn: the spec is edited between the reconcile's read and
+// a status patch it sends mid-way; the object it goes on with keeps the spec and
+// generation it read (the edit brings its own reconcile), and the status patched after
+// is for that generation.
+func TestAPatchMidwayKeepsTheSpecActedOn(t *testing.T) {
+	ns := namespace(t)
+	key := client.ObjectKeyFromObject(newConfig(t, ns, "midway"))
+	cfg := getConfig(t, key)
+	edited := cfg.DeepCopy()
+	edited.Spec.CertificateSecret = "other"
+	if err := env.Client.Update(ctx, edited); err != nil {
+		t.Fatal(err)
+	}
+	p := NewPatcher(cfg)
+	cfg.Status.LastKeyID = "kid-1"
+	if err := p.Patch(ctx, env.Client); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Spec.CertificateSecret != "tls" || cfg.Generation != 1 {
+		t.Errorf("after the patch: secret %q, generation %d; want the spec as read (tls, 1)", cfg.Spec.CertificateSecret, cfg.Generation)
+	}
+	MarkReady(cfg, jwksv1alpha1.ReasonPublished, "published")
+	if _, err := p.Finish(ctx, env.Client, nil, ctrl.Result{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	stored := getConfig(t, key)
+	if stored.Generation != 2 || stored.Status.ObservedGeneration != 1 || stored.Status.LastKeyID != "kid-1" {
+		t.Errorf("stored: generation %d, observedGeneration %d, lastKeyID %q; want 2, 1, kid-1", stored.Generation, stored.Status.ObservedGeneration, stored.Status.LastKeyID)
+	}
+}
