@@ -3,7 +3,7 @@ package kubeconfig
 import (
 	"testing"
 
-	"k8s.io/apimachinery/pkg/api/errors"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
@@ -15,7 +15,7 @@ import (
 // or revoked also advances observedGeneration, and is no such proof. Found by the chaos
 // suite ("kubeconfig: granted as asked").
 func TestOnlyAnIssuedGenerationHoldsExactlyItsSpec(t *testing.T) {
-	refused := status.WriteFailed("create", &operatorv1alpha1.KubeconfigRequest{}, errors.NewForbidden(operatorv1alpha1.GroupVersion.WithResource("kubeconfigrequests").GroupResource(), "x", nil))
+	refused := status.WriteFailed("create", &operatorv1alpha1.KubeconfigRequest{}, apierrors.NewForbidden(operatorv1alpha1.GroupVersion.WithResource("kubeconfigrequests").GroupResource(), "x", nil))
 	for _, tc := range []struct {
 		name string
 		mark func(*status.Patcher, *operatorv1alpha1.KubeconfigRequest)
