@@ -26,6 +26,7 @@ type Set struct {
 	byKey []entry
 	// changed is what was put and removed since the last merge, by object name.
 	changed map[string]change
+	n       int      // objects in the set, merged or not
 	sorted  []string // every ID as of the last merge, sorted; duplicates kept, as in the formula
 	// added and removed are the IDs put and taken out since the last merge.
 	added, removed []string
@@ -63,6 +64,8 @@ func (s *Set) Put(key, id string) bool {
 			return false
 		}
 		s.removed = append(s.removed, old)
+	} else {
+		s.n++
 	}
 	s.recordLocked(key, change{id: id})
 	s.added = append(s.added, id)
@@ -79,6 +82,7 @@ func (s *Set) Remove(key string) bool {
 	}
 	s.recordLocked(key, change{removed: true})
 	s.removed = append(s.removed, old)
+	s.n--
 	return true
 }
 
@@ -126,16 +130,7 @@ func (s *Set) mergeKeysLocked() {
 		s.changed = nil
 		return
 	}
-	size := len(s.byKey)
-	for _, key := range keys {
-		_, found := slices.BinarySearchFunc(s.byKey, key, byName)
-		if c := s.changed[key]; found && c.removed {
-			size--
-		} else if !found && !c.removed {
-			size++
-		}
-	}
-	out := make([]entry, 0, size)
+	out := make([]entry, 0, s.n)
 	k := 0
 	for _, e := range s.byKey {
 		for ; k < len(keys) && keys[k] < e.key; k++ {
@@ -317,6 +312,5 @@ func (s *Set) Checksum() string {
 func (s *Set) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.mergeKeysLocked()
-	return len(s.byKey)
+	return s.n
 }

@@ -85,11 +85,13 @@ func (r *Reconciler) publish(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, 
 				"the set changed within %v of its last update; the change is published at %s, the previous set is served until then",
 				r.Throttle.Interval, now.Add(wait).UTC().Format(time.RFC3339)).After(wait).KeepReady()
 		}
-		write := r.apply
+		var err error
 		if cm == nil && createsFirst(cfg) {
-			write = func(ctx context.Context, obj client.Object) error { return r.create(ctx, cfg, obj) }
+			err = r.create(ctx, cfg, desired)
+		} else {
+			err = r.apply(ctx, desired)
 		}
-		if err := write(ctx, desired); err != nil {
+		if err != nil {
 			return ctrl.Result{}, err
 		}
 		r.awaitOwnedCache(ctx, desired, doc)
