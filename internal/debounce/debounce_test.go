@@ -43,3 +43,46 @@ func TestDebouncer(t *testing.T) {
 		t.Error("quiet 0 must not delay")
 	}
 }
+
+// TestInputsSyncFirst: a key whose quiet period is over still waits while an input of
+// it has a window open or is syncing, a quiet period at a time, and never past its own
+// max delay.
+func TestInputsSyncFirst(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	d := New(time.Second, 10*time.Second, clk)
+	admin := func() time.Duration {
+		wait, done := d.WaitInOrder("admin", []string{"edit", "admin"}) // admin reads edit (and itself)
+		done()
+		return wait
+	}
+	d.Touch("admin")
+	d.Touch("edit")
+	clk.SetTime(clk.Now().Add(time.Second))
+	if got := admin(); got != time.Second {
+		t.Fatalf("admin while its input edit waits: wait %v, want 1s", got)
+	}
+	wait, editDone := d.WaitInOrder("edit", nil)
+	if wait != 0 {
+		t.Fatalf("edit, quiet: wait %v", wait)
+	}
+	if got := admin(); got != time.Second {
+		t.Fatalf("admin while edit syncs: wait %v, want 1s", got)
+	}
+	editDone()
+	if got := admin(); got != 0 {
+		t.Fatalf("admin once edit has synced: wait %v", got)
+	}
+
+	changed := clk.Now()
+	d.Touch("admin")
+	for range 12 { // edit keeps changing: admin waits up to its max delay, not longer
+		clk.SetTime(clk.Now().Add(time.Second))
+		d.Touch("edit")
+		if admin() == 0 {
+			break
+		}
+	}
+	if got := clk.Now().Sub(changed); got != 10*time.Second {
+		t.Errorf("admin synced %v after its change, want at its 10s max delay", got)
+	}
+}

@@ -14,25 +14,59 @@ import (
 // roles have an empty namespace, and namespaced aggregators only see their namespace.
 type Index struct {
 	mu          sync.RWMutex
-	aggregators map[string]map[string][]labels.Selector // namespace → name → selectors
+	aggregators map[string]map[string]aggregator // namespace → name → aggregator
+}
+
+// aggregator is what the index knows of an aggregating role.
+type aggregator struct {
+	selectors []labels.Selector
+	// labels are the aggregator's own: other aggregators may select it.
+	labels map[string]string
 }
 
 // NewIndex returns an empty index.
 func NewIndex() *Index {
-	return &Index{aggregators: map[string]map[string][]labels.Selector{}}
+	return &Index{aggregators: map[string]map[string]aggregator{}}
 }
 
-// Set records (or replaces) an aggregator's selectors. An aggregator with a selector that
-// does not parse is recorded with the ones that do; it is retried on its own events.
-func (i *Index) Set(key types.NamespacedName, selectors []labels.Selector) {
+// Set records (or replaces) an aggregator's selectors and labels. An aggregator with a
+// selector that does not parse is recorded with the ones that do; it is retried on its
+// own events.
+func (i *Index) Set(key types.NamespacedName, selectors []labels.Selector, roleLabels map[string]string) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	ns := i.aggregators[key.Namespace]
 	if ns == nil {
-		ns = map[string][]labels.Selector{}
+		ns = map[string]aggregator{}
 		i.aggregators[key.Namespace] = ns
 	}
-	ns[key.Name] = selectors
+	ns[key.Name] = aggregator{selectors: selectors, labels: roleLabels}
+}
+
+// Inputs lists, sorted, the other aggregators key's result is made of: those its
+// selectors match, and theirs in turn (admin reads edit, which reads view).
+func (i *Index) Inputs(key types.NamespacedName) []string {
+	i.mu.RLock()
+	defer i.mu.RUnlock()
+	ns := i.aggregators[key.Namespace]
+	seen := map[string]bool{key.Name: true}
+	var out []string
+	for next := []string{key.Name}; len(next) > 0; {
+		a, ok := ns[next[0]]
+		next = next[1:]
+		if !ok {
+			continue
+		}
+		for name, b := range ns {
+			if !seen[name] && matchesAny(a.selectors, []map[string]string{b.labels}) {
+				seen[name] = true
+				out = append(out, name)
+				next = append(next, name)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Delete forgets an aggregator (deleted, or no longer aggregating).
@@ -51,8 +85,8 @@ func (i *Index) Affected(namespace string, labelSets ...map[string]string) []typ
 	i.mu.RLock()
 	defer i.mu.RUnlock()
 	var out []types.NamespacedName
-	for name, selectors := range i.aggregators[namespace] {
-		if matchesAny(selectors, labelSets) {
+	for name, a := range i.aggregators[namespace] {
+		if matchesAny(a.selectors, labelSets) {
 			out = append(out, types.NamespacedName{Namespace: namespace, Name: name})
 		}
 	}

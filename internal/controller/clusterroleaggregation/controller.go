@@ -78,11 +78,15 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	return r, err
 }
 
-// Reconcile is upstream's syncClusterRole, once the role's inputs are quiet.
+// Reconcile is upstream's syncClusterRole, once the role's inputs are quiet and the
+// aggregators it selects have synced (edit before admin): a result written from an
+// aggregator about to change would be written again.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	if wait := r.Debounce.Wait(req.Name); wait > 0 {
+	wait, done := r.Debounce.WaitInOrder(req.Name, r.Index.Inputs(req.NamespacedName))
+	if wait > 0 {
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
+	defer done()
 	role := &rbacv1.ClusterRole{}
 	if err := r.Reader.Get(ctx, req.NamespacedName, role); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -179,7 +183,7 @@ func (r *Reconciler) changed(old, cur *rbacv1.ClusterRole, q handlers.Queue) {
 				selectors = append(selectors, s)
 			}
 		}
-		r.Index.Set(key, selectors)
+		r.Index.Set(key, selectors, cur.Labels)
 		if !r.ownWrite(old, cur) {
 			r.enqueue(q, key)
 		}

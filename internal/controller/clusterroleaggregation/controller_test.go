@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -303,5 +304,50 @@ func TestFieldManagerAndApplyShape(t *testing.T) {
 	}
 	if role.Labels["keep"] != "me" || role.AggregationRule == nil {
 		t.Error("the apply touched more than the rules")
+	}
+}
+
+// TestAnAggregatorSyncsAfterTheAggregatorsItReads: two roles created together change
+// admin's result directly (one admin selects) and through view and edit (one view
+// selects). Admin waits for view and edit to sync, so it writes its new rules once, not
+// first a result without the second role's.
+func TestAnAggregatorSyncsAfterTheAggregatorsItReads(t *testing.T) {
+	startManager(t)
+	p := prefix(t)
+	to := func(role string) map[string]string { return map[string]string{p + "aggregate-to-" + role: "true"} }
+	createRole(t, p+"admin", nil, selectors(to("admin")))
+	createRole(t, p+"edit", to("admin"), selectors(to("edit")))
+	createRole(t, p+"view", to("edit"), selectors(to("view")))
+	createRole(t, p+"pods", to("view"), nil, rule("get", "pods"))
+	waitRules(t, p+"admin", rule("get", "pods"))
+
+	watcher, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := watcher.Watch(ctx, &rbacv1.ClusterRoleList{}, client.MatchingFields{"metadata.name": p + "admin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	createRole(t, p+"direct", to("admin"), nil, rule("get", "secrets"))
+	createRole(t, p+"viewed", to("view"), nil, rule("get", "configmaps"))
+	want := []rbacv1.PolicyRule{rule("get", "secrets"), rule("get", "pods"), rule("get", "configmaps")}
+	waitRules(t, p+"admin", want...)
+	time.Sleep(2 * DefaultOptions().QuietPeriod) // a later write would come within this
+
+	var results [][]rbacv1.PolicyRule
+	for done := false; !done; {
+		select {
+		case e := <-w.ResultChan():
+			if role, ok := e.Object.(*rbacv1.ClusterRole); ok && e.Type == watch.Modified {
+				results = append(results, role.Rules)
+			}
+		case <-time.After(time.Second): // the watch has told all it holds
+			done = true
+		}
+	}
+	if len(results) != 1 || !rbac.RulesEqual(results[0], want) {
+		t.Errorf("admin was written %d times (%v), want once with %v", len(results), results, want)
 	}
 }

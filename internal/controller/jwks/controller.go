@@ -70,7 +70,8 @@ type Reconciler struct {
 	// spec.signingSecret (--jwks-promotion-margin).
 	PromotionMargin time.Duration
 
-	parsed sync.Map // types.NamespacedName → parsedCert
+	parsed    sync.Map // types.NamespacedName → parsedCert
+	ownWrites ownWrites
 }
 
 // parsedCert caches the last parse of a Secret's tls.crt, so an unchanged certificate
@@ -145,6 +146,7 @@ func deletionHasWork(cfg *jwksv1alpha1.JWKSConfig) bool {
 
 func (r *Reconciler) forget(id types.NamespacedName) {
 	r.parsed.Delete(id)
+	r.ownWrites.forget(id)
 	r.Throttle.Forget(id)
 	r.Metrics.forget(id)
 	status.Forget(&jwksv1alpha1.JWKSConfig{}, id)

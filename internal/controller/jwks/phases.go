@@ -94,7 +94,7 @@ func (r *Reconciler) publish(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, 
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		r.awaitOwnedCache(ctx, desired, doc)
+		r.awaitOwnedCache(ctx, id, desired, doc)
 		if cm != nil && !repair { // creating a set is not an update: it does not start a window
 			r.Throttle.Wrote(id, now)
 		}
@@ -142,15 +142,26 @@ const ownedCacheWait = time.Second
 // behind, store a ServerSyncing status, and come back for a second status write once
 // the watch brought the ConfigMap: one write more per set for nothing new. After the wait
 // it is as before: ServerSyncing, and the watch brings the JWKSConfig back.
-func (r *Reconciler) awaitOwnedCache(ctx context.Context, cm client.Object, doc []byte) {
+//
+// The watch event of the version written (cm's resourceVersion, as create and apply leave
+// it) is the echo of this reconcile's own write, and is expected (ownWrites) before the
+// cache can show it: a reconcile that has seen its write in the cache has acted on all
+// the echo would show. One that gives up waiting takes the expectation back, so the echo
+// still brings the JWKSConfig back; if the echo came in between, the cache already holds
+// the version, and checkServed, which reads it next, sees it.
+func (r *Reconciler) awaitOwnedCache(ctx context.Context, id types.NamespacedName, cm client.Object, doc []byte) {
+	r.ownWrites.expect(id, cm)
 	key := client.ObjectKeyFromObject(cm)
-	_ = wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, ownedCacheWait, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, ownedCacheWait, true, func(ctx context.Context) (bool, error) {
 		cached := &corev1.ConfigMap{}
 		if err := r.Owned.Get(ctx, key, cached); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
 		return cached.Data[jwkset.DocumentKey] == string(doc), nil
 	})
+	if err != nil {
+		r.ownWrites.unexpect(id, cm)
+	}
 }
 
 // planSet is the next set and its document: jwkset.Plan under the spec's policy, within the
@@ -338,11 +349,13 @@ func recordedKeys(cfg *jwksv1alpha1.JWKSConfig, keys []jwkset.PublishedKey) []jw
 // controller's own (apply.Owned).
 func createsFirst(cfg *jwksv1alpha1.JWKSConfig) bool { return cfg.Spec.Issuer == "" }
 
-// create creates obj with the controller's field owner. An object of that name that the
-// private cache did not show is someone else's (NameInUse), or this JWKSConfig's and not
-// cached yet: then the set is planned again from it.
+// create creates obj with the controller's field owner, and leaves the version created in
+// obj's resourceVersion. An object of that name that the private cache did not show is
+// someone else's (NameInUse), or this JWKSConfig's and not cached yet: then the set is
+// planned again from it.
 func (r *Reconciler) create(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, obj client.Object) error {
-	err := r.Client.Create(ctx, obj.DeepCopyObject().(client.Object), client.FieldOwner(FieldOwner))
+	created := obj.DeepCopyObject().(client.Object)
+	err := r.Client.Create(ctx, created, client.FieldOwner(FieldOwner))
 	if apierrors.IsAlreadyExists(err) {
 		if _, err := r.claim(ctx, cfg, obj); err != nil {
 			return err
@@ -352,6 +365,7 @@ func (r *Reconciler) create(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, o
 	if err != nil {
 		return status.WriteFailed("create", obj, err)
 	}
+	obj.SetResourceVersion(created.GetResourceVersion())
 	r.Metrics.countWrite(obj.GetObjectKind().GroupVersionKind().Kind)
 	return nil
 }
@@ -548,7 +562,8 @@ func (r *Reconciler) deleteOwned(ctx context.Context, from client.Reader, cfg *j
 	return nil
 }
 
-// apply server-side applies obj with the controller's field owner.
+// apply server-side applies obj with the controller's field owner (obj's resourceVersion,
+// when set, is a precondition), and leaves the version written in obj's resourceVersion.
 func (r *Reconciler) apply(ctx context.Context, obj client.Object) error {
 	u, err := apply.Configuration(r.Client, obj)
 	if err != nil {
@@ -558,6 +573,7 @@ func (r *Reconciler) apply(ctx context.Context, obj client.Object) error {
 	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return status.WriteFailed("apply", u, err)
 	}
+	obj.SetResourceVersion(u.GetResourceVersion())
 	r.Metrics.countWrite(u.GetKind())
 	return nil
 }

@@ -40,7 +40,11 @@ const DefaultNginxImage = "nginxinc/nginx-unprivileged:1.29-alpine"
 
 // Options are the controller's flags.
 type Options struct {
-	// Workers is the number of concurrent reconciles.
+	// Workers is the number of concurrent reconciles. A reconcile spends its time waiting
+	// for the API server (the Secret, the ConfigMap write, its own cache, the status), not
+	// on CPU: 32, as the kubeconfig controller runs, keeps a burst of new sets (a namespace
+	// of them applied at once) close to what the API server takes (make bench-jwks);
+	// API Priority and Fairness, not the worker count, protects the server.
 	Workers int
 	// MinUpdateInterval is the least time between two updates of one published set.
 	MinUpdateInterval time.Duration
@@ -75,7 +79,7 @@ type Options struct {
 // DefaultOptions are the flag defaults.
 func DefaultOptions() Options {
 	return Options{
-		Workers:              4,
+		Workers:              32,
 		MinUpdateInterval:    time.Minute,
 		RetryBaseDelay:       5 * time.Second,
 		RetryMaxDelay:        5 * time.Minute,
@@ -196,8 +200,8 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
 		For(&jwksv1alpha1.JWKSConfig{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, status.ReconcileRequested))).
-		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.configsForSecret)).
-		WatchesRawSource(source.Kind(owned, client.Object(&corev1.ConfigMap{}), handler.EnqueueRequestsFromMapFunc(r.configsForConfigMap))).
+		WatchesMetadata(&corev1.Secret{}, r.secretEvents()).
+		WatchesRawSource(source.Kind(owned, client.Object(&corev1.ConfigMap{}), handler.EnqueueRequestsFromMapFunc(r.configsForConfigMap), r.ownWrites.notAnEcho())).
 		WatchesRawSource(source.Kind(owned, client.Object(&appsv1.Deployment{}), toOwner)).
 		WatchesRawSource(source.Kind(owned, client.Object(&corev1.Service{}), toOwner)).
 		WatchesRawSource(source.Kind(claimCache, client.Object(&corev1.ConfigMap{}), handler.EnqueueRequestsFromMapFunc(r.configsForClaim))).

@@ -2,11 +2,16 @@ package jwks
 
 import (
 	"context"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
@@ -72,18 +77,63 @@ func configOfOwned(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetLabels()[OwnerLabel]}}}
 }
 
-// configsForSecret maps a Secret event to the JWKSConfigs that read it.
-func (r *Reconciler) configsForSecret(ctx context.Context, secret client.Object) []reconcile.Request {
+// secretEvents maps the events of the Secret watch (metadata only) to the JWKSConfigs
+// that read the Secret: configsForSecret, where a creation or an update leaves out the
+// JWKSConfigs already holding the key of the version it shows (see parsedFrom).
+func (r *Reconciler) secretEvents() handler.EventHandler {
+	enqueue := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], secret client.Object, news bool) {
+		for _, req := range r.configsForSecret(ctx, secret, news) {
+			q.Add(req)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, q, e.Object, true)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, q, e.ObjectNew, true)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, q, e.Object, false)
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, q, e.Object, false)
+		},
+	}
+}
+
+// configsForSecret maps a Secret event to the JWKSConfigs that read it. With onlyNews,
+// one whose key was parsed from the very version of the Secret the event shows is left
+// out (parsedFrom).
+func (r *Reconciler) configsForSecret(ctx context.Context, secret client.Object, onlyNews bool) []reconcile.Request {
 	list := &jwksv1alpha1.JWKSConfigList{}
 	if err := r.Client.List(ctx, list, client.InNamespace(secret.GetNamespace()), client.MatchingFields{secretIndex: secret.GetName()}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing JWKSConfigs for a Secret", "secret", secret.GetName())
 		return nil
 	}
 	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for _, c := range list.Items {
+	for i := range list.Items {
+		c := &list.Items[i]
+		if onlyNews && r.parsedFrom(c, secret) {
+			continue
+		}
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Name}})
 	}
 	return reqs
+}
+
+// parsedFrom says whether cfg's key was parsed from secret at the version the event shows,
+// and the Secret is nothing else to cfg (not its signingSecret). Then the event tells
+// nothing new: typically a new Secret and its JWKSConfig created together, whose reconcile
+// read the Secret before the Secret watch brought it. A reconcile that failed after the
+// parse is retried for its error.
+func (r *Reconciler) parsedFrom(cfg *jwksv1alpha1.JWKSConfig, secret client.Object) bool {
+	if cfg.Spec.SigningSecret == secret.GetName() {
+		return false
+	}
+	v, ok := r.parsed.Load(types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Name})
+	return ok && v.(parsedCert).secret == secretVersion{name: secret.GetName(), algorithm: cfg.Spec.Algorithm,
+		uid: secret.GetUID(), resourceVersion: secret.GetResourceVersion()}
 }
 
 // configsForConfigMap maps an event of a ConfigMap made for a JWKSConfig to that
@@ -120,4 +170,50 @@ func (r *Reconciler) configsForClaim(ctx context.Context, cm client.Object) []re
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Name}})
 	}
 	return reqs
+}
+
+// ownWrites remembers, per JWKSConfig, the version of its JWKS ConfigMap that its
+// reconcile has just written (awaitOwnedCache). The watch event of that version is the
+// echo of the write: the reconcile that made it waits until its cache shows the version,
+// so it has acted on everything the echo shows, and a second reconcile would find nothing
+// to do (one reconcile per published set, not two). Any other version, a deletion, or
+// an echo the reconcile stopped waiting for still brings the JWKSConfig back.
+type ownWrites struct {
+	versions sync.Map // types.NamespacedName (the JWKSConfig) → ownWrite
+}
+
+// ownWrite is one ConfigMap version a reconcile wrote.
+type ownWrite struct {
+	name, resourceVersion string
+}
+
+func writeOf(cm client.Object) ownWrite {
+	return ownWrite{name: cm.GetName(), resourceVersion: cm.GetResourceVersion()}
+}
+
+// expect records that the reconcile of id wrote cm, at cm's resourceVersion.
+func (w *ownWrites) expect(id types.NamespacedName, cm client.Object) {
+	w.versions.Store(id, writeOf(cm))
+}
+
+// unexpect takes expect back, unless the echo has come already.
+func (w *ownWrites) unexpect(id types.NamespacedName, cm client.Object) {
+	w.versions.CompareAndDelete(id, writeOf(cm))
+}
+
+// echo says whether cm is the version expected, and forgets it: an echo is dropped once.
+func (w *ownWrites) echo(cm client.Object) bool {
+	id := types.NamespacedName{Namespace: cm.GetNamespace(), Name: cm.GetLabels()[OwnerLabel]}
+	return w.versions.CompareAndDelete(id, writeOf(cm))
+}
+
+func (w *ownWrites) forget(id types.NamespacedName) { w.versions.Delete(id) }
+
+// notAnEcho passes every event of a JWKS ConfigMap but the echo of the controller's own
+// write (ownWrites); deletions always pass.
+func (w *ownWrites) notAnEcho() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc: func(e event.CreateEvent) bool { return !w.echo(e.Object) },
+		UpdateFunc: func(e event.UpdateEvent) bool { return !w.echo(e.ObjectNew) },
+	}
 }

@@ -114,14 +114,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, r.deny(ctx, pcr, beta, denial, now)
 	}
 	sreq.NotAfterBound = bound
-	var issued *Issued
-	_, err = r.reserve(ctx, func(ca *CA) (time.Time, error) {
-		var err error
-		if issued, err = Sign(ca, sreq, r.policy, now); err != nil {
-			return time.Time{}, err
-		}
-		return issued.NotAfter, nil
-	})
+	issued, err := r.sign(ctx, sreq, now)
 	if errors.As(err, &denial) {
 		return reconcile.Result{}, r.deny(ctx, pcr, beta, denial, now)
 	}
@@ -154,6 +147,27 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	countRequest(r.opts.SignerName, outcomeIssued)
 	log.FromContext(ctx).V(1).Info("issued", "pod", pcr.Spec.PodName, "notAfter", issued.NotAfter)
 	return reconcile.Result{}, nil
+}
+
+// sign issues sreq at now (Sign), or returns a *Denial. Only the choice of the CA and the
+// reservation of the certificate's lifetime in its rotation hold the CA lock: the proof of
+// possession is checked before, and the certificate signed after, by the CA reserved,
+// so that concurrent workers do not sign one at a time.
+func (r *Reconciler) sign(ctx context.Context, sreq Request, now time.Time) (*Issued, error) {
+	pub, err := sreq.Check(r.policy)
+	if err != nil {
+		return nil, err
+	}
+	var validity Validity
+	ca, err := r.reserve(ctx, func(ca *CA) (time.Time, error) {
+		var err error
+		validity, err = ValidityOf(ca, sreq, r.policy, now)
+		return validity.NotAfter, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return Issue(ca, pub, sreq, r.policy, validity)
 }
 
 // request reads what the signer needs of pcr. A request created through v1beta1 by a

@@ -119,11 +119,25 @@ func (req Request) PublicKey() (any, *Denial) {
 	return nil, &Denial{certificates.ReasonInvalidProofOfPossession, "exactly one of stubPKCS10Request or (pkixPublicKey, proofOfPossession) must be set"}
 }
 
-// Sign issues the request at now, or returns a *Denial. It checks the proof of
-// possession and the key type, and fits the times into the rules the API enforces:
-// lifetime ≥ 1h and ≤ maxExpirationSeconds, notBefore near now, beginRefreshAt within
-// [notBefore+10m, notAfter−10m]. notAfter never outlives the CA certificate.
+// Sign issues the request at now, or returns a *Denial: Check, ValidityOf, then Issue.
+// The controller runs the three apart, so that only ValidityOf, which depends on which CA
+// signs, runs under its CA lock, and the public-key work of the other two does not queue
+// behind it.
 func Sign(ca *CA, req Request, policy Policy, now time.Time) (*Issued, error) {
+	pub, err := req.Check(policy)
+	if err != nil {
+		return nil, err
+	}
+	validity, err := ValidityOf(ca, req, policy, now)
+	if err != nil {
+		return nil, err
+	}
+	return Issue(ca, pub, req, policy, validity)
+}
+
+// Check returns the request's public key once its proof of possession verifies and the
+// policy issues its key type, or a *Denial.
+func (req Request) Check(policy Policy) (any, error) {
 	pub, denial := req.PublicKey()
 	if denial != nil {
 		return nil, denial
@@ -132,6 +146,19 @@ func Sign(ca *CA, req Request, policy Policy, now time.Time) (*Issued, error) {
 	if len(policy.KeyTypes) > 0 && !policy.KeyTypes[keyType] {
 		return nil, &Denial{certificatesv1.PodCertificateRequestConditionUnsupportedKeyType, fmt.Sprintf("key type %s is not issued by this signer", keyType)}
 	}
+	return pub, nil
+}
+
+// Validity is when an issued certificate is valid, and when kubelet refreshes it.
+type Validity struct {
+	NotBefore, BeginRefreshAt, NotAfter time.Time
+}
+
+// ValidityOf fits the times of the request, issued at now by ca, into the rules the API
+// enforces: lifetime ≥ 1h and ≤ maxExpirationSeconds, notBefore near now, beginRefreshAt
+// within [notBefore+10m, notAfter−10m]. notAfter never outlives the CA certificate. A
+// lifetime the request cannot have is a *Denial.
+func ValidityOf(ca *CA, req Request, policy Policy, now time.Time) (Validity, error) {
 	lifetime := policy.MaxLifetime
 	if req.MaxExpirationSeconds != nil {
 		if requested := time.Duration(*req.MaxExpirationSeconds) * time.Second; requested < lifetime {
@@ -139,7 +166,7 @@ func Sign(ca *CA, req Request, policy Policy, now time.Time) (*Issued, error) {
 		}
 	}
 	if lifetime < time.Hour {
-		return nil, &Denial{certificates.ReasonLifetimeTooShort, fmt.Sprintf("a certificate must live at least 1h; at most %v was allowed", lifetime)}
+		return Validity{}, &Denial{certificates.ReasonLifetimeTooShort, fmt.Sprintf("a certificate must live at least 1h; at most %v was allowed", lifetime)}
 	}
 	notBefore := now.Add(-time.Minute).Truncate(time.Second)
 	notAfter := notBefore.Add(lifetime)
@@ -152,7 +179,7 @@ func Sign(ca *CA, req Request, policy Policy, now time.Time) (*Issued, error) {
 	if notAfter.After(ca.Cert.NotAfter) {
 		notAfter = ca.Cert.NotAfter.Truncate(time.Second)
 		if notAfter.Sub(notBefore) < time.Hour {
-			return nil, errors.New("the CA certificate expires within the hour: rotate it")
+			return Validity{}, errors.New("the CA certificate expires within the hour: rotate it")
 		}
 	}
 	lifetime = notAfter.Sub(notBefore)
@@ -163,6 +190,11 @@ func Sign(ca *CA, req Request, policy Policy, now time.Time) (*Issued, error) {
 	if earliest := notBefore.Add(10 * time.Minute); beginRefreshAt.Before(earliest) {
 		beginRefreshAt = earliest
 	}
+	return Validity{NotBefore: notBefore, BeginRefreshAt: beginRefreshAt, NotAfter: notAfter}, nil
+}
+
+// Issue signs pub's certificate for the request's service account with ca, valid as v says.
+func Issue(ca *CA, pub any, req Request, policy Policy, v Validity) (*Issued, error) {
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
 	if err != nil {
 		return nil, err
@@ -172,8 +204,8 @@ func Sign(ca *CA, req Request, policy Policy, now time.Time) (*Issued, error) {
 		SerialNumber: serial,
 		Subject:      pkix.Name{},
 		URIs:         []*url.URL{spiffe},
-		NotBefore:    notBefore,
-		NotAfter:     notAfter,
+		NotBefore:    v.NotBefore,
+		NotAfter:     v.NotAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth},
 	}
@@ -183,7 +215,7 @@ func Sign(ca *CA, req Request, policy Policy, now time.Time) (*Issued, error) {
 	}
 	chain := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 	chain = append(chain, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Cert.Raw})...)
-	return &Issued{Chain: string(chain), NotBefore: notBefore, BeginRefreshAt: beginRefreshAt, NotAfter: notAfter}, nil
+	return &Issued{Chain: string(chain), NotBefore: v.NotBefore, BeginRefreshAt: v.BeginRefreshAt, NotAfter: v.NotAfter}, nil
 }
 
 // KeyTypeOf names a public key the way PodCertificateProjection.keyType does.

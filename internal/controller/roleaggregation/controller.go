@@ -239,7 +239,7 @@ func (r *Reconciler) changed(old, cur *rbacv1.Role, q handlers.Queue) {
 		if s, err := labels.Parse(raw); err == nil {
 			selectors = append(selectors, s)
 		}
-		r.Index.Set(key, selectors)
+		r.Index.Set(key, selectors, cur.Labels)
 		q.Add(reconcile.Request{NamespacedName: key})
 	} else {
 		r.Index.Delete(key)

@@ -31,6 +31,7 @@ var (
 	rowsPath = flag.String("rows", "bin/bench/rows.jsonl", "JSON-lines file of the benchmarks' rows.")
 	jsonPath = flag.String("json", "bin/bench/latest.json", "Where the rows go as one JSON array (empty: nowhere).")
 	readme   = flag.String("readme", "", "README to rewrite between "+beginMarker+" and "+endMarker+" (empty: none).")
+	note     = flag.String("note", "", "A line printed under the header: how the rows were taken, when not by one `make bench`.")
 )
 
 func main() {
@@ -52,6 +53,9 @@ func run() error {
 	}
 	m := thisMachine(time.Now())
 	out := m.header() + "\n" + formatTable(rows)
+	if *note != "" {
+		out = m.header() + "\n" + *note + "\n\n" + formatTable(rows)
+	}
 	fmt.Print(out)
 	if *jsonPath != "" {
 		js, err := rowsJSON(rows)
