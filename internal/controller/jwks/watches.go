@@ -6,11 +6,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -77,63 +75,18 @@ func configOfOwned(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetLabels()[OwnerLabel]}}}
 }
 
-// secretEvents maps the events of the Secret watch (metadata only) to the JWKSConfigs
-// that read the Secret: configsForSecret, where a creation or an update leaves out the
-// JWKSConfigs already holding the key of the version it shows (see parsedFrom).
-func (r *Reconciler) secretEvents() handler.EventHandler {
-	enqueue := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], secret client.Object, news bool) {
-		for _, req := range r.configsForSecret(ctx, secret, news) {
-			q.Add(req)
-		}
-	}
-	return handler.Funcs{
-		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(ctx, q, e.Object, true)
-		},
-		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(ctx, q, e.ObjectNew, true)
-		},
-		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(ctx, q, e.Object, false)
-		},
-		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(ctx, q, e.Object, false)
-		},
-	}
-}
-
-// configsForSecret maps a Secret event to the JWKSConfigs that read it. With onlyNews,
-// one whose key was parsed from the very version of the Secret the event shows is left
-// out (parsedFrom).
-func (r *Reconciler) configsForSecret(ctx context.Context, secret client.Object, onlyNews bool) []reconcile.Request {
+// configsForSecret maps a Secret event to the JWKSConfigs that read it.
+func (r *Reconciler) configsForSecret(ctx context.Context, secret client.Object) []reconcile.Request {
 	list := &jwksv1alpha1.JWKSConfigList{}
 	if err := r.Client.List(ctx, list, client.InNamespace(secret.GetNamespace()), client.MatchingFields{secretIndex: secret.GetName()}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing JWKSConfigs for a Secret", "secret", secret.GetName())
 		return nil
 	}
 	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		c := &list.Items[i]
-		if onlyNews && r.parsedFrom(c, secret) {
-			continue
-		}
+	for _, c := range list.Items {
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Name}})
 	}
 	return reqs
-}
-
-// parsedFrom says whether cfg's key was parsed from secret at the version the event shows,
-// and the Secret is nothing else to cfg (not its signingSecret). Then the event tells
-// nothing new: typically a new Secret and its JWKSConfig created together, whose reconcile
-// read the Secret before the Secret watch brought it. A reconcile that failed after the
-// parse is retried for its error.
-func (r *Reconciler) parsedFrom(cfg *jwksv1alpha1.JWKSConfig, secret client.Object) bool {
-	if cfg.Spec.SigningSecret == secret.GetName() {
-		return false
-	}
-	v, ok := r.parsed.Load(types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Name})
-	return ok && v.(parsedCert).secret == secretVersion{name: secret.GetName(), algorithm: cfg.Spec.Algorithm,
-		uid: secret.GetUID(), resourceVersion: secret.GetResourceVersion()}
 }
 
 // configsForConfigMap maps an event of a ConfigMap made for a JWKSConfig to that
