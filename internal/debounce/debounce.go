@@ -52,18 +52,19 @@ func (d *Debouncer) Wait(name string) time.Duration {
 	return wait
 }
 
-// WaitInOrder is Wait for a key whose sync reads the results of inputs (other keys of
+// WaitInOrder is Wait for a key whose sync reads the results of inputs() (other keys of
 // this debouncer): once name's window has been quiet, it waits on, a quiet period at a
-// time, while one of inputs has a window open or is syncing, since syncing name before
+// time, while one of them has a window open or is syncing, since syncing name before
 // them would write a result they are about to change, and a change of theirs touches
-// name again. Never past the max delay after name's first change. When it returns 0,
-// name counts as syncing until done is called.
-func (d *Debouncer) WaitInOrder(name string, inputs []string) (wait time.Duration, done func()) {
+// name again. Never past the max delay after name's first change. inputs is called only
+// once the quiet period is over. When it returns 0, name counts as syncing until done is
+// called.
+func (d *Debouncer) WaitInOrder(name string, inputs func() []string) (wait time.Duration, done func()) {
 	return d.wait(name, inputs, true)
 }
 
-// wait is Wait, and WaitInOrder when track is set.
-func (d *Debouncer) wait(name string, inputs []string, track bool) (time.Duration, func()) {
+// wait is Wait (inputs nil), and WaitInOrder when track is set.
+func (d *Debouncer) wait(name string, inputs func() []string, track bool) (time.Duration, func()) {
 	noop := func() {}
 	if d == nil || d.quiet <= 0 {
 		return 0, noop
@@ -74,7 +75,7 @@ func (d *Debouncer) wait(name string, inputs []string, track bool) (time.Duratio
 	w, ok := d.pending[name]
 	if ok {
 		due := w.last.Add(d.quiet)
-		if !due.After(now) && d.anyBusy(name, inputs) {
+		if !due.After(now) && inputs != nil && d.anyBusy(name, inputs()) {
 			due = now.Add(d.quiet)
 		}
 		if deadline := w.first.Add(d.maxDelay); deadline.Before(due) {

@@ -51,17 +51,20 @@ func TestInputsSyncFirst(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
 	d := New(time.Second, 10*time.Second, clk)
 	admin := func() time.Duration {
-		wait, done := d.WaitInOrder("admin", []string{"edit", "admin"}) // admin reads edit (and itself)
+		wait, done := d.WaitInOrder("admin", func() []string { return []string{"edit", "admin"} }) // admin reads edit (and itself)
 		done()
 		return wait
 	}
 	d.Touch("admin")
 	d.Touch("edit")
+	if wait, _ := d.WaitInOrder("admin", func() []string { t.Error("inputs asked for within the quiet period"); return nil }); wait != time.Second {
+		t.Fatalf("admin right after its change: wait %v, want 1s", wait)
+	}
 	clk.SetTime(clk.Now().Add(time.Second))
 	if got := admin(); got != time.Second {
 		t.Fatalf("admin while its input edit waits: wait %v, want 1s", got)
 	}
-	wait, editDone := d.WaitInOrder("edit", nil)
+	wait, editDone := d.WaitInOrder("edit", func() []string { return nil })
 	if wait != 0 {
 		t.Fatalf("edit, quiet: wait %v", wait)
 	}

@@ -82,7 +82,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 // aggregators it selects have synced (edit before admin): a result written from an
 // aggregator about to change would be written again.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	wait, done := r.Debounce.WaitInOrder(req.Name, r.Index.Inputs(req.NamespacedName))
+	wait, done := r.Debounce.WaitInOrder(req.Name, func() []string { return r.Index.Inputs(req.NamespacedName) })
 	if wait > 0 {
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}

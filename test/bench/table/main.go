@@ -52,10 +52,11 @@ func run() error {
 		return err
 	}
 	m := thisMachine(time.Now())
-	out := m.header() + "\n" + formatTable(rows)
+	out := m.header() + "\n"
 	if *note != "" {
-		out = m.header() + "\n" + *note + "\n\n" + formatTable(rows)
+		out += *note + "\n\n"
 	}
+	out += formatTable(rows)
 	fmt.Print(out)
 	if *jsonPath != "" {
 		js, err := rowsJSON(rows)
