@@ -85,7 +85,7 @@ chaos: k8s-bins ## Inject CHAOS_FAULTS (200) faults from CHAOS_SEED (default: ne
 
 ##@ Benchmarks
 
-BENCHES    := kubeconfig jwks podcert checksum aggregation memory
+BENCHES    := kubeconfig jwks jwks-server podcert checksum aggregation memory
 BENCH_ROWS := $(BIN)/bench/rows.jsonl
 .PHONY: bench
 bench: k8s-bins ## Every bench-* in turn, each at 1x and 10x (long), then one table: printed, in bin/bench/latest.json and README's Benchmarks section.
@@ -100,6 +100,10 @@ bench: k8s-bins ## Every bench-* in turn, each at 1x and 10x (long), then one ta
 .PHONY: bench-jwks
 bench-jwks: k8s-bins ## JWKS: rotation latency, 1,000 and 10,000 sets at once (time, CPU, memory; floor, growth), resync writes.
 	go run ./test/bench/jwks
+
+.PHONY: bench-jwks-server
+bench-jwks-server: k8s-bins ## JWKS server (trustplane jwks-server): cost per request by JWKSConfig size, memory per idle connection, the connection limit and idle timeout.
+	go run ./test/bench/jwksserver
 
 .PHONY: bench-aggregation
 bench-aggregation: k8s-bins ## ClusterRole aggregation vs kube-controller-manager at 2,000 and 20,000 roles: convergence, writes, CPU; growth per role.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/trustplane/trustplane/internal/config"
 	"github.com/trustplane/trustplane/internal/dataplaneagent"
+	"github.com/trustplane/trustplane/internal/jwksserver"
 	"github.com/trustplane/trustplane/internal/nodeagent"
 	"github.com/trustplane/trustplane/internal/version"
 )
@@ -27,7 +28,8 @@ func NewRootCommand() *cobra.Command {
 	managerCmd, _ := newManagerCommand()
 	nodeAgentCmd, _ := newNodeAgentCommand()
 	dataplaneCmd, _ := newDataplaneCommand()
-	root.AddCommand(managerCmd, nodeAgentCmd, dataplaneCmd, newVersionCommand())
+	jwksServerCmd, _ := newJWKSServerCommand()
+	root.AddCommand(managerCmd, nodeAgentCmd, dataplaneCmd, jwksServerCmd, newVersionCommand())
 	addUserCommands(root)
 	return root
 }
@@ -39,7 +41,8 @@ func ConfigSchemas() []*config.Schema {
 	_, m := newManagerCommand()
 	_, n := newNodeAgentCommand()
 	_, d := newDataplaneCommand()
-	return []*config.Schema{m, n, d}
+	_, j := newJWKSServerCommand()
+	return []*config.Schema{m, n, d, j}
 }
 
 func newVersionCommand() *cobra.Command {
@@ -63,6 +66,19 @@ func newNodeAgentCommand() (*cobra.Command, *config.Schema) {
 		opts.Validate,
 		func(ctx context.Context, cfg *rest.Config) error { return nodeagent.Run(ctx, cfg, opts) })
 	section(cmd, schema, "", "The node agent.", opts.AddFlags)
+	return cmd, schema
+}
+
+func newJWKSServerCommand() (*cobra.Command, *config.Schema) {
+	opts := jwksserver.DefaultOptions()
+	server := jwksserver.DefaultServerOptions()
+	schema := &config.Schema{Kind: "JWKSServerConfiguration", Command: "trustplane jwks-server"}
+	cmd := clusterCommand("jwks-server",
+		"trustplane's JWKS server alone (the manager runs it too, unless --jwks-server-bind-address=0): a Deployment of its own that no client exhausting it can make stop the controllers", schema,
+		server.Validate, // a pointer receiver, as for node-agent
+		func(ctx context.Context, cfg *rest.Config) error { return jwksserver.Run(ctx, cfg, opts, server) })
+	section(cmd, schema, "", "The process.", opts.AddFlags)
+	section(cmd, schema, "jwks", "The JWKS server, and the issuer claims it honours (the same flags as the manager's).", server.AddServerFlags)
 	return cmd, schema
 }
 

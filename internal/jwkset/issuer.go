@@ -1,34 +1,84 @@
 package jwkset
 
 import (
+	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"strings"
 )
 
-// IssuerKey is what makes two issuers the same issuer to a relying party: the host name
-// (without case, and without the port when it is https's default) and the URL path
-// without a trailing slash. "https://IdP.example:443/bob/" → "idp.example/bob". Only one
-// JWKSConfig may serve an issuer key.
+// IssuerKey is an issuer in the one spelling every part of trustplane compares issuers in
+// (claims, holds, the operator's bindings, the JWKS server's table and its router): the
+// host name lower-cased, without its port and without a trailing dot, then the URL path
+// without a trailing slash. "https://IdP.example:8443/bob/" → "idp.example/bob".
+//
+// The port is dropped, not only https's default one: proxies forward Host with or without
+// it, so two issuers that differ only in their port could not be told apart by the server;
+// one host name and path, one owner. A path is taken only in its one spelling: a
+// percent-escape (%68 for h), an empty segment (//) or a dot segment (. or ..) is refused,
+// as admission refuses it, so no second spelling of an issuer is a second claim.
 func IssuerKey(issuer string) (string, error) {
 	u, err := url.Parse(issuer)
 	if err != nil || u.Host == "" {
 		return "", fmt.Errorf("issuer %q is not a URL with a host", issuer)
 	}
-	return hostKey(u.Host) + strings.TrimSuffix(u.EscapedPath(), "/"), nil
+	if !strings.EqualFold(u.Scheme, "https") || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return "", fmt.Errorf("issuer %q is not an https URL without user, query or fragment", issuer)
+	}
+	host, err := HostKey(u.Host)
+	if err != nil {
+		return "", fmt.Errorf("issuer %q: %w", issuer, err)
+	}
+	path, err := pathKey(u.EscapedPath())
+	if err != nil {
+		return "", fmt.Errorf("issuer %q: %w", issuer, err)
+	}
+	return host + path, nil
 }
 
-// hostKey is a host[:port] without case and without https's default port.
-func hostKey(hostport string) string {
-	host := strings.ToLower(hostport)
-	if h, p, err := net.SplitHostPort(host); err == nil && p == "443" {
-		host = h
-		if strings.Contains(h, ":") { // IPv6 literal
-			host = "[" + h + "]"
+// HostKey is the host part of an issuer key for a host[:port], as a URL or a request's
+// Host header carries it: lower-cased, the port and a trailing dot dropped.
+func HostKey(hostport string) (string, error) {
+	host := hostport
+	if strings.HasPrefix(host, "[") { // an IPv6 literal, with or without a port
+		end := strings.IndexByte(host, ']')
+		if end < 0 || (end+1 < len(host) && host[end+1] != ':') {
+			return "", fmt.Errorf("host %q is not an IPv6 literal such as [::1]", hostport)
+		}
+		host = host[:end+1]
+	} else if i := strings.LastIndexByte(host, ':'); i >= 0 {
+		host = host[:i]
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if host == "" || host == "[]" {
+		return "", errors.New("no host name")
+	}
+	for _, r := range host {
+		if !hostRune(r) {
+			return "", fmt.Errorf("host %q has a character other than a-z, 0-9, '.', '-' or '_': write an internationalised name in its ASCII (xn--) form", hostport)
 		}
 	}
-	return host
+	return host, nil
+}
+
+// hostRune says whether r may be in a lower-cased host: a DNS name or an IP literal.
+func hostRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || strings.ContainsRune(".-:[]_", r)
+}
+
+// pathKey is an escaped URL path without its trailing slash, refused when it is not in
+// its one spelling (see IssuerKey).
+func pathKey(escaped string) (string, error) {
+	if strings.Contains(escaped, "%") {
+		return "", fmt.Errorf("path %q holds a percent-escape: write it as it reads (an issuer has one spelling)", escaped)
+	}
+	path := strings.TrimSuffix(escaped, "/")
+	for _, segment := range strings.Split(path, "/")[1:] {
+		if segment == "" || segment == "." || segment == ".." {
+			return "", fmt.Errorf("path %q has an empty, '.' or '..' segment: write it as it resolves", escaped)
+		}
+	}
+	return path, nil
 }
 
 // IssuerBinding gives the issuers under Prefix (a host, or a host and path: an issuer

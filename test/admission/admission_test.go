@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/config"
+	"github.com/trustplane/trustplane/internal/jwkset"
 	"github.com/trustplane/trustplane/internal/scheme"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
@@ -341,27 +342,60 @@ func deepCopy(m map[string]any) map[string]any {
 	return out
 }
 
-// TestDurationsRefusedWithExample: the durations the issue names are refused with a message
-// naming the field and showing a valid example.
-func TestDurationsRefusedWithExample(t *testing.T) {
+// jwksCRD is the JWKSConfig CRD as the project ships it.
+func jwksCRD(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
 	crds, err := config.CRDs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var jwksCRD *apiextensionsv1.CustomResourceDefinition
 	for _, crd := range crds {
 		if crd.Spec.Names.Kind == "JWKSConfig" {
-			jwksCRD = crd
+			return crd
 		}
 	}
-	if jwksCRD == nil {
-		t.Fatal("no JWKSConfig CRD")
+	t.Fatal("no JWKSConfig CRD")
+	return nil
+}
+
+// TestIssuerSpellingsAdmittedAsTheCodeReadsThem: the API server admits spec.issuer exactly
+// when jwkset.IssuerKey reads it, so no issuer is stored that the controller and the JWKS
+// server cannot put in their one spelling (or would put in a second one); a refusal names
+// the field and says why.
+func TestIssuerSpellingsAdmittedAsTheCodeReadsThem(t *testing.T) {
+	crd := jwksCRD(t)
+	for _, issuer := range []string{
+		"https://idp.example", "https://idp.example/", "https://IdP.Example:8443/bob/", "https://idp.example./a",
+		"https://[::1]:8443/x", "https://10.0.0.1/x", "https://xn--bcher-kva.example/a", "https://idp.example/a-b_c~d.e/f",
+		"https://held.example/%68", "https://pathbound.example/t%65am", "https://idp.example/a%2Fb",
+		"https://idp.example//bob", "https://idp.example/a/./b", "https://idp.example/a/../bob", "https://idp.example/..",
+		"https://bücher.example/a", "https://idp.example/ä", "https://idp.example/a b", "https://user@idp.example/x",
+		"https://idp.example/x?a=b", "http://idp.example/x", "https://", "https:///x",
+	} {
+		spec := deepCopy(baselines["JWKSConfig"])
+		spec["issuer"] = issuer
+		_, admitErr := submit(crd, "v1alpha1", spec)
+		_, keyErr := jwkset.IssuerKey(issuer)
+		switch {
+		case admitErr == nil && keyErr != nil:
+			t.Errorf("issuer %q admitted, but the controller cannot read it: %v", issuer, keyErr)
+		case admitErr != nil && keyErr == nil:
+			t.Errorf("issuer %q refused, but the controller reads it: %v", issuer, admitErr)
+		case admitErr != nil && !strings.Contains(admitErr.Error(), "spec.issuer: Invalid value"):
+			t.Errorf("issuer %q refused without naming spec.issuer: %v", issuer, admitErr)
+		}
 	}
+}
+
+// TestDurationsRefusedWithExample: the durations the issue names are refused with a message
+// naming the field and showing a valid example.
+func TestDurationsRefusedWithExample(t *testing.T) {
+	crd := jwksCRD(t)
 	for _, field := range []string{"oldKeysTTL", "cacheMaxAge"} {
 		for _, value := range []string{"30d", "1 h", "-5m", "1.5h", "720"} {
 			spec := deepCopy(baselines["JWKSConfig"])
 			spec[field] = value
-			_, err := submit(jwksCRD, "v1alpha1", spec)
+			_, err := submit(crd, "v1alpha1", spec)
 			want := fmt.Sprintf("spec.%s: Invalid value: %q: must be a duration such as 720h", field, value)
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("%s=%q: got %v, want a refusal containing %q", field, value, err, want)

@@ -45,7 +45,8 @@ func TestProcessesAsDeployed(t *testing.T) {
 	manager := rendered(t, "config/default")
 	nodeAgent := rendered(t, "config/node-agent")
 	gateway := rendered(t, "test/e2e/testdata/gateway")
-	for _, objs := range [][]*unstructured.Unstructured{manager, nodeAgent, gateway} {
+	jwksServer := named(rendered(t, "config/jwks-server"), "trustplane-jwks-server")
+	for _, objs := range [][]*unstructured.Unstructured{manager, nodeAgent, gateway, jwksServer} {
 		install(t, objs)
 	}
 	for _, ns := range []string{jwksNamespace, podsNamespace} {
@@ -56,24 +57,28 @@ func TestProcessesAsDeployed(t *testing.T) {
 	env.RollOutDeployments(t, jwksctrl.OwnerLabel)
 
 	bin := testenv.Binary(t)
-	managerProbes, managerMetrics, jwksServer := testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t)
+	managerProbes, managerMetrics, managerJWKSServer := testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t)
 	mgr := testenv.StartProcess(t, bin, argsOf(t, container(t, podSpecOf(t, manager, "Deployment", "trustplane-manager"), "manager"), nil,
 		"--kubeconfig="+env.ServiceAccountKubeconfig(t, managerNamespace, "trustplane-manager"),
 		// A pod reads these from its token mount and ports; a process on a laptop is told.
 		"--leader-election-namespace="+managerNamespace, "--podcert-ca-namespace="+managerNamespace,
-		"--secret-checksum-publish-namespace="+managerNamespace,
+		"--secret-checksum-publish-namespace="+managerNamespace, "--jwks-issuer-claim-namespace="+managerNamespace,
 		// The gateway's sidecar follows its own namespace only, so it matches only a
 		// per-namespace checksum; the default "cluster" scope alone publishes one over all
 		// namespaces (docs/checksum.md, "Data plane").
 		"--secret-checksum-scopes=cluster,namespace",
-		"--metrics-bind-address="+managerMetrics, "--health-probe-bind-address="+managerProbes, "--jwks-server-bind-address="+jwksServer,
+		"--metrics-bind-address="+managerMetrics, "--health-probe-bind-address="+managerProbes, "--jwks-server-bind-address="+managerJWKSServer,
 	)...)
 	mgr.WaitHTTP200(t, urlOf(managerProbes, "/readyz"), 60*time.Second)
 
 	t.Run("group", func(t *testing.T) {
 		t.Run("manager publishes a JWK Set", func(t *testing.T) {
 			t.Parallel()
-			testManagerPublishes(t, jwksServer)
+			testManagerPublishes(t, managerJWKSServer)
+		})
+		t.Run("jwks-server serves what the manager publishes", func(t *testing.T) {
+			t.Parallel()
+			testJWKSServer(t, bin, podSpecOf(t, jwksServer, "Deployment", "trustplane-jwks-server"))
 		})
 		t.Run("a JWKSConfig stored under an older schema stops nothing", func(t *testing.T) {
 			t.Parallel()
@@ -135,8 +140,59 @@ func testManagerPublishes(t *testing.T, jwksServer string) {
 	})
 }
 
+// named are the objects of a render with the name: what an overlay adds to config/default.
+func named(objs []*unstructured.Unstructured, name string) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, obj := range objs {
+		if obj.GetName() == name {
+			out = append(out, obj)
+		}
+	}
+	return out
+}
+
+// testJWKSServer runs `trustplane jwks-server` with the args of config/jwks-server's
+// Deployment, under the ServiceAccount and ClusterRole that install grants it (it reads
+// and writes nothing else), and reads a set the manager publishes from it: on the
+// canonical route and on the issuer's own host and path.
+func testJWKSServer(t *testing.T, bin string, pod corev1.PodSpec) {
+	server, probes := testenv.FreeAddr(t), testenv.FreeAddr(t)
+	p := testenv.StartProcess(t, bin, argsOf(t, container(t, pod, "jwks-server"), nil,
+		"--kubeconfig="+env.ServiceAccountKubeconfig(t, managerNamespace, "trustplane-jwks-server"),
+		// A pod reads its namespace from its token mount; a process on a laptop is told.
+		"--jwks-issuer-claim-namespace="+managerNamespace,
+		"--metrics-bind-address="+testenv.FreeAddr(t), "--health-probe-bind-address="+probes, "--jwks-server-bind-address="+server)...)
+	p.WaitHTTP200(t, urlOf(probes, "/readyz"), 60*time.Second)
+
+	chain := newChain(t, "separate.example.com")
+	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: jwksNamespace, Name: "separate-tls"}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{corev1.TLSCertKey: chain.PEM(), corev1.TLSPrivateKeyKey: chain.KeyPEM()}})
+	create(t, &jwksv1alpha1.JWKSConfig{ObjectMeta: metav1.ObjectMeta{Namespace: jwksNamespace, Name: "separate"},
+		Spec: jwksv1alpha1.JWKSConfigSpec{CertificateSecret: "separate-tls", Issuer: "https://separate.e2e.example/keys"}})
+	key, err := jwkset.ParseChain(chain.PEM(), "", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, route := range []struct{ host, path string }{{"any.example", "/" + jwksNamespace + "/separate/jwks.json"}, {"separate.e2e.example", "/keys/jwks.json"}} {
+		testenv.Eventually(t, "the JWK Set from trustplane jwks-server at "+route.host+route.path, 30*time.Second, func() bool {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, urlOf(server, route.path), nil)
+			req.Host = route.host
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			var set struct{ Keys []struct{ Kid string } }
+			return resp.StatusCode == 200 && json.NewDecoder(resp.Body).Decode(&set) == nil && len(set.Keys) == 1 && set.Keys[0].Kid == key.KeyID()
+		})
+	}
+	if strings.Contains(p.Output(), "forbidden") {
+		t.Errorf("jwks-server was refused a read under its own ServiceAccount:\n%s", p.Output())
+	}
+}
+
 // storeWithOldSchema stores the JWKSConfig "legacy" with values today's CRD refuses ("30d",
-// a quantity Go cannot parse) the only way they can get in: under an older CRD without the
+// a quantity Go cannot parse, an issuer in a second spelling) the only way they can get in: under an older CRD without the
 // rules, as an upgrade finds them. The CRD is restored before the manager starts.
 func storeWithOldSchema(t *testing.T) {
 	t.Helper()
@@ -150,6 +206,9 @@ func storeWithOldSchema(t *testing.T) {
 	ttl := spec.Properties["oldKeysTTL"]
 	ttl.XValidations = nil
 	spec.Properties["oldKeysTTL"] = ttl
+	issuer := spec.Properties["issuer"]
+	issuer.XValidations = issuer.XValidations[:1] // the release before had no spelling rule
+	spec.Properties["issuer"] = issuer
 	nginx := spec.Properties["nginx"]
 	resources := nginx.Properties["resources"]
 	limits := resources.Properties["limits"]
@@ -164,7 +223,7 @@ func storeWithOldSchema(t *testing.T) {
 
 	legacy := func() *unstructured.Unstructured {
 		u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
-			"certificateSecret": "issuer-tls", "oldKeysTTL": "30d",
+			"certificateSecret": "issuer-tls", "oldKeysTTL": "30d", "issuer": "https://held.example/%68",
 			"nginx": map[string]any{"enabled": false, "resources": map[string]any{"limits": map[string]any{"cpu": "1e1.5"}}},
 		}}}
 		u.SetGroupVersionKind(jwksv1alpha1.GroupVersion.WithKind("JWKSConfig"))
@@ -201,7 +260,8 @@ func testOldObjectReported(t *testing.T, mgr *testenv.Process) {
 		}
 		ready := meta.FindStatusCondition(cfg.Status.Conditions, "Ready")
 		return ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason == "InvalidSpec" &&
-			strings.Contains(ready.Message, `spec.oldKeysTTL: "30d"`) && strings.Contains(ready.Message, `spec.nginx.resources.limits[cpu]: "1e1.5"`)
+			strings.Contains(ready.Message, `spec.oldKeysTTL: "30d"`) && strings.Contains(ready.Message, `spec.nginx.resources.limits[cpu]: "1e1.5"`) &&
+			strings.Contains(ready.Message, `spec.issuer: issuer "https://held.example/%68": path "/%68" holds a percent-escape`)
 	})
 	// A user's mistake is logged at info, once, without a stack trace: not as an error.
 	testenv.Eventually(t, "the stall logged at info", 30*time.Second, func() bool {

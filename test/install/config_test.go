@@ -23,8 +23,8 @@ var leftAtDefault = map[string]string{
 }
 
 // TestChartConfigReachesEveryProcess renders the chart with testdata/every-field.yaml,
-// which sets every field of the manager's, the node agent's and the data-plane agent's
-// configuration files to a value other than its default, runs each process with the args
+// which sets every field of the manager's, the node agent's, the data-plane agent's and
+// the JWKS server's configuration files to a value other than its default, runs each process with the args
 // and the file the chart renders for it, and checks the configuration each one reports
 // at start: every field has the file's value.
 func TestChartConfigReachesEveryProcess(t *testing.T) {
@@ -51,6 +51,7 @@ func TestChartConfigReachesEveryProcess(t *testing.T) {
 		{cli.ConfigSchemas()[1], "trustplane-node-agent-config", containerArgs(t, objs, "DaemonSet", "node-agent")},
 		// The sidecar goes into a gateway's pod (docs/checksum.md): --config is all it needs.
 		{cli.ConfigSchemas()[2], "trustplane-dataplane-config", []string{"dataplane", "--config=/etc/trustplane/config/config.yaml"}},
+		{cli.ConfigSchemas()[3], "trustplane-jwks-server-config", containerArgs(t, objs, "Deployment", "jwks-server")},
 	}
 	for _, p := range processes {
 		t.Run(p.schema.Kind, func(t *testing.T) {

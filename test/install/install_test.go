@@ -56,7 +56,8 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 	for _, f := range []string{"config/rbac/role.yaml", "config/node-agent/role.yaml", "config/components/dataplane-sidecar/role.yaml",
 		"charts/trustplane/files/node-agent-role.yaml", "charts/trustplane/files/dataplane-role.yaml", "charts/trustplane/files/role-aggregation-policy.yaml",
 		"charts/trustplane/files/node-agent-policy.yaml", "charts/trustplane/files/status-writers-policy.yaml",
-		"charts/trustplane/files/kubeconfig-requests-policy.yaml"} {
+		"charts/trustplane/files/kubeconfig-requests-policy.yaml", "charts/trustplane/files/owner-labels-policy.yaml",
+		"config/jwks-server/role.yaml", "charts/trustplane/files/jwks-server-role.yaml"} {
 		assertSameFile(t, filepath.Join(out, f), filepath.Join(root, f))
 	}
 	chartRole := run(t, root, filepath.Join(root, "hack/chart-rbac.sh"), filepath.Join(out, "config/rbac/role.yaml"))
@@ -93,12 +94,14 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 		return run(t, root, helm, args...)
 	}
 	renders := map[string][]byte{
-		"kustomize":            run(t, root, kubectl, "kustomize", filepath.Join(root, "config/default")),
-		"kustomize-node-agent": run(t, root, kubectl, "kustomize", filepath.Join(root, "config/node-agent")),
-		"kustomize-gateway":    run(t, root, kubectl, "kustomize", filepath.Join(root, "test/install/testdata/gateway")),
-		"helm":                 chart(),
-		"helm-with-garden":     chart("garden.kubeconfigSecret=garden-kubeconfig", "garden.namespace=garden-kcp"),
-		"helm-with-agents":     chart("nodeAgent.enabled=true", "dataplane.namespaces={web}"),
+		"kustomize":             run(t, root, kubectl, "kustomize", filepath.Join(root, "config/default")),
+		"kustomize-node-agent":  run(t, root, kubectl, "kustomize", filepath.Join(root, "config/node-agent")),
+		"kustomize-gateway":     run(t, root, kubectl, "kustomize", filepath.Join(root, "test/install/testdata/gateway")),
+		"helm":                  chart(),
+		"helm-with-garden":      chart("garden.kubeconfigSecret=garden-kubeconfig", "garden.namespace=garden-kcp"),
+		"helm-with-agents":      chart("nodeAgent.enabled=true", "dataplane.namespaces={web}"),
+		"kustomize-jwks-server": run(t, root, kubectl, "kustomize", filepath.Join(root, "config/jwks-server")),
+		"helm-with-jwks-server": chart("jwksServer.separate=true"),
 	}
 	// What each render must hold, beyond being accepted.
 	wantKinds := map[string][]string{
@@ -106,8 +109,9 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 			"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"},
 		"kustomize-node-agent": {"Namespace", "ClusterRole", "ClusterRoleBinding", "ServiceAccount", "DaemonSet",
 			"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"},
-		"kustomize-gateway": {"Role", "RoleBinding", "ServiceAccount", "Deployment"},
-		"helm-with-agents":  {"Namespace", "DaemonSet", "Role", "RoleBinding"},
+		"kustomize-gateway":     {"Role", "RoleBinding", "ServiceAccount", "Deployment"},
+		"helm-with-agents":      {"Namespace", "DaemonSet", "Role", "RoleBinding"},
+		"kustomize-jwks-server": {"ClusterRole", "ClusterRoleBinding", "ServiceAccount", "Deployment"},
 	}
 	wantKinds["helm"], wantKinds["helm-with-garden"] = wantKinds["kustomize"], wantKinds["kustomize"]
 	ctx := context.Background()
@@ -136,6 +140,10 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 						continue
 					}
 					assertHardened(t, podTemplate(t, obj))
+					if strings.HasSuffix(obj.GetName(), "jwks-server") {
+						assertJWKSServer(t, obj)
+						continue
+					}
 					assertGarden(t, obj, name == "helm-with-garden")
 				case "DaemonSet":
 					assertHardened(t, podTemplate(t, obj))
@@ -145,6 +153,9 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 			if name == "kustomize-node-agent" || name == "helm-with-agents" {
 				assertNodeAgentPolicy(t, objs)
 			}
+			if name == "helm-with-jwks-server" {
+				assertJWKSServerSeparate(t, objs)
+			}
 			for _, kind := range wantKinds[name] {
 				if kinds[kind] == 0 {
 					t.Errorf("render has no %s (kinds: %v)", kind, kinds)
@@ -152,6 +163,39 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// assertJWKSServer: the jwks-server Deployment runs `trustplane jwks-server` under a
+// ServiceAccount of its own, serving on the port its Service targets.
+func assertJWKSServer(t *testing.T, obj *unstructured.Unstructured) {
+	t.Helper()
+	pod := podTemplate(t, obj)
+	c := pod.Containers[0]
+	if len(c.Args) == 0 || c.Args[0] != "jwks-server" || !strings.HasSuffix(pod.ServiceAccountName, "jwks-server") {
+		t.Errorf("%s: args %q, service account %q", obj.GetName(), c.Args, pod.ServiceAccountName)
+	}
+	if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "jwks" && p.ContainerPort == 8082 }) {
+		t.Errorf("%s: no port jwks 8082: %v", obj.GetName(), c.Ports)
+	}
+}
+
+// assertJWKSServerSeparate: with jwksServer.separate, the manager runs no JWKS server and
+// the Service sends its requests to the jwks-server pods.
+func assertJWKSServerSeparate(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	if args := strings.Join(containerArgs(t, objs, "Deployment", "manager"), " "); !strings.Contains(args, "--jwks-server-bind-address=0") {
+		t.Errorf("the manager still serves JWK Sets: %s", args)
+	}
+	for _, obj := range objs {
+		if obj.GetKind() == "Service" && strings.HasSuffix(obj.GetName(), "-jwks") {
+			selector, _, _ := unstructured.NestedStringMap(obj.Object, "spec", "selector")
+			if selector["app.kubernetes.io/component"] != "jwks-server" {
+				t.Errorf("Service %s selects %v, not the jwks-server pods", obj.GetName(), selector)
+			}
+			return
+		}
+	}
+	t.Error("no Service *-jwks")
 }
 
 func ensureNamespace(t *testing.T, name string) {

@@ -28,6 +28,7 @@ import (
 	"github.com/coreos/go-oidc/v3/oidc"
 	jose "github.com/go-jose/go-jose/v4"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -66,7 +67,7 @@ func TestGoOIDCThroughAProxy(t *testing.T) {
 		// Created first, so without the host the proxy passes on it would win the root.
 		"other-root": "https://127.0.0.1:" + port,
 		"canonical":  "https://" + pathPreserving + "/" + ns + "/canonical",
-		"tenant":     "https://" + pathPreserving + "/tenants/a",
+		"tenant":     "https://" + pathPreserving + "/tenants/team/a",
 		"root":       "https://localhost:" + port,
 		"mapped":     "https://" + rootMapping + "/idp",
 	}
@@ -89,15 +90,44 @@ func TestGoOIDCThroughAProxy(t *testing.T) {
         proxy_pass http://%s/%s/mapped/;
     }`, server, ns)))
 
+	// Another tenant tries to have her key answer for those issuers (issue 36): on the
+	// canonical route the root-mapping proxy forwards to, on a host no issuer of hers
+	// names, and in another spelling of an issuer held. None is served where the relying
+	// party looks, so her tokens with iss = those issuers are refused.
+	alice := env.Namespace(t, "alice")
+	aliceKey := newSigningKey(t, alice, "alice-tls")
+	for name, tc := range map[string]struct{ issuer, reason string }{
+		// The host the root-mapping proxy sends (proxy_pass's own), and bob's route.
+		"route":   {"https://" + server + "/" + ns + "/mapped", jwksv1alpha1.ReasonIssuerNotAllowed},
+		"path":    {"https://alice.example/tenants/team/a", jwksv1alpha1.ReasonPublished},
+		"spelled": {"https://LOCALHOST.:1/", jwksv1alpha1.ReasonIssuerInUse},
+	} {
+		createJWKSConfig(t, alice, name, aliceKey, tc.issuer)
+		waitReason(t, alice, name, tc.reason)
+	}
+
 	for name, issuer := range issuers {
 		t.Run(name, func(t *testing.T) {
 			want, forger := key, otherKey
 			if name == "other-root" {
 				want, forger = otherKey, key
 			}
-			verifyThroughDiscovery(t, proxyTLS.client, issuer, want, forger)
+			verifyThroughDiscovery(t, proxyTLS.client, issuer, want, forger, aliceKey)
 		})
 	}
+}
+
+// waitReason waits for the JWKSConfig's Ready reason.
+func waitReason(t *testing.T, ns, name, reason string) {
+	t.Helper()
+	testenv.Eventually(t, ns+"/"+name+" to be "+reason, 30*time.Second, func() bool {
+		cfg := &jwksv1alpha1.JWKSConfig{}
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, cfg); err != nil {
+			return false
+		}
+		ready := meta.FindStatusCondition(cfg.Status.Conditions, "Ready")
+		return ready != nil && ready.Reason == reason
+	})
 }
 
 // TestGoOIDCAgainstTheGeneratedNginx puts the server block trustplane generates for its
@@ -141,12 +171,26 @@ func TestGoOIDCAgainstTheGeneratedNginx(t *testing.T) {
 	verifyThroughDiscovery(t, proxyTLS.client, issuer, key, otherKey)
 }
 
-// verifyThroughDiscovery is what a relying party does: discover the issuer (go-oidc
-// checks the document's issuer), then verify a token signed with want's key, which
-// fetches jwks_uri; a token signed with another key must be refused.
-func verifyThroughDiscovery(t *testing.T, httpClient *http.Client, issuer string, want, other signingKey) {
+// verifyThroughDiscovery is what relying parties do: one with a static jwks_uri
+// (<issuer>/jwks.json), and one that discovers the issuer (go-oidc checks the document's
+// issuer) and then verifies a token signed with want's key, which fetches jwks_uri. A
+// token signed with another key must be refused, and so must one signed by each of
+// tenants, another tenant's published key, under its own kid, by both.
+func verifyThroughDiscovery(t *testing.T, httpClient *http.Client, issuer string, want, other signingKey, tenants ...signingKey) {
 	t.Helper()
 	ctx := oidc.ClientContext(context.Background(), httpClient)
+	// A relying party configured with a static jwks_uri (no discovery) trusts whatever
+	// set that URL answers: another tenant's key there would be accepted for issuer.
+	static := oidc.NewVerifier(issuer, oidc.NewRemoteKeySet(ctx, strings.TrimSuffix(issuer, "/")+"/jwks.json"),
+		&oidc.Config{ClientID: audience, SupportedSigningAlgs: []string{oidc.RS256, oidc.ES256, oidc.ES384, oidc.ES512, oidc.EdDSA}})
+	if _, err := static.Verify(ctx, signToken(t, issuer, want)); err != nil {
+		t.Errorf("static jwks_uri: a token of %s refused: %v", issuer, err)
+	}
+	for _, tenant := range tenants {
+		if _, err := static.Verify(ctx, signToken(t, issuer, tenant)); err == nil {
+			t.Errorf("static jwks_uri: a token another tenant signed (kid %s) was accepted for %s", tenant.kid, issuer)
+		}
+	}
 	provider, err := oidc.NewProvider(ctx, issuer)
 	if err != nil {
 		t.Fatalf("discovery of %s: %v", issuer, err)
@@ -170,6 +214,11 @@ func verifyThroughDiscovery(t *testing.T, httpClient *http.Client, issuer string
 	forged.kid, forged.alg = want.kid, want.alg
 	if _, err := verifier.Verify(ctx, signToken(t, issuer, forged)); err == nil {
 		t.Error("a token signed with a key that is not published was accepted")
+	}
+	for _, tenant := range tenants {
+		if _, err := verifier.Verify(ctx, signToken(t, issuer, tenant)); err == nil {
+			t.Errorf("a token another tenant signed (kid %s) was accepted for %s", tenant.kid, issuer)
+		}
 	}
 }
 

@@ -122,9 +122,14 @@ type JWKSConfigSpec struct {
 	// `openid-configuration`. See docs/jwks.md, "Discovery behind a proxy". An issuer
 	// (host and path) is served by one JWKSConfig only: the first to claim it, whichever
 	// is older; another stalls with IssuerInUse, and the operator can bind issuers to
-	// namespaces (IssuerNotAllowed).
+	// namespaces (IssuerNotAllowed). Issuers are compared in one spelling: the host name
+	// without case, port or trailing dot, and the path without its trailing slash; so a
+	// path is written as it reads, without percent-escapes, empty or dot segments. A path
+	// /<namespace>/<name> is the canonical route of that namespace's JWKSConfig, which no
+	// issuer of another namespace may name (IssuerNotAllowed).
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') && isURL(self) && url(self).getHostname() != '' && !self.contains('@') && !self.contains('?') && !self.contains('#')",message="must be an https URL with a host and no user, query or fragment, such as https://idp.example or https://idp.example/tenants/a"
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('https://') || (!self.contains('%') && !self.substring(8).contains('//') && !self.matches('/[.][.]?(/|$)') && self.matches('^https://([A-Za-z0-9._-]+|[[][0-9A-Fa-f:.]+[]])(:[0-9]+)?([/][!-~]*)?$'))",message="must be written in its one spelling: no percent-escapes, no empty, '.' or '..' path segments, and an ASCII host name (an internationalised one in its xn-- form), such as https://idp.example/tenants/a"
 	// +optional
 	Issuer string `json:"issuer,omitempty"`
 

@@ -70,3 +70,13 @@ kind: {{ .kind }}
 {{ toYaml . }}
 {{- end }}
 {{- end -}}
+
+{{/* The jwks-server's configuration: the issuer options it shares with the manager, from
+config.jwks, then its own config (which wins). */}}
+{{- define "trustplane.jwksServerConfig" -}}
+{{- $shared := pick ((.Values.config | default dict).jwks | default dict) "issuerNamespaces" "issuerClaimNamespace" "maxCacheMaxAge" "serverHosts" "serverTrustedProxies" -}}
+{{- $own := deepCopy (.Values.jwksServer.config | default dict) -}}
+{{- $jwks := merge (deepCopy ($own.jwks | default dict)) $shared -}}
+{{- if $jwks }}{{ $_ := set $own "jwks" $jwks }}{{ end -}}
+{{ toYaml $own }}
+{{- end -}}

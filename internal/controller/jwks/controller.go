@@ -98,6 +98,12 @@ type secretVersion struct {
 // +kubebuilder:rbac:groups="",resources=configmaps;services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+//
+// The ValidatingAdmissionPolicy trustplane-owner-labels (config/policy/owner-labels.yaml)
+// lets only who holds this permission set OwnerLabel: no such resource exists, the
+// policy asks the authorizer for it.
+//
+// +kubebuilder:rbac:groups=jwks.trustplane.io,resources=ownerlabels,verbs=update
 
 // Reconcile follows the seed's phases: get, finalizer, read the Secret, compute the set,
 // apply the ConfigMap, apply nginx, record the outcome, one status patch.

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -52,6 +54,9 @@ type IssuerClaims struct {
 	Reader client.Reader
 	// Bindings are the operator's issuer → namespace bindings.
 	Bindings jwkset.IssuerBindings
+	// ServerHosts are the JWKS server's own host names (jwkset.HostKey), which no issuer
+	// may name (--jwks-server-hosts).
+	ServerHosts []string
 	// Hold is how long a released issuer stays with its namespace.
 	Hold time.Duration
 }
@@ -74,10 +79,41 @@ func claimObjectName(key string) string {
 	return claimPrefix + hex.EncodeToString(sum[:10])
 }
 
-// allowed says whether the operator's bindings let cfg's namespace serve the issuer.
-func (c *IssuerClaims) allowed(cfg *jwksv1alpha1.JWKSConfig, key string) bool {
-	ns, bound := c.Bindings.NamespaceFor(key)
-	return !bound || ns == cfg.Namespace
+// refusal says why cfg's namespace may not serve the issuer key, "" when it may. Three
+// things are never a tenant's to claim, whoever asks first:
+//   - a host the operator declares as the JWKS server's own (--jwks-server-hosts): the
+//     server answers those hosts by path alone, for proxies that rewrite Host;
+//   - a path /<namespace>/<name> of another namespace: the canonical route of that
+//     namespace's JWKSConfig, which the server answers on every host;
+//   - an issuer the operator binds to another namespace (--jwks-issuer-namespaces).
+func (c *IssuerClaims) refusal(cfg *jwksv1alpha1.JWKSConfig, key string) string {
+	host, path := splitIssuerKey(key)
+	if slices.Contains(c.ServerHosts, host) {
+		return fmt.Sprintf("%s is a host name of trustplane's JWKS server (--jwks-server-hosts), which answers it by path alone; no JWKSConfig may claim an issuer on it", host)
+	}
+	if ns, name, ok := canonicalRoute(path); ok && ns != cfg.Namespace {
+		return fmt.Sprintf("the path %s is the canonical route of JWKSConfig %q in namespace %q (/<namespace>/<name>/jwks.json), served on every host; no issuer of namespace %q may name it",
+			path, name, ns, cfg.Namespace)
+	}
+	if ns, bound := c.Bindings.NamespaceFor(key); bound && ns != cfg.Namespace {
+		return fmt.Sprintf("the operator binds issuer %s to namespace %q (--jwks-issuer-namespaces); it is not served from namespace %q", key, ns, cfg.Namespace)
+	}
+	return ""
+}
+
+// splitIssuerKey splits an issuer key into its host and its path ("" at the root).
+func splitIssuerKey(key string) (host, path string) {
+	if i := strings.IndexByte(key, '/'); i >= 0 {
+		return key[:i], key[i:]
+	}
+	return key, ""
+}
+
+// canonicalRoute reads a path of exactly two segments, /<namespace>/<name>: the route of
+// a JWKSConfig (/<namespace>/<name>/jwks.json) that the server answers on every host.
+func canonicalRoute(path string) (namespace, name string, ok bool) {
+	namespace, name, ok = strings.Cut(strings.TrimPrefix(path, "/"), "/")
+	return namespace, name, ok && strings.HasPrefix(path, "/") && namespace != "" && name != "" && !strings.Contains(name, "/")
 }
 
 // get reads the claim of an issuer key; nil when there is none.
@@ -100,7 +136,7 @@ func (c *IssuerClaims) Serves(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig)
 		return true, nil
 	}
 	key := issuerKeyOf(cfg)
-	if key == "" || !c.allowed(cfg, key) {
+	if key == "" || c.refusal(cfg, key) != "" {
 		return false, nil
 	}
 	cm, err := c.get(ctx, key)
@@ -135,10 +171,8 @@ func (r *Reconciler) claimIssuer(ctx context.Context, cfg *jwksv1alpha1.JWKSConf
 	if key == "" {
 		return nil
 	}
-	if !r.Claims.allowed(cfg, key) {
-		ns, _ := r.Claims.Bindings.NamespaceFor(key)
-		return status.Stalled(jwksv1alpha1.ReasonIssuerNotAllowed,
-			"the operator binds issuer %s to namespace %q (--jwks-issuer-namespaces); it is not served from namespace %q", key, ns, cfg.Namespace)
+	if why := r.Claims.refusal(cfg, key); why != "" {
+		return status.Stalled(jwksv1alpha1.ReasonIssuerNotAllowed, "%s", why)
 	}
 	cm, err := r.Claims.get(ctx, key)
 	if err != nil {

@@ -136,7 +136,7 @@ func TestOperatorBindsIssuersToNamespaces(t *testing.T) {
 	newJWKSConfig(t, bob, "second", "tls", withIssuer("https://"+host+"/teams/bob/api"))
 	waitReady(t, bob, "second", metav1.ConditionTrue, jwksv1alpha1.ReasonPublished)
 	// Not a prefix at a segment boundary: not bound.
-	newJWKSConfig(t, alice, "beside", "tls", withIssuer("https://"+host+"/teams/bobby"))
+	newJWKSConfig(t, alice, "beside", "tls", withIssuer("https://"+host+"/teams/bobby/api"))
 	waitReady(t, alice, "beside", metav1.ConditionTrue, jwksv1alpha1.ReasonPublished)
 }
 

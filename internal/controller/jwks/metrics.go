@@ -1,6 +1,9 @@
 package jwks
 
 import (
+	"net"
+	"net/http"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -16,6 +19,7 @@ type Metrics struct {
 	writes      *prometheus.CounterVec
 	inputErrors *prometheus.CounterVec
 	served      *prometheus.CounterVec
+	connections *prometheus.GaugeVec
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -36,8 +40,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		served: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "trustplane_jwks_server_responses_total", Help: "Responses of trustplane's own JWKS server, by status code.",
 		}, []string{"code"}),
+		// A vector without labels: exported once a server counts, not by every process.
+		connections: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "trustplane_jwks_server_connections", Help: "Open connections of trustplane's own JWKS server (at most --jwks-server-max-connections).",
+		}, nil),
 	}
-	reg.MustRegister(m.keys, m.expiry, m.writes, m.inputErrors, m.served)
+	reg.MustRegister(m.keys, m.expiry, m.writes, m.inputErrors, m.served, m.connections)
 	return m
 }
 
@@ -66,6 +74,19 @@ func (m *Metrics) countInputError(reason string) {
 func (m *Metrics) countResponse(code string) {
 	if m != nil {
 		m.served.WithLabelValues(code).Inc()
+	}
+}
+
+// countConnection follows the server's connections (http.Server.ConnState).
+func (m *Metrics) countConnection(_ net.Conn, state http.ConnState) {
+	if m == nil {
+		return
+	}
+	switch state {
+	case http.StateNew:
+		m.connections.WithLabelValues().Inc()
+	case http.StateClosed, http.StateHijacked:
+		m.connections.WithLabelValues().Dec()
 	}
 }
 

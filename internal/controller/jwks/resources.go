@@ -85,6 +85,12 @@ func validateSpec(c *jwksv1alpha1.JWKSConfig) error {
 			}
 		}
 	}
+	// Admission refuses these; one stored before the rule has no key to claim or serve.
+	if c.Spec.Issuer != "" {
+		if _, err := jwkset.IssuerKey(c.Spec.Issuer); err != nil {
+			problems = append(problems, fmt.Sprintf("spec.issuer: %v", err))
+		}
+	}
 	if len(problems) > 0 {
 		return &jwkset.InputError{Reason: jwksv1alpha1.ReasonInvalidSpec, Message: strings.Join(problems, "; ")}
 	}

@@ -2,24 +2,26 @@ package jwks
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/netutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -27,61 +29,58 @@ import (
 	"github.com/trustplane/trustplane/internal/jwkset"
 )
 
-// Server serves every published set from the informer caches:
+// Server serves every published set from a table kept by watch events (routes.go):
 //
 //	GET /<namespace>/<name>/jwks.json
 //	GET /<namespace>/<name>/.well-known/openid-configuration   (when spec.issuer is set)
-//	GET <issuer path>/jwks.json
+//	GET <issuer path>/jwks.json                                (on the issuer's host)
 //	GET <issuer path>/.well-known/openid-configuration
 //
 // The first two are what a proxy that maps an issuer's root to /<namespace>/<name>/
-// forwards; the last two what a path-preserving proxy forwards, with the issuer's own URL
-// path (see configFor). jwks_uri in the discovery document is always <issuer>/jwks.json,
-// which resolves either way. A JWKSConfig with an issuer is served only while it holds
-// that issuer's claim (issuer.go): one issuer, one JWKSConfig.
+// forwards; the last two what a path-preserving proxy forwards, with the issuer's own host
+// and URL path. jwks_uri in the discovery document is always <issuer>/jwks.json, which
+// resolves either way. A JWKSConfig with an issuer is served only while it holds that
+// issuer's claim (issuer.go): one issuer, one JWKSConfig; and a host is answered only
+// with the documents of issuers on that host (routeTable.lookup).
 //
-// It needs no leader election: every replica serves, and a change reaches it through
-// the watch, within a second. Answers carry an ETag (If-None-Match → 304), Cache-Control
-// (never more than the operator's maximum), Vary on what routed them, and CORS headers.
+// It needs no leader election: every replica serves (in the manager, or as its own
+// Deployment, `trustplane jwks-server`), and a change reaches it through the watch,
+// within a second. Answers carry an ETag (If-None-Match → 304), Cache-Control (never
+// more than the operator's maximum), Vary on what routed them, and CORS headers.
 type Server struct {
 	// Addr is the listen address.
 	Addr string
-	// Configs reads JWKSConfigs, with IssuerPathIndex; ConfigMaps reads the published
-	// ConfigMaps.
+	// Configs reads JWKSConfigs, with issuerKeyIndex; ConfigMaps reads the published
+	// ConfigMaps (the private cache of what the controller made).
 	Configs, ConfigMaps client.Reader
-	// Claims says which JWKSConfig holds an issuer.
+	// ConfigInformers, ConfigMapInformers and ClaimInformers are the caches whose events
+	// keep the route table: JWKSConfigs, their ConfigMaps, the issuer claims. Without
+	// them (tests) the table changes only with Sync.
+	ConfigInformers, ConfigMapInformers, ClaimInformers cache.Informers
+	// Claims says which JWKSConfig holds an issuer, and which hosts are the server's own.
 	Claims *IssuerClaims
 	// TrustedProxies are the peers whose X-Forwarded-Host is believed
 	// (--jwks-server-trusted-proxies); from anyone else only Host counts.
 	TrustedProxies []netip.Prefix
 	// MaxCacheMaxAge caps the max-age sent (--jwks-max-cache-max-age); 0: no cap.
 	MaxCacheMaxAge time.Duration
-	// Metrics counts responses; may be nil.
+	// Limits bound what a client may hold of the server.
+	Limits ServerLimits
+	// Metrics counts responses and connections; may be nil.
 	Metrics *Metrics
 
-	lastComplete sync.Map // types.NamespacedName → completeDoc
+	routesOnce sync.Once
+	table      *routeTable
+	queue      workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	serving    atomic.Bool
 }
 
-// IssuerPathIndex indexes JWKSConfigs by the URL path of spec.issuer without a trailing
-// slash ("" for an issuer at a host's root), for the server to find the JWKSConfig a
-// path-preserving proxy forwards a request for.
-const IssuerPathIndex = ".spec.issuer.path"
-
-// IssuerPath is the IssuerPathIndex value of a JWKSConfig: none without an issuer.
-func IssuerPath(o client.Object) []string {
-	u, ok := issuerURL(o.(*jwksv1alpha1.JWKSConfig))
-	if !ok {
-		return nil
-	}
-	return []string{strings.TrimSuffix(u.Path, "/")}
-}
-
-func issuerURL(cfg *jwksv1alpha1.JWKSConfig) (*url.URL, bool) {
-	if cfg.Spec.Issuer == "" {
-		return nil, false
-	}
-	u, err := url.Parse(cfg.Spec.Issuer)
-	return u, err == nil
+// ServerLimits bound the connections and requests of the JWKS server, which answers
+// anyone who reaches it: idle connections are closed, slow clients cut off, headers
+// capped, and at most MaxConnections are open at once (more wait to be accepted).
+type ServerLimits struct {
+	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	MaxHeaderBytes, MaxConnections         int
 }
 
 const discoveryPath = "/.well-known/openid-configuration"
@@ -89,13 +88,39 @@ const discoveryPath = "/.well-known/openid-configuration"
 // NeedLeaderElection is false: every replica serves.
 func (s *Server) NeedLeaderElection() bool { return false }
 
-// Start serves until ctx ends.
+func (s *Server) routes() *routeTable {
+	s.routesOnce.Do(func() { s.table = newRouteTable() })
+	return s.table
+}
+
+// Start fills the route table from the caches, keeps it from their events, and serves
+// until ctx ends. It listens only once the table is full, so a replica never answers
+// 404 for a set it has not read yet.
 func (s *Server) Start(ctx context.Context) error {
 	ln, err := net.Listen("tcp", s.Addr)
 	if err != nil {
 		return fmt.Errorf("JWKS server: %w", err)
 	}
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	if s.Limits.MaxConnections > 0 {
+		ln = netutil.LimitListener(ln, s.Limits.MaxConnections)
+	}
+	s.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
+		workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "jwks-server"})
+	defer s.queue.ShutDown()
+	if err := s.watch(ctx); err != nil {
+		_ = ln.Close()
+		return err
+	}
+	if err := s.Sync(ctx); err != nil {
+		_ = ln.Close()
+		return err
+	}
+	for range 2 {
+		go s.work(ctx)
+	}
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: s.Limits.ReadTimeout, ReadTimeout: s.Limits.ReadTimeout,
+		WriteTimeout: s.Limits.WriteTimeout, IdleTimeout: s.Limits.IdleTimeout, MaxHeaderBytes: s.Limits.MaxHeaderBytes,
+		ConnState: s.Metrics.countConnection}
 	go func() {
 		<-ctx.Done()
 		// ctx has ended: shut down within a fresh deadline, keeping ctx's values.
@@ -103,23 +128,165 @@ func (s *Server) Start(ctx context.Context) error {
 		defer cancel()
 		_ = srv.Shutdown(shutdownCtx)
 	}()
-	log.FromContext(ctx).Info("serving JWK Sets", "address", ln.Addr().String())
+	log.FromContext(ctx).Info("serving JWK Sets", "address", ln.Addr().String(), "jwksconfigs", s.routes().len())
+	s.serving.Store(true)
+	defer s.serving.Store(false)
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
 }
 
+// Ready is a readiness check: the server has filled its table and accepts connections.
+func (s *Server) Ready(*http.Request) error {
+	if !s.serving.Load() {
+		return errors.New("the JWKS server has not read every JWKSConfig yet")
+	}
+	return nil
+}
+
+// Sync refreshes the route of every JWKSConfig in the cache, and drops those of the
+// JWKSConfigs gone.
+func (s *Server) Sync(ctx context.Context) error {
+	list := &jwksv1alpha1.JWKSConfigList{}
+	if err := s.Configs.List(ctx, list); err != nil {
+		return fmt.Errorf("listing JWKSConfigs: %w", err)
+	}
+	listed := make(map[types.NamespacedName]bool, len(list.Items))
+	for i := range list.Items {
+		id := client.ObjectKeyFromObject(&list.Items[i])
+		listed[id] = true
+		if err := s.refresh(ctx, id); err != nil {
+			return err
+		}
+	}
+	for _, id := range s.routes().ids() {
+		if !listed[id] {
+			s.routes().remove(id)
+		}
+	}
+	return nil
+}
+
+// refresh puts the route of one JWKSConfig in the table as the caches show it now, or
+// takes it out when the JWKSConfig is gone or may not be served.
+func (s *Server) refresh(ctx context.Context, id types.NamespacedName) error {
+	cfg := &jwksv1alpha1.JWKSConfig{}
+	if err := s.Configs.Get(ctx, id, cfg); err != nil {
+		if apierrors.IsNotFound(err) {
+			s.routes().remove(id)
+			return nil
+		}
+		return fmt.Errorf("reading JWKSConfig %s: %w", id, err)
+	}
+	if ok, err := s.Claims.Serves(ctx, cfg); !ok || err != nil {
+		s.routes().remove(id)
+		return err
+	}
+	cm := &corev1.ConfigMap{}
+	err := s.ConfigMaps.Get(ctx, types.NamespacedName{Namespace: cfg.Namespace, Name: jwksConfigMapName(cfg)}, cm)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading the JWKS ConfigMap of %s: %w", id, err)
+	}
+	found := err == nil && cm.Labels[OwnerLabel] == cfg.Name
+	r, err := newRoute(cfg, cm.Data[jwkset.DocumentKey], found, s.routes().get(id), s.maxAge(cfg))
+	if err != nil {
+		log.FromContext(ctx).Error(err, "rendering a discovery document", "jwksconfig", id)
+	}
+	s.routes().put(r)
+	return nil
+}
+
+// work refreshes the routes the watches queue until the queue shuts down.
+func (s *Server) work(ctx context.Context) {
+	for {
+		id, shutdown := s.queue.Get()
+		if shutdown {
+			return
+		}
+		if err := s.refresh(ctx, id); err != nil {
+			log.FromContext(ctx).Error(err, "refreshing a JWKS route", "jwksconfig", id)
+			s.queue.AddRateLimited(id)
+		} else {
+			s.queue.Forget(id)
+		}
+		s.queue.Done(id)
+	}
+}
+
+// watch queues a refresh of the JWKSConfigs each watched event concerns.
+func (s *Server) watch(ctx context.Context) error {
+	sources := []struct {
+		informers cache.Informers
+		obj       client.Object
+		ids       func(client.Object) []types.NamespacedName
+	}{
+		{s.ConfigInformers, &jwksv1alpha1.JWKSConfig{}, func(o client.Object) []types.NamespacedName {
+			return []types.NamespacedName{client.ObjectKeyFromObject(o)}
+		}},
+		{s.ConfigMapInformers, &corev1.ConfigMap{}, func(o client.Object) []types.NamespacedName {
+			return []types.NamespacedName{{Namespace: o.GetNamespace(), Name: o.GetLabels()[OwnerLabel]}}
+		}},
+		{s.ClaimInformers, &corev1.ConfigMap{}, func(o client.Object) []types.NamespacedName { return s.claimants(ctx, o) }},
+	}
+	for _, src := range sources {
+		if src.informers == nil {
+			continue
+		}
+		informer, err := src.informers.GetInformer(ctx, src.obj)
+		if err != nil {
+			return fmt.Errorf("JWKS server: watching %T: %w", src.obj, err)
+		}
+		enqueue := func(o any) {
+			if tombstone, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+				o = tombstone.Obj
+			}
+			if obj, ok := o.(client.Object); ok {
+				for _, id := range src.ids(obj) {
+					s.queue.Add(id)
+				}
+			}
+		}
+		if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    enqueue,
+			UpdateFunc: func(_, o any) { enqueue(o) },
+			DeleteFunc: enqueue,
+		}); err != nil {
+			return fmt.Errorf("JWKS server: watching %T: %w", src.obj, err)
+		}
+	}
+	return nil
+}
+
+// claimants are the JWKSConfigs a claim's event may change the routes of: its holder,
+// and every JWKSConfig naming its issuer (the holder before).
+func (s *Server) claimants(ctx context.Context, o client.Object) []types.NamespacedName {
+	cm, ok := o.(*corev1.ConfigMap)
+	if !ok || cm.Data[claimIssuer] == "" {
+		return nil
+	}
+	ids := []types.NamespacedName{{Namespace: cm.Data[claimNamespace], Name: cm.Data[claimName]}}
+	list := &jwksv1alpha1.JWKSConfigList{}
+	if err := s.Configs.List(ctx, list, client.MatchingFields{issuerKeyIndex: cm.Data[claimIssuer]}); err != nil {
+		log.FromContext(ctx).Error(err, "listing JWKSConfigs for an issuer claim", "issuer", cm.Data[claimIssuer])
+		return ids
+	}
+	for i := range list.Items {
+		ids = append(ids, client.ObjectKeyFromObject(&list.Items[i]))
+	}
+	return ids
+}
+
 // Handler is the server's HTTP handler. Routing is by suffix, as an issuer may have any
-// path, or none.
+// path, or none; paths are taken as sent (escaped), as issuers have one spelling.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /", func(w http.ResponseWriter, req *http.Request) {
-		switch p := req.URL.Path; {
+		switch p := req.URL.EscapedPath(); {
 		case strings.HasSuffix(p, "/"+jwkset.DocumentKey):
-			s.serveSet(w, req, strings.TrimSuffix(p, "/"+jwkset.DocumentKey))
+			s.serve(w, req, strings.TrimSuffix(p, "/"+jwkset.DocumentKey), false)
 		case strings.HasSuffix(p, discoveryPath):
-			s.serveDiscovery(w, req, strings.TrimSuffix(p, discoveryPath))
+			s.serve(w, req, strings.TrimSuffix(p, discoveryPath), true)
 		default:
 			s.writeError(w, http.StatusNotFound, "not found")
 		}
@@ -131,30 +298,35 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
-func (s *Server) serveSet(w http.ResponseWriter, req *http.Request, prefix string) {
-	cfg, doc, ok := s.lookup(w, req, prefix)
-	if !ok {
-		return
-	}
-	s.writeJSON(w, req, doc, s.maxAge(cfg))
-}
-
-func (s *Server) serveDiscovery(w http.ResponseWriter, req *http.Request, prefix string) {
-	cfg, doc, ok := s.lookup(w, req, prefix)
-	if !ok {
-		return
-	}
-	if cfg.Spec.Issuer == "" {
-		s.writeError(w, http.StatusNotFound, "no issuer is configured for this JWKSConfig")
-		return
-	}
-	body, err := jwkset.Discovery(cfg.Spec.Issuer, doc)
+// serve answers the set, or the discovery document, of the route the request names.
+func (s *Server) serve(w http.ResponseWriter, req *http.Request, prefix string, discovery bool) {
+	// The host asked for routes the request: a shared cache must not answer one host with
+	// what it stored for another.
+	w.Header().Set("Vary", s.vary())
+	host, err := jwkset.HostKey(s.requestHost(req))
 	if err != nil {
-		log.FromContext(req.Context()).Error(err, "rendering a discovery document", "jwksconfig", client.ObjectKeyFromObject(cfg))
-		s.writeError(w, http.StatusInternalServerError, "no discovery document can be made for this issuer")
-		return
+		host = "" // matches no issuer; the canonical route still answers
 	}
-	s.writeJSON(w, req, body, s.maxAge(cfg))
+	r := s.routes().lookup(host, strings.TrimSuffix(prefix, "/"), host != "" && slices.Contains(s.Claims.ServerHosts, host))
+	switch {
+	case r == nil:
+		s.writeError(w, http.StatusNotFound, "no JWK Set is served here")
+	case r.state == unpublished:
+		s.writeError(w, http.StatusNotFound, "the JWK Set is not published yet")
+	case r.state == repairing:
+		// Someone emptied or edited the ConfigMap, and no complete set was seen here yet:
+		// relying parties keep what they cached on a 503, never on an empty set.
+		w.Header().Set("Retry-After", "1")
+		s.writeError(w, http.StatusServiceUnavailable, "the published JWK Set is being repaired")
+	case !discovery:
+		s.writeJSON(w, req, r.set, r.maxAge)
+	case r.issuerKey == "":
+		s.writeError(w, http.StatusNotFound, "no issuer is configured for this JWKSConfig")
+	case r.discovery == nil:
+		s.writeError(w, http.StatusInternalServerError, "no discovery document can be made for this issuer")
+	default:
+		s.writeJSON(w, req, r.discovery, r.maxAge)
+	}
 }
 
 // maxAge is the JWKSConfig's cacheMaxAge, never more than the operator allows (the
@@ -164,147 +336,6 @@ func (s *Server) maxAge(cfg *jwksv1alpha1.JWKSConfig) time.Duration {
 		return min(cacheMaxAge(cfg), s.MaxCacheMaxAge)
 	}
 	return cacheMaxAge(cfg)
-}
-
-// lookup finds the JWKSConfig a request's path prefix names (what comes before
-// /jwks.json or the discovery path) and its published document.
-func (s *Server) lookup(w http.ResponseWriter, req *http.Request, prefix string) (*jwksv1alpha1.JWKSConfig, []byte, bool) {
-	// The host asked for routes the request (configFor): a shared cache must not answer
-	// one host with what it stored for another.
-	w.Header().Set("Vary", s.vary())
-	cfg, err := s.configFor(req, prefix)
-	if err != nil {
-		log.FromContext(req.Context()).Error(err, "finding the JWKSConfig of a request", "path", req.URL.Path)
-		s.writeError(w, http.StatusInternalServerError, "reading JWKSConfigs failed")
-		return nil, nil, false
-	}
-	if cfg == nil {
-		s.writeError(w, http.StatusNotFound, "no such JWKSConfig")
-		return nil, nil, false
-	}
-	cm := &corev1.ConfigMap{}
-	err = s.ConfigMaps.Get(req.Context(), types.NamespacedName{Namespace: cfg.Namespace, Name: jwksConfigMapName(cfg)}, cm)
-	if err != nil || cm.Labels[OwnerLabel] != cfg.Name || len(cfg.Status.Keys) == 0 {
-		s.writeError(w, http.StatusNotFound, "the JWK Set is not published yet")
-		return nil, nil, false
-	}
-	doc, ok := s.servable(cfg, cm.Data[jwkset.DocumentKey])
-	if !ok {
-		// Someone emptied or edited the ConfigMap, and no complete set was seen here yet:
-		// relying parties keep what they cached on a 503, never on an empty set.
-		w.Header().Set("Retry-After", "1")
-		s.writeError(w, http.StatusServiceUnavailable, "the published JWK Set is being repaired")
-		return nil, nil, false
-	}
-	return cfg, []byte(doc), true
-}
-
-// servable is the document to serve for cfg: the ConfigMap's when it holds every key
-// status.keys lists (the controller writes status only after the set), else the last
-// complete one this server saw, while the controller puts the set back. A set without
-// the current key, or without a retired key inside its TTL, is never served.
-func (s *Server) servable(cfg *jwksv1alpha1.JWKSConfig, doc string) (string, bool) {
-	id := types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Name}
-	if holdsKeys(doc, cfg.Status.Keys) {
-		s.lastComplete.Store(id, completeDoc{uid: cfg.UID, doc: doc})
-		return doc, true
-	}
-	if v, ok := s.lastComplete.Load(id); ok && v.(completeDoc).uid == cfg.UID && strings.Contains(v.(completeDoc).doc, kidField(cfg.Status.LastKeyID)) {
-		return v.(completeDoc).doc, true
-	}
-	return "", false
-}
-
-// completeDoc is the last document of a JWKSConfig that held every key of its status.
-type completeDoc struct {
-	uid types.UID
-	doc string
-}
-
-// holdsKeys says whether the document names every key (as go-jose writes a kid).
-func holdsKeys(doc string, keys []jwksv1alpha1.PublishedKey) bool {
-	for _, k := range keys {
-		if !strings.Contains(doc, kidField(k.KeyID)) {
-			return false
-		}
-	}
-	return true
-}
-
-func kidField(kid string) string { return `"kid":"` + kid + `"` }
-
-// configFor resolves a path prefix to the JWKSConfig to serve, nil when there is none:
-//  1. the JWKSConfig whose issuer is exactly the host asked for and this path;
-//  2. /<namespace>/<name> of an existing JWKSConfig (the canonical route, what a
-//     root-mapping proxy forwards);
-//  3. the JWKSConfig whose issuer has this path and the host's name (ports aside), or,
-//     when the host names none (a proxy that rewrote Host), the only one with this path.
-//
-// Only JWKSConfigs that hold their issuer's claim take part, so age, a later object or
-// a forged header never decides who answers for an issuer.
-func (s *Server) configFor(req *http.Request, prefix string) (*jwksv1alpha1.JWKSConfig, error) {
-	path := strings.TrimSuffix(prefix, "/")
-	candidates, err := s.issuerCandidates(req, path)
-	if err != nil {
-		return nil, err
-	}
-	host := s.requestHost(req)
-	wanted := hostKey(host) + path
-	for i := range candidates {
-		if issuerKeyOf(&candidates[i]) == wanted {
-			return &candidates[i], nil
-		}
-	}
-	if cfg, err := s.canonical(req, prefix); cfg != nil || err != nil {
-		return cfg, err
-	}
-	sameName := slices.DeleteFunc(slices.Clone(candidates), func(c jwksv1alpha1.JWKSConfig) bool { return !issuerHostIs(&c, host) })
-	switch {
-	case len(sameName) == 1:
-		return &sameName[0], nil
-	case len(sameName) == 0 && len(candidates) == 1:
-		return &candidates[0], nil
-	}
-	return nil, nil // none, or ambiguous: the proxy must forward the host
-}
-
-// canonical is the JWKSConfig /<namespace>/<name> names, if it exists and may be served.
-func (s *Server) canonical(req *http.Request, prefix string) (*jwksv1alpha1.JWKSConfig, error) {
-	ns, name, ok := strings.Cut(strings.TrimPrefix(prefix, "/"), "/")
-	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-		return nil, nil
-	}
-	cfg := &jwksv1alpha1.JWKSConfig{}
-	if err := s.Configs.Get(req.Context(), types.NamespacedName{Namespace: ns, Name: name}, cfg); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("reading JWKSConfig %s/%s: %w", ns, name, err)
-	}
-	if ok, err := s.Claims.Serves(req.Context(), cfg); !ok || err != nil {
-		return nil, err
-	}
-	return cfg, nil
-}
-
-// issuerCandidates are the JWKSConfigs whose issuer has the URL path and that hold
-// their issuer's claim.
-func (s *Server) issuerCandidates(req *http.Request, path string) ([]jwksv1alpha1.JWKSConfig, error) {
-	list := &jwksv1alpha1.JWKSConfigList{}
-	if err := s.Configs.List(req.Context(), list, client.MatchingFields{IssuerPathIndex: path}); err != nil {
-		return nil, fmt.Errorf("listing JWKSConfigs by issuer path: %w", err)
-	}
-	served := list.Items[:0]
-	for i := range list.Items {
-		ok, err := s.Claims.Serves(req.Context(), &list.Items[i])
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			served = append(served, list.Items[i])
-		}
-	}
-	return served, nil
 }
 
 // requestHost is the host the client asked for: the first X-Forwarded-Host when the
@@ -356,37 +387,8 @@ func ParseTrustedProxies(entries []string) ([]netip.Prefix, error) {
 	return prefixes, nil
 }
 
-// hostKey is the host part of an issuer key for a request's host.
-func hostKey(host string) string {
-	key, err := jwkset.IssuerKey("https://" + host)
-	if err != nil {
-		return ""
-	}
-	return key
-}
-
-// issuerHostIs compares host names without case; a port counts only when both name one,
-// as proxies often forward the host without it.
-func issuerHostIs(cfg *jwksv1alpha1.JWKSConfig, host string) bool {
-	u, ok := issuerURL(cfg)
-	if !ok {
-		return false
-	}
-	reqName, reqPort := splitHost(host)
-	name, port := splitHost(u.Host)
-	return strings.EqualFold(name, reqName) && (port == "" || reqPort == "" || port == reqPort)
-}
-
-func splitHost(hostport string) (host, port string) {
-	if h, p, err := net.SplitHostPort(hostport); err == nil {
-		return h, p
-	}
-	return strings.Trim(hostport, "[]"), ""
-}
-
-func (s *Server) writeJSON(w http.ResponseWriter, req *http.Request, body []byte, maxAge time.Duration) {
-	sum := sha256.Sum256(body)
-	etag := `"` + base64.RawURLEncoding.EncodeToString(sum[:18]) + `"`
+func (s *Server) writeJSON(w http.ResponseWriter, req *http.Request, doc *document, maxAge time.Duration) {
+	body, etag := doc.body, doc.etag
 	h := w.Header()
 	setCommonHeaders(h, maxAge)
 	h.Set("ETag", etag)
@@ -400,7 +402,7 @@ func (s *Server) writeJSON(w http.ResponseWriter, req *http.Request, body []byte
 	w.WriteHeader(http.StatusOK)
 	if req.Method != http.MethodHead {
 		// The request only selects a published document; it is JSON, sent with nosniff.
-		_, _ = w.Write(body) //nolint:gosec // G705: no request data reaches the body
+		_, _ = w.Write(body)
 	}
 	s.Metrics.countResponse("200")
 }

@@ -3,6 +3,7 @@ package jwks
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -140,11 +141,11 @@ type routedConfig struct {
 // routingServer is a Server over a fake client that holds configs, each with a set of a
 // key of its own, and indexes them as Setup does. Each config claims its issuer in
 // order, as the controller would: the first of an issuer holds it. It returns the kid of
-// each config.
+// each config. The server's table is filled by handler (Sync), as Start does.
 func routingServer(t *testing.T, configs ...routedConfig) (*Server, client.Client, map[string]string) {
 	t.Helper()
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).
-		WithIndex(&jwksv1alpha1.JWKSConfig{}, IssuerPathIndex, IssuerPath).Build()
+		WithIndex(&jwksv1alpha1.JWKSConfig{}, issuerKeyIndex, IssuerKeyIndexOf).Build()
 	kids := map[string]string{}
 	for _, rc := range configs {
 		kids[rc.ns+"/"+rc.name] = addRoutedConfig(t, c, rc)
@@ -152,9 +153,20 @@ func routingServer(t *testing.T, configs ...routedConfig) (*Server, client.Clien
 	return &Server{Configs: c, ConfigMaps: c, Claims: &IssuerClaims{Namespace: claimsNamespace, Reader: c}}, c, kids
 }
 
+// routed fills the server's table from what its readers hold now, and is its handler.
+func routed(t *testing.T, s *Server) http.Handler {
+	t.Helper()
+	if err := s.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s.Handler()
+}
+
 // claimsNamespace holds the routing tests' issuer claims.
 const claimsNamespace = "trustplane-system"
 
+// addRoutedConfig stores a JWKSConfig with a published set, claiming its issuer if free
+// and allowed (without bindings or server hosts).
 func addRoutedConfig(t *testing.T, c client.Client, rc routedConfig) string {
 	t.Helper()
 	ctx := context.Background()
@@ -164,8 +176,8 @@ func addRoutedConfig(t *testing.T, c client.Client, rc routedConfig) string {
 		Spec:       jwksv1alpha1.JWKSConfigSpec{CertificateSecret: "tls", Issuer: rc.issuer, CacheMaxAge: rc.cacheMaxAge},
 		Status:     jwksv1alpha1.JWKSConfigStatus{LastKeyID: kid, Keys: []jwksv1alpha1.PublishedKey{{KeyID: kid}}},
 	}
-	if key := issuerKeyOf(cfg); key != "" {
-		claims := &IssuerClaims{Namespace: claimsNamespace}
+	claims := &IssuerClaims{Namespace: claimsNamespace}
+	if key := issuerKeyOf(cfg); key != "" && claims.refusal(cfg, key) == "" {
 		if err := c.Create(ctx, claims.desiredClaim(cfg, key)); client.IgnoreAlreadyExists(err) != nil {
 			t.Fatal(err)
 		}
@@ -205,56 +217,61 @@ type discoveryDoc struct {
 	JWKSURI string `json:"jwks_uri"`
 }
 
-// TestServerRoutesByIssuerPath: a path-preserving proxy forwards <issuer path>/jwks.json
-// and <issuer path>/.well-known/openid-configuration, a root-mapping one the canonical
-// /<namespace>/<name>/...; both reach the JWKSConfig, whose jwks_uri is the issuer's.
+// TestServerRoutesByIssuerPath: a path-preserving proxy forwards the issuer's host with
+// <issuer path>/jwks.json and <issuer path>/.well-known/openid-configuration, a
+// root-mapping one the canonical /<namespace>/<name>/... on any host; both reach the
+// JWKSConfig, whose jwks_uri is the issuer's.
 func TestServerRoutesByIssuerPath(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	s, _, kids := routingServer(t,
 		routedConfig{ns: "default", name: "issuer", issuer: "https://idp.example/default/issuer", created: t0},
-		routedConfig{ns: "team", name: "a", issuer: "https://idp.example/tenants/a", created: t0},
+		// Its own namespace's path: a two-segment path /<namespace>/<name> is that
+		// namespace's canonical route.
+		routedConfig{ns: "team", name: "a", issuer: "https://idp.example/team/tenant-a", created: t0},
 		routedConfig{ns: "team", name: "slash", issuer: "https://idp.example/slash/", created: t0},
 		routedConfig{ns: "team", name: "root", issuer: "https://idp.example", created: t0},
 		routedConfig{ns: "team", name: "none", issuer: "", created: t0},
 	)
-	h := s.Handler()
+	h := routed(t, s)
 	for _, tc := range []struct {
-		path, config, issuer, jwksURI string
+		host, path, config, issuer, jwksURI string
 	}{
-		// Path-preserving proxy: the issuer's own path.
-		{"/default/issuer", "default/issuer", "https://idp.example/default/issuer", "https://idp.example/default/issuer/jwks.json"},
-		{"/tenants/a", "team/a", "https://idp.example/tenants/a", "https://idp.example/tenants/a/jwks.json"},
-		{"/slash", "team/slash", "https://idp.example/slash/", "https://idp.example/slash/jwks.json"},
-		{"", "team/root", "https://idp.example", "https://idp.example/jwks.json"},
-		// Root-mapping proxy: the canonical route.
-		{"/team/a", "team/a", "https://idp.example/tenants/a", "https://idp.example/tenants/a/jwks.json"},
-		{"/team/root", "team/root", "https://idp.example", "https://idp.example/jwks.json"},
+		// Path-preserving proxy: the issuer's own host and path, in any spelling of the host.
+		{"idp.example", "/default/issuer", "default/issuer", "https://idp.example/default/issuer", "https://idp.example/default/issuer/jwks.json"},
+		{"IDP.example:443", "/team/tenant-a", "team/a", "https://idp.example/team/tenant-a", "https://idp.example/team/tenant-a/jwks.json"},
+		{"idp.example.", "/slash", "team/slash", "https://idp.example/slash/", "https://idp.example/slash/jwks.json"},
+		{"idp.example:8443", "", "team/root", "https://idp.example", "https://idp.example/jwks.json"},
+		// Root-mapping proxy: the canonical route, whatever the host.
+		{"proxy.internal", "/team/a", "team/a", "https://idp.example/team/tenant-a", "https://idp.example/team/tenant-a/jwks.json"},
+		{"idp.example", "/team/root", "team/root", "https://idp.example", "https://idp.example/jwks.json"},
 	} {
-		rec := serve(h, http.MethodGet, tc.path+"/.well-known/openid-configuration")
+		rec := serve(h, http.MethodGet, tc.path+"/.well-known/openid-configuration", "Host", tc.host)
 		var doc discoveryDoc
 		if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil || rec.Code != 200 {
-			t.Errorf("%s discovery: %d %s", tc.path, rec.Code, rec.Body)
+			t.Errorf("%s%s discovery: %d %s", tc.host, tc.path, rec.Code, rec.Body)
 			continue
 		}
 		if doc.Issuer != tc.issuer || doc.JWKSURI != tc.jwksURI {
 			t.Errorf("%s discovery: issuer %q jwks_uri %q, want %q %q", tc.path, doc.Issuer, doc.JWKSURI, tc.issuer, tc.jwksURI)
 		}
-		if rec := serve(h, http.MethodGet, tc.path+"/jwks.json"); rec.Code != 200 || !strings.Contains(rec.Body.String(), kids[tc.config]) {
-			t.Errorf("%s/jwks.json: %d, not %s's set: %s", tc.path, rec.Code, tc.config, rec.Body)
+		if rec := serve(h, http.MethodGet, tc.path+"/jwks.json", "Host", tc.host); rec.Code != 200 || !strings.Contains(rec.Body.String(), kids[tc.config]) {
+			t.Errorf("%s%s/jwks.json: %d, not %s's set: %s", tc.host, tc.path, rec.Code, tc.config, rec.Body)
 		}
 	}
 	for path, want := range map[string]int{
-		"/team/none/jwks.json":                         200, // the canonical route needs no issuer
-		"/team/none/.well-known/openid-configuration":  404, // but discovery does
-		"/nosuch/.well-known/openid-configuration":     404,
-		"/tenants/a/b/jwks.json":                       404,
-		"/tenants/jwks.json":                           404,
-		"/team/a/jwks.json/x":                          404,
-		"/default/issuer/default/issuer/jwks.json":     404, // the doubled jwks_uri of before
-		"/.well-known/openid-configuration/jwks.json":  404,
-		"/tenants/a/.well-known/openid-configuration/": 404,
+		"/team/none/jwks.json":                             200, // the canonical route needs no issuer
+		"/team/none/.well-known/openid-configuration":      404, // but discovery does
+		"/nosuch/.well-known/openid-configuration":         404,
+		"/team/tenant-a/b/jwks.json":                       404,
+		"/team/jwks.json":                                  404,
+		"/team/a/jwks.json/x":                              404,
+		"/default/issuer/default/issuer/jwks.json":         404, // the doubled jwks_uri of before
+		"/.well-known/openid-configuration/jwks.json":      404,
+		"/team/tenant-a/.well-known/openid-configuration/": 404,
+		"/team/tenant-%61/jwks.json":                       404, // a second spelling of /team/tenant-a
+		"/team/%61/jwks.json":                              404,
 	} {
-		if rec := serve(h, http.MethodGet, path); rec.Code != want || rec.Header().Get("Content-Type") != "application/json" {
+		if rec := serve(h, http.MethodGet, path, "Host", "idp.example"); rec.Code != want || rec.Header().Get("Content-Type") != "application/json" {
 			t.Errorf("%s: %d %q, want %d with a JSON body", path, rec.Code, rec.Header().Get("Content-Type"), want)
 		}
 	}
@@ -263,18 +280,18 @@ func TestServerRoutesByIssuerPath(t *testing.T) {
 // TestServerKeepsHTTPSemanticsOnIssuerPaths: ETag/304, Cache-Control, CORS, HEAD and
 // OPTIONS are the same on an issuer's own path as on the canonical route.
 func TestServerKeepsHTTPSemanticsOnIssuerPaths(t *testing.T) {
-	s, _, _ := routingServer(t, routedConfig{ns: "team", name: "a", issuer: "https://idp.example/tenants/a", created: time.Now()})
-	h := s.Handler()
-	for _, path := range []string{"/tenants/a/jwks.json", "/tenants/a/.well-known/openid-configuration"} {
-		rec := serve(h, http.MethodGet, path)
+	s, _, _ := routingServer(t, routedConfig{ns: "team", name: "a", issuer: "https://idp.example/tenants/team/a", created: time.Now()})
+	h := routed(t, s)
+	for _, path := range []string{"/tenants/team/a/jwks.json", "/tenants/team/a/.well-known/openid-configuration"} {
+		rec := serve(h, http.MethodGet, path, "Host", "idp.example")
 		etag := rec.Header().Get("ETag")
 		if rec.Code != 200 || etag == "" || rec.Header().Get("Cache-Control") != "public, max-age=300" || rec.Header().Get("Access-Control-Allow-Origin") != "*" {
 			t.Errorf("GET %s: %d %v", path, rec.Code, rec.Header())
 		}
-		if rec := serve(h, http.MethodGet, path, "If-None-Match", etag); rec.Code != http.StatusNotModified || rec.Body.Len() != 0 {
+		if rec := serve(h, http.MethodGet, path, "Host", "idp.example", "If-None-Match", etag); rec.Code != http.StatusNotModified || rec.Body.Len() != 0 {
 			t.Errorf("GET %s with its ETag: %d", path, rec.Code)
 		}
-		if rec := serve(h, http.MethodHead, path); rec.Code != 200 || rec.Body.Len() != 0 || rec.Header().Get("Content-Length") == "" {
+		if rec := serve(h, http.MethodHead, path, "Host", "idp.example"); rec.Code != 200 || rec.Body.Len() != 0 || rec.Header().Get("Content-Length") == "" {
 			t.Errorf("HEAD %s: %d, %d bytes", path, rec.Code, rec.Body.Len())
 		}
 		if rec := serve(h, http.MethodOptions, path); rec.Code != http.StatusNoContent || rec.Header().Get("Access-Control-Allow-Methods") != "GET, HEAD, OPTIONS" {
@@ -288,9 +305,10 @@ func TestServerKeepsHTTPSemanticsOnIssuerPaths(t *testing.T) {
 
 // TestServerDisambiguatesAnIssuerPath: several JWKSConfigs may have one issuer path on
 // different hosts; the host the client asked for picks among them (X-Forwarded-Host only
-// from a trusted proxy). An issuer (host and path) is served by the JWKSConfig holding
-// its claim only: a later one with the same issuer never answers, whatever its age, and
-// a request no host decides between is refused rather than guessed.
+// from a trusted proxy), in its one spelling (no case, port or trailing dot). An issuer
+// is served by the JWKSConfig holding its claim only: a later one with the same issuer
+// never answers, whatever its age, and a request for a host no issuer names is refused
+// rather than guessed.
 func TestServerDisambiguatesAnIssuerPath(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	s, c, kids := routingServer(t,
@@ -298,11 +316,13 @@ func TestServerDisambiguatesAnIssuerPath(t *testing.T) {
 		routedConfig{ns: "other", name: "idp", issuer: "https://other.example:8443/", created: t0.Add(time.Second)},
 		// Older, but the issuer was claimed first by team/idp: never served.
 		routedConfig{ns: "early", name: "takeover", issuer: "https://IDP.example:443", created: t0},
+		// Another port of a claimed issuer is the same issuer.
+		routedConfig{ns: "early", name: "port", issuer: "https://other.example:9443", created: t0},
 		routedConfig{ns: "b", name: "x", issuer: "https://tie.example/shared", created: t0.Add(time.Minute)},
 		routedConfig{ns: "a", name: "y", issuer: "https://tie.example/shared", created: t0},
 	)
 	s.TrustedProxies = mustParseProxies(t, "192.0.2.0/24") // httptest's peer
-	h := s.Handler()
+	h := routed(t, s)
 	for _, tc := range []struct {
 		path   string
 		header []string
@@ -311,14 +331,17 @@ func TestServerDisambiguatesAnIssuerPath(t *testing.T) {
 		{"/jwks.json", []string{"X-Forwarded-Host", "idp.example"}, "team/idp"},
 		{"/jwks.json", []string{"Host", "idp.example"}, "team/idp"},
 		{"/jwks.json", []string{"Host", "other.example:8443"}, "other/idp"},
-		{"/jwks.json", []string{"X-Forwarded-Host", "other.example"}, "other/idp"}, // no port: the name decides
+		{"/jwks.json", []string{"X-Forwarded-Host", "other.example"}, "other/idp"},
 		{"/jwks.json", []string{"X-Forwarded-Host", "other.example, proxy.internal", "Host", "idp.example"}, "other/idp"},
-		{"/jwks.json", []string{"X-Forwarded-Host", "other.example:443"}, ""}, // another port: neither
-		{"/jwks.json", []string{"X-Forwarded-Host", "unknown.example"}, ""},   // no host matches: ambiguous
+		{"/jwks.json", []string{"X-Forwarded-Host", "OTHER.example.:443"}, "other/idp"},
+		{"/jwks.json", []string{"X-Forwarded-Host", "unknown.example"}, ""}, // no issuer on this host
+		{"/jwks.json", []string{"X-Forwarded-Host", "bad host"}, ""},
 		{"/jwks.json", nil, ""},
 		{"/shared/jwks.json", []string{"X-Forwarded-Host", "tie.example"}, "b/x"},
+		{"/shared/jwks.json", []string{"X-Forwarded-Host", "elsewhere.example"}, ""},
 		{"/early/takeover/jwks.json", nil, ""}, // not even on its canonical route
 		{"/early/takeover/.well-known/openid-configuration", nil, ""},
+		{"/early/port/jwks.json", nil, ""},
 	} {
 		rec := serve(h, http.MethodGet, tc.path, tc.header...)
 		switch {
@@ -334,8 +357,81 @@ func TestServerDisambiguatesAnIssuerPath(t *testing.T) {
 
 	// The canonical route reaches a JWKSConfig without an issuer.
 	kid := addRoutedConfig(t, c, routedConfig{ns: "team", name: "plain", created: t0})
-	if rec := serve(h, http.MethodGet, "/team/plain/jwks.json"); !strings.Contains(rec.Body.String(), kid) {
+	if rec := serve(routed(t, s), http.MethodGet, "/team/plain/jwks.json"); !strings.Contains(rec.Body.String(), kid) {
 		t.Errorf("the canonical route did not reach team/plain: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// TestServerNeverServesAnotherTenantsSet is issue 36's three routes, in process: alice's
+// keys never answer where bob's relying parties look.
+//  1. alice names bob's canonical route as her issuer's path, on bob's host: refused, and
+//     bob's route answers bob's set while bob's JWKSConfig is healthy;
+//  2. a host that matches no issuer gets a 404 before, with and after bob's JWKSConfig,
+//     never alice's set of the same path; only the server's own host names
+//     (--jwks-server-hosts) are answered by path alone, when one issuer has the path;
+//  3. other spellings of bob's issuer are the same claim (or refused at admission).
+func TestServerNeverServesAnotherTenantsSet(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s, c, kids := routingServer(t,
+		routedConfig{ns: "bob", name: "idp", issuer: "https://bob.example/team", created: t0},
+		routedConfig{ns: "alice", name: "canonical", issuer: "https://bob.example/bob/idp", created: t0},
+		routedConfig{ns: "alice", name: "shared", issuer: "https://alice.example/shared", created: t0},
+		routedConfig{ns: "alice", name: "port", issuer: "https://BOB.example.:8443/team/", created: t0},
+	)
+	s.Claims.ServerHosts = []string{"jwks.internal"}
+	h := routed(t, s)
+	aliceKids := []string{kids["alice/canonical"], kids["alice/shared"], kids["alice/port"]}
+	expect := func(when, host, path, owner string) {
+		t.Helper()
+		rec := serve(h, http.MethodGet, path, "Host", host)
+		for _, kid := range aliceKids {
+			if kid != kids[owner] && strings.Contains(rec.Body.String(), kid) {
+				t.Errorf("%s: %s%s answered alice's key %s", when, host, path, kid)
+			}
+		}
+		switch {
+		case owner == "" && rec.Code != http.StatusNotFound:
+			t.Errorf("%s: %s%s: %d, want 404", when, host, path, rec.Code)
+		case owner != "" && (rec.Code != 200 || strings.HasSuffix(path, "/jwks.json") && !strings.Contains(rec.Body.String(), kids[owner])):
+			t.Errorf("%s: %s%s: %d, not %s's set", when, host, path, rec.Code, owner)
+		}
+	}
+	// 1. The canonical route is a claim.
+	expect("bob healthy", "bob.example", "/bob/idp/jwks.json", "bob/idp")
+	expect("bob healthy", "bob.example", "/bob/idp/.well-known/openid-configuration", "bob/idp")
+	expect("bob healthy", "anything.example", "/bob/idp/jwks.json", "bob/idp")
+	expect("bob healthy", "bob.example", "/alice/canonical/jwks.json", "")
+	// 3. Another spelling of bob's issuer is bob's.
+	expect("bob healthy", "bob.example:8443", "/team/jwks.json", "bob/idp")
+	expect("bob healthy", "bob.example", "/alice/port/jwks.json", "")
+	// 2. No host-blind fallback but on the server's own host names.
+	expect("before bob's", "bob.example", "/shared/jwks.json", "")
+	expect("before bob's", "bob.example", "/shared/.well-known/openid-configuration", "")
+	expect("before bob's", "jwks.internal:8082", "/shared/jwks.json", "alice/shared")
+	kids["bob/shared"] = addRoutedConfig(t, c, routedConfig{ns: "bob", name: "shared", issuer: "https://bob.example/shared", created: t0})
+	h = routed(t, s)
+	expect("with bob's", "bob.example", "/shared/jwks.json", "bob/shared")
+	expect("with bob's", "alice.example", "/shared/jwks.json", "alice/shared")
+	expect("with bob's", "jwks.internal", "/shared/jwks.json", "") // two issuers: never a guess
+	if err := c.Delete(context.Background(), &jwksv1alpha1.JWKSConfig{ObjectMeta: metav1.ObjectMeta{Namespace: "bob", Name: "shared"}}); err != nil {
+		t.Fatal(err)
+	}
+	h = routed(t, s)
+	expect("after bob's", "bob.example", "/shared/jwks.json", "")
+	expect("after bob's", "other.example", "/shared/jwks.json", "")
+
+	// An issuer on the server's own host is never claimed, nor served.
+	own := &jwksv1alpha1.JWKSConfig{ObjectMeta: metav1.ObjectMeta{Namespace: "alice", Name: "own"}, Spec: jwksv1alpha1.JWKSConfigSpec{Issuer: "https://JWKS.internal/shared"}}
+	if why := s.Claims.refusal(own, issuerKeyOf(own)); !strings.Contains(why, "--jwks-server-hosts") {
+		t.Errorf("an issuer on the server's own host: refusal %q", why)
+	}
+	if why := s.Claims.refusal(&jwksv1alpha1.JWKSConfig{ObjectMeta: metav1.ObjectMeta{Namespace: "alice"}}, "bob.example/bob/idp"); !strings.Contains(why, `JWKSConfig "idp" in namespace "bob"`) {
+		t.Errorf("bob's canonical route as alice's issuer: refusal %q does not name its owner", why)
+	}
+	for _, key := range []string{"bob.example/alice/x", "bob.example/bob", "bob.example/bob/idp/x", "bob.example"} {
+		if why := s.Claims.refusal(&jwksv1alpha1.JWKSConfig{ObjectMeta: metav1.ObjectMeta{Namespace: "alice"}}, key); why != "" {
+			t.Errorf("%s: refused (%s), but it names no other namespace's route", key, why)
+		}
 	}
 }
 
@@ -351,7 +447,7 @@ func TestServerTrustsForwardedHostOnlyFromProxies(t *testing.T) {
 		routedConfig{ns: "alice", name: "idp", issuer: "https://attacker.example/bob", created: t0, cacheMaxAge: ptrTo(jwksv1alpha1.Duration("99999h"))},
 	)
 	s.MaxCacheMaxAge = 24 * time.Hour
-	h := s.Handler()
+	h := routed(t, s)
 	rec := serve(h, http.MethodGet, "/bob/jwks.json", "Host", "idp.example.com", "X-Forwarded-Host", "attacker.example")
 	if rec.Code != 200 || !strings.Contains(rec.Body.String(), kids["bob/idp"]) {
 		t.Fatalf("untrusted X-Forwarded-Host: %d %s, want bob's set", rec.Code, rec.Body)
@@ -370,6 +466,31 @@ func TestServerTrustsForwardedHostOnlyFromProxies(t *testing.T) {
 	}
 	if got := rec.Header().Get("Vary"); got != "Host, X-Forwarded-Host" {
 		t.Errorf("Vary %q", got)
+	}
+}
+
+// BenchmarkServerRequest is the cost of one request, by the size of the tenant's objects:
+// the route table holds the document, so it does not grow with the JWKSConfig's size.
+func BenchmarkServerRequest(b *testing.B) {
+	for _, size := range []int{0, 1 << 20} {
+		b.Run(fmt.Sprintf("annotations=%dB", size), func(b *testing.B) {
+			t := &testing.T{}
+			s, c, _ := routingServer(t, routedConfig{ns: "bob", name: "idp", issuer: "https://bob.example/x"})
+			cfg := &jwksv1alpha1.JWKSConfig{}
+			_ = c.Get(context.Background(), types.NamespacedName{Namespace: "bob", Name: "idp"}, cfg)
+			cfg.Annotations = map[string]string{"filler": strings.Repeat("x", size)}
+			_ = c.Update(context.Background(), cfg)
+			if err := s.Sync(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			h := s.Handler()
+			b.ReportAllocs()
+			for b.Loop() {
+				if rec := serve(h, http.MethodGet, "/x/jwks.json", "Host", "bob.example"); rec.Code != 200 {
+					b.Fatal(rec.Code)
+				}
+			}
+		})
 	}
 }
 
