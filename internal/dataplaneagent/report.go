@@ -24,8 +24,9 @@ func (a *Agent) report(logger interface {
 	localOnly, publishedOnly := mismatchIDs.WithLabelValues(string(track), "local_only"), mismatchIDs.WithLabelValues(string(track), "published_only")
 	localOnly.Set(float64(len(v.LocalOnly)))
 	publishedOnly.Set(float64(len(v.PublishedOnly)))
-	consistentGauge.WithLabelValues(string(track)).Set(boolGauge(v.Trusted))
 	scopeMismatch.WithLabelValues(string(track)).Set(boolGauge(v.Reason == dataplane.ScopeMismatch))
+	// Last: a scrape that shows a verdict shows its details too (alerts join them).
+	consistentGauge.WithLabelValues(string(track)).Set(boolGauge(v.Trusted))
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if v.Trusted {
