@@ -28,6 +28,8 @@ cp "$out/config/components/dataplane-sidecar/role.yaml" "$out/charts/trustplane/
 cp config/policy/role-aggregation.yaml "$out/charts/trustplane/files/role-aggregation-policy.yaml"
 # So is the policy that keeps the status of trustplane's kinds the manager's to write.
 cp config/policy/status-writers.yaml "$out/charts/trustplane/files/status-writers-policy.yaml"
+# And the one that lets only the manager remove its finalizers.
+cp config/policy/finalizers.yaml "$out/charts/trustplane/files/finalizers-policy.yaml"
 # And the one that keeps the JWKS controller's owner label the manager's.
 cp config/policy/owner-labels.yaml "$out/charts/trustplane/files/owner-labels-policy.yaml"
 # And the one that writes a new KubeconfigRequest's finalizer and the record of its Cluster.

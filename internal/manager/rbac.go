@@ -14,3 +14,8 @@ package manager
 // resource exists, the policy asks the authorizer for it.
 //
 // +kubebuilder:rbac:groups=trustplane.io,resources=status,verbs=update
+
+// The ValidatingAdmissionPolicy trustplane-finalizers (config/policy/finalizers.yaml) lets
+// only who holds this permission remove a trustplane finalizer.
+//
+// +kubebuilder:rbac:groups=trustplane.io,resources=finalizers,verbs=update

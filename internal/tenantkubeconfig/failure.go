@@ -25,6 +25,9 @@ const (
 	Unauthorized Class = "unauthorized"
 	// Forbidden: the server answered 403: the credentials may not do what is needed.
 	Forbidden Class = "forbidden"
+	// TooLarge: the answer was longer than --cluster-target-max-response-bytes, or in a
+	// content encoding that was not asked for.
+	TooLarge Class = "too-large"
 	// Other: any other answer, or one that is not a Kubernetes API answer.
 	Other Class = "other"
 )
@@ -39,6 +42,8 @@ type TargetError struct {
 	Host  string
 	// Code is the HTTP status code of the answer; 0 when there was none.
 	Code int
+	// Limit is the answer size limit a TooLarge answer passed; 0 for an encoding refused.
+	Limit int64
 }
 
 func (e *TargetError) Error() string {
@@ -51,6 +56,11 @@ func (e *TargetError) Error() string {
 		return fmt.Sprintf("the cluster at %s does not accept the kubeconfig's credentials (401)", e.Host)
 	case Forbidden:
 		return fmt.Sprintf("the cluster at %s does not allow the kubeconfig's user what is needed (403)", e.Host)
+	case TooLarge:
+		if e.Limit == 0 {
+			return fmt.Sprintf("the cluster at %s answered in a content encoding that was not asked for", e.Host)
+		}
+		return fmt.Sprintf("the cluster at %s sent an answer larger than %d bytes (--cluster-target-max-response-bytes)", e.Host, e.Limit)
 	}
 	if e.Code != 0 {
 		return fmt.Sprintf("the cluster at %s answered HTTP %d %s", e.Host, e.Code, http.StatusText(e.Code))
@@ -67,6 +77,12 @@ func Failure(host string, err error) error {
 	}
 	if te := (*TargetError)(nil); errors.As(err, &te) {
 		return te
+	}
+	if tooLarge := (*ResponseTooLargeError)(nil); errors.As(err, &tooLarge) {
+		return &TargetError{Class: TooLarge, Host: host, Limit: tooLarge.Limit}
+	}
+	if encoding := (*UnrequestedEncodingError)(nil); errors.As(err, &encoding) {
+		return &TargetError{Class: TooLarge, Host: host}
 	}
 	return &TargetError{Class: classify(err), Host: host, Code: codeOf(err)}
 }

@@ -43,10 +43,19 @@ type Policy struct {
 	// Timeout bounds connecting to a tenant's server and each request to it: a server
 	// that never answers must not hold a worker for long.
 	Timeout time.Duration
+	// MaxResponseBytes bounds each answer of a tenant's server, counted as it is read
+	// (compression is off: what is read is what is decoded).
+	MaxResponseBytes int64
+	// MaxInFlight bounds the requests to one tenant's server at once, across controllers.
+	MaxInFlight int
 }
 
-// DefaultPolicy is the flag default: inline credentials only, 5 s per request.
-func DefaultPolicy() Policy { return Policy{Timeout: 5 * time.Second} }
+// DefaultPolicy is the flag default: inline credentials only, 5 s per request, answers of
+// at most 8 MiB (a discovery document of a cluster with hundreds of CRDs is about 2 MiB),
+// 8 requests at once per server.
+func DefaultPolicy() Policy {
+	return Policy{Timeout: 5 * time.Second, MaxResponseBytes: 8 << 20, MaxInFlight: 8}
+}
 
 // AddFlags registers the policy's flags (the names Flux uses for the same switches).
 func (p *Policy) AddFlags(fs *pflag.FlagSet) {
@@ -54,12 +63,20 @@ func (p *Policy) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&p.ExecCommands, "insecure-kubeconfig-exec-commands", p.ExecCommands, "Absolute paths of the exec credential plugins --insecure-kubeconfig-exec allows (the tenant still chooses their arguments and environment).")
 	fs.BoolVar(&p.AllowInsecureTLS, "insecure-kubeconfig-tls", p.AllowInsecureTLS, "Let brought-along kubeconfigs turn off TLS verification (insecure-skip-tls-verify).")
 	fs.DurationVar(&p.Timeout, "cluster-target-timeout", p.Timeout, "Limit on connecting to a tenant's cluster and on each request to it (brought-along kubeconfigs).")
+	fs.Int64Var(&p.MaxResponseBytes, "cluster-target-max-response-bytes", p.MaxResponseBytes, "Largest answer read from a tenant's cluster (brought-along kubeconfigs), in bytes, uncompressed: a longer one fails the call (ClusterUnreachable, naming this flag).")
+	fs.IntVar(&p.MaxInFlight, "cluster-target-max-in-flight", p.MaxInFlight, "Most requests to one tenant's cluster at once (brought-along kubeconfigs), across controllers; more wait.")
 }
 
 // Validate checks the flags.
 func (p Policy) Validate() error {
 	if p.Timeout <= 0 {
 		return fmt.Errorf("--cluster-target-timeout must be positive, not %v", p.Timeout)
+	}
+	if p.MaxResponseBytes < 64<<10 {
+		return fmt.Errorf("--cluster-target-max-response-bytes must be at least 65536 (a discovery answer), not %d", p.MaxResponseBytes)
+	}
+	if p.MaxInFlight < 1 {
+		return fmt.Errorf("--cluster-target-max-in-flight must be at least 1, not %d", p.MaxInFlight)
 	}
 	if p.AllowExec && len(p.ExecCommands) == 0 {
 		return errors.New("--insecure-kubeconfig-exec needs --insecure-kubeconfig-exec-commands: the plugins allowed to run (absolute paths)")
@@ -129,9 +146,12 @@ func RESTConfig(raw []byte, p Policy) (*rest.Config, error) {
 		return nil, err
 	}
 	cfg := &rest.Config{
-		Host:               server,
-		UserAgent:          "trustplane",
-		DisableCompression: cluster.DisableCompression,
+		Host:      server,
+		UserAgent: "trustplane",
+		// Never compressed, whatever the kubeconfig says: a small gzip body may inflate to
+		// gigabytes (bounded.go).
+		DisableCompression: true,
+		WrapTransport:      bounded(p.MaxResponseBytes, p.MaxInFlight),
 		TLSClientConfig: rest.TLSClientConfig{
 			ServerName: cluster.TLSServerName,
 			CAData:     cluster.CertificateAuthorityData,

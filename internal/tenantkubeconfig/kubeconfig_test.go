@@ -174,9 +174,11 @@ func TestPolicyValidate(t *testing.T) {
 	}{
 		{DefaultPolicy(), ""},
 		{Policy{}, "--cluster-target-timeout must be positive"},
-		{Policy{Timeout: time.Second, AllowExec: true}, "--insecure-kubeconfig-exec needs --insecure-kubeconfig-exec-commands"},
-		{Policy{Timeout: time.Second, ExecCommands: []string{"/bin/x"}}, "without --insecure-kubeconfig-exec"},
-		{Policy{Timeout: time.Second, AllowExec: true, ExecCommands: []string{"kubelogin"}}, "not a clean absolute path"},
+		{Policy{Timeout: time.Second, MaxResponseBytes: 1 << 20, MaxInFlight: 1, AllowExec: true}, "--insecure-kubeconfig-exec needs --insecure-kubeconfig-exec-commands"},
+		{Policy{Timeout: time.Second, MaxResponseBytes: 1 << 20, MaxInFlight: 1, ExecCommands: []string{"/bin/x"}}, "without --insecure-kubeconfig-exec"},
+		{Policy{Timeout: time.Second, MaxResponseBytes: 1 << 20, MaxInFlight: 1, AllowExec: true, ExecCommands: []string{"kubelogin"}}, "not a clean absolute path"},
+		{Policy{Timeout: time.Second, MaxResponseBytes: 1000, MaxInFlight: 1}, "--cluster-target-max-response-bytes must be at least 65536"},
+		{Policy{Timeout: time.Second, MaxResponseBytes: 1 << 20}, "--cluster-target-max-in-flight must be at least 1"},
 	} {
 		err := tc.p.Validate()
 		if (tc.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.want) {

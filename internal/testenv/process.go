@@ -188,6 +188,9 @@ func StartProcess(tb testing.TB, binary string, args ...string) *Process {
 // Output is what the process wrote so far.
 func (p *Process) Output() string { return p.output.String() }
 
+// Pid is the process's ID (for its /proc figures: ResidentSet, PeakRSS).
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // Exited says whether the process has ended, and how.
 func (p *Process) Exited() (bool, error) {
 	select {

@@ -94,7 +94,8 @@ func TestChartAdmissionPolicyValues(t *testing.T) {
 		for _, obj := range objs {
 			rendered[obj.GetKind()+" "+obj.GetName()] = true
 		}
-		for policy, want := range map[string]bool{"trustplane-role-aggregation": tc.policy, "trustplane-status-writers": tc.statusPolicy} {
+		for policy, want := range map[string]bool{"trustplane-role-aggregation": tc.policy, "trustplane-status-writers": tc.statusPolicy,
+			"trustplane-owner-labels": tc.statusPolicy, "trustplane-finalizers": tc.statusPolicy} {
 			if got := rendered["ValidatingAdmissionPolicy "+policy] && rendered["ValidatingAdmissionPolicyBinding "+policy]; got != want {
 				t.Errorf("--set %s: policy and binding %s rendered: %v, want %v", tc.set, policy, got, want)
 			}

@@ -1,10 +1,13 @@
 package security
 
 import (
+	"bytes"
+	"compress/gzip"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -28,6 +31,7 @@ func init() {
 	register("run a command in the manager through a kubeconfig exec plugin", execInManager)
 	register("receive the manager's token through tokenFile", stealManagerToken)
 	register("read an internal URL's answer through the Cluster status", readInternalURL)
+	register("fill the manager's memory through her Cluster's server", bombTheManager)
 }
 
 // internalOnly is what an internal endpoint answers that alice must never read.
@@ -142,5 +146,58 @@ func readInternalURL(t *testing.T, alice *tenant) {
 	}
 	if !strings.Contains(seen, strings.TrimPrefix(internal.URL, "https://")) {
 		t.Errorf("the status does not name the host: %s", seen)
+	}
+}
+
+// bombTheManager: alice's Clusters name servers that answer every request with a gzip body
+// that inflates to 512 MiB, and with a discovery document of 1 GiB. The manager asks for no
+// compression, refuses the encoding it did not ask for, reads at most
+// --cluster-target-max-response-bytes (8 MiB) of an answer, and the Clusters say why; its
+// resident memory stays far below the shipped 512 Mi limit (it went to 3.8 GiB before).
+func bombTheManager(t *testing.T, alice *tenant) {
+	var b bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&b, gzip.BestCompression)
+	_, _ = io.WriteString(zw, `{"kind":"APIVersions","versions":["v1"],"x":"`)
+	zeros := bytes.Repeat([]byte("0"), 1<<20)
+	for range 512 {
+		_, _ = zw.Write(zeros)
+	}
+	_, _ = io.WriteString(zw, `"}`)
+	_ = zw.Close()
+	bomb := b.Bytes()
+	gzipServer := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Encoding", "gzip")
+		_, _ = w.Write(bomb)
+	}))
+	t.Cleanup(gzipServer.Close)
+	hugeServer := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"kind":"APIVersions","versions":["v1"],"x":"`)
+		for range 1024 {
+			if _, err := w.Write(zeros); err != nil {
+				return // the manager stopped reading
+			}
+		}
+	}))
+	t.Cleanup(hugeServer.Close)
+	bringAlong(t, alice, "gzip-bomb", kubeconfigFor(gzipServer.URL, gzipServer.Certificate(), "    token: anything"))
+	bringAlong(t, alice, "huge-answer", kubeconfigFor(hugeServer.URL, hugeServer.Certificate(), "    token: anything"))
+	for name, want := range map[string]string{"gzip-bomb": "content encoding that was not asked for", "huge-answer": "--cluster-target-max-response-bytes"} {
+		testenv.Eventually(t, name+" to say why", 60*time.Second, func() bool {
+			c := &operatorv1alpha1.Cluster{}
+			if err := alice.client.Get(ctx, client.ObjectKey{Namespace: alice.namespace, Name: name}, c); err != nil {
+				return false
+			}
+			ready := meta.FindStatusCondition(c.Status.Conditions, "Ready")
+			return ready != nil && ready.Reason == operatorv1alpha1.ReasonClusterUnreachable && strings.Contains(ready.Message, want)
+		})
+	}
+	// A few more retries of each, then the high-water mark of the whole run so far.
+	time.Sleep(5 * time.Second)
+	peak := testenv.PeakRSS(shipped.pid)
+	t.Logf("manager peak RSS %d MiB", peak>>20)
+	if peak > 300<<20 {
+		t.Errorf("the manager's peak RSS is %d MiB, over 300 MiB", peak>>20)
 	}
 }

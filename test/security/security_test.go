@@ -95,6 +95,7 @@ var shipped *managerProcess
 // managerProcess is the manager as shipped, under its own ServiceAccount.
 type managerProcess struct {
 	jwksServer string
+	pid        int
 }
 
 // startManager installs config/default and runs `trustplane manager` with the rendered
@@ -115,7 +116,7 @@ func startManager(t *testing.T, extra ...string) *managerProcess {
 		}, extra...)...)
 	p := testenv.StartProcess(t, testenv.Binary(t), args...)
 	p.WaitHTTP200(t, fmt.Sprintf("http://%s/readyz", probes), 60*time.Second)
-	return &managerProcess{jwksServer: jwksServer}
+	return &managerProcess{jwksServer: jwksServer, pid: p.Pid()}
 }
 
 // unchanged fails the test when obj (re-read) is not at the resourceVersion it had.
