@@ -204,6 +204,18 @@ func (c *Connections) checkShoot(ctx context.Context, cluster *operatorv1alpha1.
 	return nil
 }
 
+// Forget drops the connection to a Cluster that is gone (its UID): a deleted Cluster's
+// credentials are not kept for ever (its idle sockets close after client-go's idle
+// timeout, 90 s).
+func (c *Connections) Forget(uid types.UID) { c.cache.Delete(uid) }
+
+// Len is the number of Clusters connected to.
+func (c *Connections) Len() int {
+	n := 0
+	c.cache.Range(func(any, any) bool { n++; return true })
+	return n
+}
+
 func (c *Connections) cached(cluster *operatorv1alpha1.Cluster) (*Target, bool) {
 	t, ok := c.cache.Load(cluster.UID)
 	if !ok {

@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -169,6 +170,10 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	return r, ctrl.NewControllerManagedBy(mgr).Named(Name).
 		For(&operatorv1alpha1.KubeconfigRequest{}, builder.WithPredicates(annotationsOrSpec)).
 		Watches(&operatorv1alpha1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.requestsForCluster)).
+		// A deleted Cluster's connection (credentials, sockets) goes with it.
+		Watches(&operatorv1alpha1.Cluster{}, handler.Funcs{DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.targets.Forget(e.Object.GetUID())
+		}}).
 		// Secrets as metadata only, as secretNameTaken reads them: a brought-along
 		// cluster's kubeconfig appearing or changing, and someone else's Secret in the way
 		// of a publication going away, bring the requests concerned back.
