@@ -118,7 +118,20 @@ var Routes = []Route{
 		Resources: []string{"mutatingwebhookconfigurations", "validatingwebhookconfigurations", "validatingadmissionpolicies", "validatingadmissionpolicybindings",
 			"mutatingadmissionpolicies", "mutatingadmissionpolicybindings"}, Verbs: []string{"create", "update", "patch", "delete", "deletecollection"}},
 	{Name: "persistentvolumes", Why: "creates hostPath volumes, i.e. node filesystem access", Groups: []string{""}, Resources: []string{"persistentvolumes"}, Verbs: workloadVerbs},
+	{Name: "crds", Why: "sets a CRD's conversion webhook, which sees and may rewrite every stored object of that kind, or deletes every object of a kind",
+		Groups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions", "customresourcedefinitions/status"}, Verbs: writeVerbs},
+	{Name: "apiservices", Why: "serves an API group from a service of its choosing, which sees every request (and its credentials' identity) for that group",
+		Groups: []string{"apiregistration.k8s.io"}, Resources: []string{"apiservices", "apiservices/status"}, Verbs: writeVerbs},
+	{Name: "namespaces", Why: "relabels a namespace's Pod Security level (then runs privileged pods: root on the node), makes namespaces outside it, or deletes a namespace and everything in it",
+		Groups: []string{""}, Resources: []string{"namespaces", "namespaces/status", "namespaces/finalize"}, Verbs: writeVerbs},
+	{Name: "endpoints", Why: "points a Service's traffic, the API server's own included, at addresses of its choosing",
+		Groups: []string{"", "discovery.k8s.io"}, Resources: []string{"endpoints", "endpointslices"}, Verbs: writeVerbs},
+	{Name: "proxies", Why: "reaches any Service or pod through the API server's proxy, past network policies and with the API server's address",
+		Groups: []string{""}, Resources: []string{"services/proxy", "pods/proxy"}},
 }
+
+// writeVerbs are the verbs that change objects.
+var writeVerbs = []string{"create", "update", "patch", "delete", "deletecollection"}
 
 // DefaultCeiling forbids privilege escalation, secrets and every route in Routes.
 func DefaultCeiling() Ceiling {

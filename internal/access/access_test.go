@@ -109,6 +109,19 @@ func TestCeiling(t *testing.T) {
 		{"read webhooks", rule([]string{"admissionregistration.k8s.io"}, []string{"validatingwebhookconfigurations"}, []string{"get", "list"}), "", ""},
 		{"create persistentvolumes", rule(core, []string{"persistentvolumes"}, []string{"create"}), "", `route "persistentvolumes"`},
 		{"read persistentvolumes", rule(core, []string{"persistentvolumes"}, []string{"list"}), "", ""},
+		// Issue 37: routes to cluster-admin a tenant took with grants the ceiling let through.
+		{"update CRDs", rule([]string{"apiextensions.k8s.io"}, []string{"customresourcedefinitions"}, []string{"update"}), "", `route "crds"`},
+		{"read CRDs", rule([]string{"apiextensions.k8s.io"}, []string{"customresourcedefinitions"}, []string{"get", "list"}), "", ""},
+		{"create APIServices", rule([]string{"apiregistration.k8s.io"}, []string{"apiservices"}, []string{"create"}), "", `route "apiservices"`},
+		{"patch namespaces", rule(core, []string{"namespaces"}, []string{"patch"}), "", `route "namespaces"`},
+		{"create namespaces", rule(core, []string{"namespaces"}, []string{"create"}), "", `route "namespaces"`},
+		{"list namespaces", rule(core, []string{"namespaces"}, []string{"list"}), "", ""},
+		{"write endpoints", rule(core, []string{"endpoints"}, []string{"update"}), "team", `route "endpoints"`},
+		{"write endpointslices", rule([]string{"discovery.k8s.io"}, []string{"endpointslices"}, []string{"create"}), "team", `route "endpoints"`},
+		{"read endpointslices", rule([]string{"discovery.k8s.io"}, []string{"endpointslices"}, []string{"list"}), "team", ""},
+		{"services/proxy", rule(core, []string{"services/proxy"}, []string{"get"}), "team", `route "proxies"`},
+		{"pods/proxy through pods/*", rule(core, []string{"pods/*"}, []string{"get"}), "team", `route "proxies"`},
+		{"namespaces through verb *", rule(core, []string{"namespaces"}, all), "", `route "namespaces"`},
 	} {
 		got := strings.Join(c.Check([]rbacv1.PolicyRule{tc.rule}, tc.namespace), "; ")
 		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
