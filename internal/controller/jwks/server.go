@@ -94,8 +94,9 @@ func (s *Server) routes() *routeTable {
 }
 
 // Start fills the route table from the caches, keeps it from their events, and serves
-// until ctx ends. It listens only once the table is full, so a replica never answers
-// 404 for a set it has not read yet.
+// until ctx ends. It binds its address first (a taken port fails at once) but accepts
+// connections only once the table is full, so a replica never answers 404 for a set it
+// has not read yet.
 func (s *Server) Start(ctx context.Context) error {
 	ln, err := net.Listen("tcp", s.Addr)
 	if err != nil {
