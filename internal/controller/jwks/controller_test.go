@@ -23,7 +23,7 @@ import (
 )
 
 // expectedDoc is what the published document must be for a single current key.
-func expectedDoc(t *testing.T, c testcerts.Chain) (string, []byte) {
+func expectedDoc(t testing.TB, c testcerts.Chain) (string, []byte) {
 	t.Helper()
 	key, err := jwkset.ParseChain(c.PEM(), "", time.Now())
 	if err != nil {

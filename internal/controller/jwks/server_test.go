@@ -142,7 +142,7 @@ type routedConfig struct {
 // key of its own, and indexes them as Setup does. Each config claims its issuer in
 // order, as the controller would: the first of an issuer holds it. It returns the kid of
 // each config. The server's table is filled by handler (Sync), as Start does.
-func routingServer(t *testing.T, configs ...routedConfig) (*Server, client.Client, map[string]string) {
+func routingServer(t testing.TB, configs ...routedConfig) (*Server, client.Client, map[string]string) {
 	t.Helper()
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).
 		WithIndex(&jwksv1alpha1.JWKSConfig{}, issuerKeyIndex, IssuerKeyIndexOf).Build()
@@ -167,7 +167,7 @@ const claimsNamespace = "trustplane-system"
 
 // addRoutedConfig stores a JWKSConfig with a published set, claiming its issuer if free
 // and allowed (without bindings or server hosts).
-func addRoutedConfig(t *testing.T, c client.Client, rc routedConfig) string {
+func addRoutedConfig(t testing.TB, c client.Client, rc routedConfig) string {
 	t.Helper()
 	ctx := context.Background()
 	kid, doc := expectedDoc(t, newChain(t, testcerts.P256))
@@ -474,12 +474,15 @@ func TestServerTrustsForwardedHostOnlyFromProxies(t *testing.T) {
 func BenchmarkServerRequest(b *testing.B) {
 	for _, size := range []int{0, 1 << 20} {
 		b.Run(fmt.Sprintf("annotations=%dB", size), func(b *testing.B) {
-			t := &testing.T{}
-			s, c, _ := routingServer(t, routedConfig{ns: "bob", name: "idp", issuer: "https://bob.example/x"})
+			s, c, _ := routingServer(b, routedConfig{ns: "bob", name: "idp", issuer: "https://bob.example/x"})
 			cfg := &jwksv1alpha1.JWKSConfig{}
-			_ = c.Get(context.Background(), types.NamespacedName{Namespace: "bob", Name: "idp"}, cfg)
+			if err := c.Get(context.Background(), types.NamespacedName{Namespace: "bob", Name: "idp"}, cfg); err != nil {
+				b.Fatal(err)
+			}
 			cfg.Annotations = map[string]string{"filler": strings.Repeat("x", size)}
-			_ = c.Update(context.Background(), cfg)
+			if err := c.Update(context.Background(), cfg); err != nil {
+				b.Fatal(err)
+			}
 			if err := s.Sync(context.Background()); err != nil {
 				b.Fatal(err)
 			}

@@ -77,7 +77,7 @@ func startManager(t *testing.T, mutate ...func(*Options)) *runningManager {
 
 func newNamespace(t *testing.T) string { return env.Namespace(t, "jwks") }
 
-func newChain(t *testing.T, kt testcerts.KeyType) testcerts.Chain {
+func newChain(t testing.TB, kt testcerts.KeyType) testcerts.Chain {
 	t.Helper()
 	key, err := testcerts.NewKey(kt)
 	if err != nil {
@@ -93,7 +93,7 @@ func renew(t *testing.T, c testcerts.Chain) testcerts.Chain {
 	return issue(t, c.LeafKey)
 }
 
-func issue(t *testing.T, key crypto.Signer) testcerts.Chain {
+func issue(t testing.TB, key crypto.Signer) testcerts.Chain {
 	t.Helper()
 	c, err := testcerts.NewChain(key, "issuer.example", time.Now().Add(-time.Hour), time.Now().Add(90*24*time.Hour))
 	if err != nil {
