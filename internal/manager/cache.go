@@ -3,6 +3,8 @@ package manager
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	crmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
 // stripMetadataOnly is the shared cache's transform for objects watched as metadata only
@@ -17,3 +19,21 @@ func stripMetadataOnly(obj any) (any, error) {
 	}
 	return obj, nil
 }
+
+// AddCache adds a private cache (one a controller builds beside the manager's, to watch a
+// narrower or differently shaped set of objects) to mgr so that it starts, and has synced,
+// with the manager's own cache: before any runnable, on every replica, leader or not.
+//
+// mgr.Add(c) alone puts a cache.Cache among the leader-elected runnables (it does not say
+// NeedLeaderElection), so it starts only once this replica leads, and after the runnables
+// outside leader election: a JWKS server replica then read a cache that had not started
+// (an error that stopped the manager), or, waiting for it, never served at all.
+func AddCache(mgr crmanager.Manager, c cache.Cache) error {
+	return mgr.Add(startsWithManager{c})
+}
+
+// startsWithManager has GetCache, which is how the manager knows a runnable for a cache:
+// it starts those first and waits for them to sync.
+type startsWithManager struct{ cache.Cache }
+
+func (c startsWithManager) GetCache() cache.Cache { return c.Cache }

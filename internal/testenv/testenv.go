@@ -160,15 +160,20 @@ func DecodeYAML(tb testing.TB, raw []byte) []*unstructured.Unstructured {
 
 // RunManager starts a manager against the test control plane with what setup adds to
 // it, and stops it when the test ends or stop is called. Each test may start its own:
-// controller name validation is off, metrics and probes are not served.
-func (e *Env) RunManager(tb testing.TB, setup func(ctrl.Manager) error) (stop func()) {
+// controller name validation is off, metrics and probes are not served; mutate may change
+// the options (leader election, for a replica that does not lead).
+func (e *Env) RunManager(tb testing.TB, setup func(ctrl.Manager) error, mutate ...func(*ctrl.Options)) (stop func()) {
 	tb.Helper()
-	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
+	opts := ctrl.Options{
 		Scheme:                 scheme.New(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             crconfig.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	}
+	for _, m := range mutate {
+		m(&opts)
+	}
+	mgr, err := ctrl.NewManager(e.Config, opts)
 	if err != nil {
 		tb.Fatal(err)
 	}

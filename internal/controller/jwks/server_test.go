@@ -12,9 +12,12 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -504,4 +507,51 @@ func mustParseProxies(t *testing.T, cidrs ...string) []netip.Prefix {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestServerServesOnAReplicaThatDoesNotLead: every replica of the manager serves JWK Sets,
+// the ones waiting for the leader lease too. The server reads the controller's private
+// caches (published ConfigMaps, issuer claims); were those started only by the replica
+// that leads, a standby replica would never serve (or stop on reading a cache that had not
+// started).
+func TestServerServesOnAReplicaThatDoesNotLead(t *testing.T) {
+	startManager(t) // the replica that leads (no election here) and publishes
+	ns := newNamespace(t)
+	putSecret(t, ns, "tls", tlsData(newChain(t, testcerts.P256)))
+	newJWKSConfig(t, ns, "standby", "tls", func(c *jwksv1alpha1.JWKSConfig) { c.Spec.Issuer = "https://" + ns + ".standby.example" })
+	waitReady(t, ns, "standby", metav1.ConditionTrue, jwksv1alpha1.ReasonPublished)
+
+	// Another replica holds the lease for an hour: this one never leads.
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "trustplane-standby"},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity: ptr.To("the-leader"), LeaseDurationSeconds: ptr.To[int32](3600),
+			AcquireTime: &metav1.MicroTime{Time: time.Now()}, RenewTime: &metav1.MicroTime{Time: time.Now()},
+		},
+	}
+	if err := env.Client.Create(context.Background(), lease); err != nil {
+		t.Fatal(err)
+	}
+	opts := DefaultOptions()
+	opts.ServerBindAddress = testenv.FreeAddr(t)
+	env.RunManager(t, func(mgr ctrl.Manager) error {
+		_, err := Setup(mgr, opts)
+		return err
+	}, func(o *ctrl.Options) {
+		o.LeaderElection, o.LeaderElectionNamespace, o.LeaderElectionID = true, ns, lease.Name
+	})
+
+	url := "http://" + opts.ServerBindAddress + "/" + ns + "/standby/jwks.json"
+	testenv.Eventually(t, "the standby replica to serve the published set", 30*time.Second, func() bool {
+		resp, err := http.Get(url)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == 200 && string(body) == getConfigMap(t, ns, "standby-jwks").Data[jwkset.DocumentKey]
+	})
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(lease), lease); err != nil || *lease.Spec.HolderIdentity != "the-leader" {
+		t.Fatalf("the lease changed hands (%v): the test no longer shows a standby replica", err)
+	}
 }

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/trustplane/trustplane/api/certificates"
+	"github.com/trustplane/trustplane/internal/manager"
 	"github.com/trustplane/trustplane/internal/podcert"
 )
 
@@ -54,7 +55,7 @@ func (r *Reconciler) setupCA(mgr ctrl.Manager) error {
 	if err != nil {
 		return err
 	}
-	if err := mgr.Add(secrets); err != nil {
+	if err := manager.AddCache(mgr, secrets); err != nil {
 		return err
 	}
 	key := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: r.opts.CANamespace, Name: r.opts.CASecretName}}

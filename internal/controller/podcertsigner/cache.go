@@ -8,6 +8,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trustplane/trustplane/internal/manager"
 )
 
 // podsAndNodes is the signer's own cache of the pods and nodes a request names: every
@@ -32,7 +34,7 @@ func podsAndNodes(mgr ctrl.Manager) (cache.Cache, error) {
 			return nil, err
 		}
 	}
-	return c, mgr.Add(c)
+	return c, manager.AddCache(mgr, c)
 }
 
 // stripPod keeps of a pod what checkPod compares.

@@ -29,6 +29,7 @@ import (
 
 	"github.com/trustplane/trustplane/api/aggregation"
 	"github.com/trustplane/trustplane/internal/handlers"
+	"github.com/trustplane/trustplane/internal/manager"
 	"github.com/trustplane/trustplane/internal/rbac"
 )
 
@@ -95,7 +96,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		if err != nil {
 			return nil, fmt.Errorf("creating the admission policy cache: %w", err)
 		}
-		if err := mgr.Add(policies); err != nil {
+		if err := manager.AddCache(mgr, policies); err != nil {
 			return nil, fmt.Errorf("adding the admission policy cache: %w", err)
 		}
 		r.Policy = policies

@@ -75,7 +75,7 @@ func (in *inputs) cache(mgr ctrl.Manager, namespaces []string) (cache.Cache, err
 	if err != nil {
 		return nil, fmt.Errorf("creating the input cache: %w", err)
 	}
-	return c, mgr.Add(c)
+	return c, manager.AddCache(mgr, c)
 }
 
 func byNamespace(namespaces []string) map[string]cache.Config {

@@ -215,7 +215,7 @@ func secretPool(mgr ctrl.Manager, namespace string) (*pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := mgr.Add(secrets); err != nil {
+	if err := manager.AddCache(mgr, secrets); err != nil {
 		return nil, err
 	}
 	if _, err := secrets.GetInformer(context.Background(), entry); err != nil {

@@ -90,7 +90,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the TLS Secret cache: %w", err)
 	}
-	if err := mgr.Add(secrets); err != nil {
+	if err := manager.AddCache(mgr, secrets); err != nil {
 		return nil, fmt.Errorf("adding the TLS Secret cache: %w", err)
 	}
 	r := &Reconciler{Reader: secrets, Recorder: mgr.GetEventRecorder("trustplane-" + Name), Clock: opts.Clock,
