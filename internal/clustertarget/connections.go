@@ -29,7 +29,14 @@ import (
 // kubeconfig; a brought-along one carries the policy's --cluster-target-timeout).
 const defaultTimeout = 15 * time.Second
 
+// UnreachableFor is how long a target found unreachable is not tried again: every
+// reconcile meanwhile fails at once with what was found (Target.Prepare), instead of each
+// holding a worker for a timeout. Short, so a target back up is used again within seconds.
+const UnreachableFor = 10 * time.Second
+
 var (
+	// ErrPreparing: another reconcile is preparing the target now; retry shortly.
+	ErrPreparing = errors.New("another reconcile is preparing this cluster; retrying")
 	// ErrClusterGone: the Cluster does not exist (any more).
 	ErrClusterGone = errors.New("cluster not found")
 	// ErrNoWayIn: the Cluster is going and its kubeconfig went first (its namespace is
@@ -50,8 +57,13 @@ type Target struct {
 
 	version   string    // of the kubeconfig Secret it was made from (brought along)
 	refreshAt time.Time // when a fresh admin kubeconfig is due (Gardener)
+	clock     clock.PassiveClock
+
 	mu        sync.Mutex
-	prepared  bool
+	prepared  bool      // prepare succeeded
+	preparing bool      // a prepare runs now
+	downUntil time.Time // found unreachable: failing fast with downErr until then
+	downErr   error
 }
 
 // Endpoint is where the connection reaches the target and what it trusts there: what an
@@ -64,18 +76,92 @@ func (t *Target) Endpoint() access.Endpoint {
 func (t *Target) Redact(err error) error { return Redact(t.Config, t.TenantServer, err) }
 
 // Prepare runs prepare once per connection (again after a failure): what a controller
-// sets up in a target before its first use there.
+// sets up in a target before its first use there. It never makes a worker wait on
+// another: while one reconcile prepares, the others get ErrPreparing at once; and for
+// UnreachableFor after the target was found unreachable (by prepare or by Unreachable),
+// every caller gets that failure at once. So a dead target costs one timeout per
+// UnreachableFor, not one per reconcile, and holds no worker while it is down.
 func (t *Target) Prepare(prepare func() error) error {
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	if err := t.downLocked(); err != nil {
+		t.mu.Unlock()
+		return err
+	}
 	if t.prepared {
+		t.mu.Unlock()
 		return nil
 	}
-	if err := prepare(); err != nil {
+	if t.preparing {
+		t.mu.Unlock()
+		return ErrPreparing
+	}
+	t.preparing = true
+	t.mu.Unlock()
+
+	err := prepare()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.preparing = false
+	if err != nil {
+		t.observeLocked(err)
 		return err
 	}
 	t.prepared = true
 	return nil
+}
+
+// Unreachable records a failed call to the target: when it failed for want of an answer
+// (no connection, a timeout), the target is not tried again for UnreachableFor (Prepare
+// fails at once) and is prepared again afterwards. Other failures change nothing.
+func (t *Target) Unreachable(err error) {
+	if err == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.observeLocked(err)
+}
+
+func (t *Target) observeLocked(err error) {
+	if !IsUnreachable(err) {
+		return
+	}
+	t.prepared = false
+	t.downErr = err
+	t.downUntil = t.now().Add(UnreachableFor)
+}
+
+// Down is the failure the target was found unreachable with, while it is not tried
+// again (UnreachableFor); nil otherwise.
+func (t *Target) Down() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.downLocked()
+}
+
+func (t *Target) downLocked() error {
+	if t.downErr == nil || !t.now().Before(t.downUntil) {
+		return nil
+	}
+	return fmt.Errorf("%w (found so at %s; tried again after %s)", t.downErr,
+		t.downUntil.Add(-UnreachableFor).UTC().Format(time.RFC3339), t.downUntil.UTC().Format(time.RFC3339))
+}
+
+func (t *Target) now() time.Time {
+	if t.clock == nil {
+		return time.Now()
+	}
+	return t.clock.Now()
+}
+
+// IsUnreachable says whether err, from a call to a target, means no answer came: no
+// connection, or none in time. Only the error's types count, never its text.
+func IsUnreachable(err error) bool {
+	var te *tenantkubeconfig.TargetError
+	if errors.As(tenantkubeconfig.Failure("", err), &te) {
+		return te.Class == tenantkubeconfig.Unreachable
+	}
+	return false
 }
 
 // Connections caches a connection per Cluster: a new one costs a TLS handshake and API
@@ -245,7 +331,7 @@ func (c *Connections) connect(cluster *operatorv1alpha1.Cluster, version string,
 	if refreshAt.IsZero() {
 		refreshAt = time.Unix(1<<62, 0)
 	}
-	t := &Target{Name: cluster.Name, Config: cfg, Client: cl, Kube: kube, TenantServer: tenantServer, version: version, refreshAt: refreshAt}
+	t := &Target{Name: cluster.Name, Config: cfg, Client: cl, Kube: kube, TenantServer: tenantServer, version: version, refreshAt: refreshAt, clock: c.Clock}
 	c.cache.Store(cluster.UID, t)
 	return t, nil
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/trustplane/trustplane/internal/finalizer"
 	"github.com/trustplane/trustplane/internal/garden"
 	"github.com/trustplane/trustplane/internal/manager"
+	"github.com/trustplane/trustplane/internal/slots"
 	"github.com/trustplane/trustplane/internal/status"
 	"github.com/trustplane/trustplane/internal/tenantkubeconfig"
 )
@@ -90,16 +91,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 
 // Validate checks the flags.
 func (o Options) Validate() error {
-	switch {
-	case o.Workers < 1:
-		return fmt.Errorf("--cluster-workers must be positive, not %d", o.Workers)
-	case o.WorkersPerNamespace < 1 || o.WorkersPerNamespace > o.Workers:
-		return fmt.Errorf("--cluster-workers-per-namespace must be between 1 and --cluster-workers (%d), not %d", o.Workers, o.WorkersPerNamespace)
-	case o.RetryBaseDelay <= 0:
-		return fmt.Errorf("--cluster-retry-base-delay must be positive, not %v", o.RetryBaseDelay)
-	case o.RetryMaxDelay < o.RetryBaseDelay:
-		return fmt.Errorf("--cluster-retry-max-delay must be at least --cluster-retry-base-delay (%v), not %v", o.RetryBaseDelay, o.RetryMaxDelay)
-	case o.DeletionCleanupTimeout < 0:
+	if err := slots.ValidateFlags(Name, o.Workers, o.WorkersPerNamespace, o.RetryBaseDelay, o.RetryMaxDelay); err != nil {
+		return err
+	}
+	if o.DeletionCleanupTimeout < 0 {
 		return fmt.Errorf("--cluster-deletion-cleanup-timeout must not be negative, not %v", o.DeletionCleanupTimeout)
 	}
 	return o.Kubeconfig.Validate()
@@ -115,7 +110,7 @@ type Reconciler struct {
 	// Options are the flags and dependencies it was set up with.
 	Options Options
 
-	slots namespaceSlots
+	slots slots.PerKey
 }
 
 // +kubebuilder:rbac:groups=operator.kyma-project.io,resources=clusters,verbs=get;list;watch;update;patch
@@ -178,12 +173,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	} else if err != nil {
 		return reconcile.Result{}, err
 	}
-	release, ok := r.slots.acquire(req.Namespace, r.Options.WorkersPerNamespace)
+	release, ok := r.slots.Acquire(req.Namespace, r.Options.WorkersPerNamespace)
 	if !ok {
 		// Every slot of this namespace is taken (by Clusters whose targets may not
 		// answer): give the worker back to the other namespaces and look again soon.
 		// Nothing was done, so there is nothing to report and no backoff to grow.
-		return reconcile.Result{RequeueAfter: slotRetry}, nil
+		return reconcile.Result{RequeueAfter: slots.Retry}, nil
 	}
 	defer release()
 	patcher := status.NewPatcher(c)

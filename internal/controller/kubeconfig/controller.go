@@ -36,6 +36,7 @@ import (
 	"github.com/trustplane/trustplane/internal/finalizer"
 	"github.com/trustplane/trustplane/internal/garden"
 	"github.com/trustplane/trustplane/internal/manager"
+	"github.com/trustplane/trustplane/internal/slots"
 	"github.com/trustplane/trustplane/internal/status"
 	"github.com/trustplane/trustplane/internal/tenantkubeconfig"
 )
@@ -74,6 +75,12 @@ const (
 type Options struct {
 	// Workers is the number of concurrent reconciles.
 	Workers int
+	// WorkersPerNamespace caps the reconciles of one namespace's requests at a time, so
+	// one tenant's requests at a slow or dead target never take every worker: another
+	// tenant's revocation still runs at once.
+	WorkersPerNamespace int
+	// RetryBaseDelay and RetryMaxDelay bound each request's own exponential backoff.
+	RetryBaseDelay, RetryMaxDelay time.Duration
 	// Ceiling is the most any request may be granted.
 	Ceiling access.Ceiling
 	// RotateFraction of a credential's lifetime passes before it is rotated.
@@ -93,7 +100,7 @@ type Options struct {
 
 // DefaultOptions are the flag defaults.
 func DefaultOptions() Options {
-	return Options{Workers: 32, Ceiling: access.DefaultCeiling(), RotateFraction: 2.0 / 3, MaxExpiration: 30 * 24 * time.Hour,
+	return Options{Workers: 32, WorkersPerNamespace: 4, RetryBaseDelay: 500 * time.Millisecond, RetryMaxDelay: 5 * time.Minute, Ceiling: access.DefaultCeiling(), RotateFraction: 2.0 / 3, MaxExpiration: 30 * 24 * time.Hour,
 		Kubeconfig: tenantkubeconfig.DefaultPolicy(), Clock: clock.RealClock{}}
 }
 
@@ -102,6 +109,9 @@ const minExpiration = 600 * time.Second
 
 // Validate says, in one line, what is wrong with the flags.
 func (o *Options) Validate() error {
+	if err := slots.ValidateFlags(Name, o.Workers, o.WorkersPerNamespace, o.RetryBaseDelay, o.RetryMaxDelay); err != nil {
+		return err
+	}
 	if o.MaxExpiration < minExpiration {
 		return fmt.Errorf("--kubeconfig-max-expiration=%s: must be at least %s, the shortest token lifetime", o.MaxExpiration, minExpiration)
 	}
@@ -122,6 +132,9 @@ func (o *Options) ceiling() access.Ceiling {
 // AddFlags registers the options as flags.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Workers, "kubeconfig-workers", o.Workers, "Concurrent KubeconfigRequest reconciles.")
+	fs.IntVar(&o.WorkersPerNamespace, "kubeconfig-workers-per-namespace", o.WorkersPerNamespace, "Most concurrent reconciles of one namespace's KubeconfigRequests (at most --kubeconfig-workers), so one tenant's requests at unreachable clusters cannot hold the others'.")
+	fs.DurationVar(&o.RetryBaseDelay, "kubeconfig-retry-base-delay", o.RetryBaseDelay, "First retry delay of a KubeconfigRequest after a failure; doubles with each further failure of that request.")
+	fs.DurationVar(&o.RetryMaxDelay, "kubeconfig-retry-max-delay", o.RetryMaxDelay, "Longest retry delay of a KubeconfigRequest.")
 	fs.StringSliceVar(&o.Ceiling.ForbiddenVerbs, "kubeconfig-forbidden-verbs", o.Ceiling.ForbiddenVerbs, "Verbs no KubeconfigRequest may be granted.")
 	fs.BoolVar(&o.Ceiling.AllowSecrets, "kubeconfig-allow-secrets", o.Ceiling.AllowSecrets, "Allow KubeconfigRequests to be granted access to secrets and serviceaccounts/token.")
 	fs.BoolVar(&o.Ceiling.AllowWildcardVerbs, "kubeconfig-allow-wildcard-verbs", o.Ceiling.AllowWildcardVerbs, `Allow the verb "*".`)
@@ -145,6 +158,8 @@ type Reconciler struct {
 	// else says so (no watch shows an admin kubeconfig), and only the request whose
 	// reconcile fetched it would notice otherwise.
 	endpointChanges chan event.GenericEvent
+	// slots hold each namespace to opts.WorkersPerNamespace reconciles at a time.
+	slots slots.PerKey
 }
 
 // +kubebuilder:rbac:groups=operator.kyma-project.io,resources=kubeconfigrequests,verbs=get;list;watch;update;patch
@@ -180,7 +195,12 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.requestsUsingKubeconfigSecret)).
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(requestPublishingIn), builder.WithPredicates(deletions)).
 		WatchesRawSource(source.Channel(r.endpointChanges, handler.EnqueueRequestsFromMapFunc(r.requestsForCluster))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: opts.Workers,
+			// Per request only: controller-runtime's default adds a bucket shared by all
+			// requests, through which one tenant's failing requests slowed everyone's.
+			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](opts.RetryBaseDelay, opts.RetryMaxDelay),
+		}).
 		Complete(r)
 }
 
@@ -194,6 +214,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	} else if err != nil {
 		return reconcile.Result{}, err
 	}
+	release, ok := r.slots.Acquire(req.Namespace, r.opts.WorkersPerNamespace)
+	if !ok {
+		// Every slot of this namespace is taken (by requests whose targets may not
+		// answer): give the worker back to the other namespaces and look again soon.
+		return reconcile.Result{RequeueAfter: slots.Retry}, nil
+	}
+	defer release()
 	patcher := status.NewPatcher(kr)
 	result, err := r.reconcileOrFinalize(ctx, kr, patcher)
 	r.observe(kr)

@@ -8,8 +8,8 @@ import (
 
 // TestOptionsValidate: each bad flag value is refused with a one-line error naming the flag.
 func TestOptionsValidate(t *testing.T) {
-	if err := (&Options{MaxExpiration: 30 * 24 * time.Hour}).Validate(); err != nil {
-		t.Errorf("defaults: %v", err)
+	if o := DefaultOptions(); o.Validate() != nil {
+		t.Errorf("defaults: %v", o.Validate())
 	}
 	for _, tc := range []struct {
 		change func(*Options)
@@ -17,6 +17,11 @@ func TestOptionsValidate(t *testing.T) {
 	}{
 		{func(o *Options) { o.MaxExpiration = time.Minute }, "--kubeconfig-max-expiration=1m0s: must be at least 10m0s"},
 		{func(o *Options) { o.Ceiling.Allow = []string{"pods/exec"} }, `--kubeconfig-allowed-routes: route "pods/exec" is unknown`},
+		{func(o *Options) { o.Workers = 0 }, "--kubeconfig-workers must be positive, not 0"},
+		{func(o *Options) { o.WorkersPerNamespace = 33 }, "--kubeconfig-workers-per-namespace must be between 1 and --kubeconfig-workers (32), not 33"},
+		{func(o *Options) { o.WorkersPerNamespace = 0 }, "--kubeconfig-workers-per-namespace must be between 1"},
+		{func(o *Options) { o.RetryBaseDelay = 0 }, "--kubeconfig-retry-base-delay must be positive, not 0s"},
+		{func(o *Options) { o.RetryMaxDelay = time.Millisecond }, "--kubeconfig-retry-max-delay must be at least --kubeconfig-retry-base-delay (500ms), not 1ms"},
 	} {
 		o := DefaultOptions()
 		tc.change(&o)

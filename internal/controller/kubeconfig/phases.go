@@ -22,6 +22,7 @@ import (
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
 	"github.com/trustplane/trustplane/internal/access"
 	"github.com/trustplane/trustplane/internal/clustertarget"
+	"github.com/trustplane/trustplane/internal/slots"
 	"github.com/trustplane/trustplane/internal/status"
 )
 
@@ -39,7 +40,10 @@ func (r *Reconciler) serve(ctx context.Context, kr *operatorv1alpha1.KubeconfigR
 			return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, stale(kr, target, moved, err)
 		}
 	}
-	if err := r.grant(ctx, kr, target, held); err != nil {
+	if err := r.grant(ctx, kr, target, held); errors.Is(err, clustertarget.ErrPreparing) {
+		// Another worker prepares the target now: look again soon, the status as it is.
+		return reconcile.Result{RequeueAfter: slots.Retry}, nil
+	} else if err != nil {
 		return reconcile.Result{}, stale(kr, target, moved, targetUnreachable(target, err))
 	}
 	rotateAt := r.rotateAt(kr)
@@ -69,6 +73,10 @@ func (r *Reconciler) serve(ctx context.Context, kr *operatorv1alpha1.KubeconfigR
 // refused, say a deletion of an old grant), whose grants may be half done. Found by the
 // chaos suite ("kubeconfig: granted as asked").
 func (r *Reconciler) grant(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest, target *clustertarget.Target, held bool) error {
+	// First, as it fails at once for a target found unreachable moments ago.
+	if err := ensureNamespace(ctx, target); err != nil {
+		return err
+	}
 	if held && mayHoldAnOldSpec(kr) {
 		keepRoleIn := ""
 		if kr.Spec.Role != nil {
@@ -404,8 +412,14 @@ func (r *Reconciler) withdraw(ctx context.Context, kr *operatorv1alpha1.Kubeconf
 		return report(err)
 	default:
 		// Left unclassified: the caller says what is pending (a persistent refusal by the
-		// target, RBAC there say, is still recognised as one).
-		if err := deleteEverything(ctx, t.Client, targetName(kr)); err != nil {
+		// target, RBAC there say, is still recognised as one). A target found unreachable
+		// moments ago is not waited for again.
+		err := t.Down()
+		if err == nil {
+			err = deleteEverything(ctx, t.Client, targetName(kr))
+			t.Unreachable(err)
+		}
+		if err != nil {
 			return report(fmt.Errorf("cluster %s: %w", t.Name, t.Redact(err)))
 		}
 	}

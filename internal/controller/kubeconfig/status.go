@@ -25,6 +25,7 @@ func stale(kr *operatorv1alpha1.KubeconfigRequest, target *clustertarget.Target,
 // targetUnreachable reports a failed call to the target cluster, retried with backoff
 // (unless the target refuses it for good: RBAC, policy, quota there).
 func targetUnreachable(target *clustertarget.Target, err error) error {
+	target.Unreachable(err) // found unreachable: the next reconciles fail at once for a while
 	// A brought-along cluster's server is the tenant's choice (maybe an internal URL):
 	// only the class of the failure and the host reach the status.
 	return status.Transient(operatorv1alpha1.ReasonTargetUnreachable, fmt.Errorf("cluster %s: %w", target.Name, target.Redact(err)))

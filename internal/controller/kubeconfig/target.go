@@ -27,9 +27,6 @@ func (r *Reconciler) applyRBAC(ctx context.Context, kr *operatorv1alpha1.Kubecon
 	name := targetName(kr)
 	labels, annotations := requestLabels(kr), requestAnnotations(kr)
 	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: TargetNamespace}}
-	if err := ensureNamespace(ctx, t); err != nil {
-		return err
-	}
 	objs := []client.Object{
 		&corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: TargetNamespace, Labels: labels, Annotations: annotations}},
 	}
