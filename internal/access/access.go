@@ -68,6 +68,10 @@ type Route struct {
 	// Protected: only in the protected namespaces (and cluster-wide rules, which reach
 	// them).
 	Protected bool
+	// AnyResource: every resource of every group (Groups and Resources unset), namespaced
+	// ones only: a cluster-wide rule that names only known cluster-scoped resources
+	// (clusterScoped) does not reach it.
+	AnyResource bool
 	// AllowOnly makes the route the allow-list of its Groups: it is reached by whatever a
 	// rule grants there beyond these resources and verbs (the ones known to yield no
 	// identity or trust) and beyond the other routes, which name what they reach. A
@@ -128,7 +132,27 @@ var Routes = []Route{
 		Groups: []string{"", "discovery.k8s.io"}, Resources: []string{"endpoints", "endpointslices"}, Verbs: writeVerbs},
 	{Name: "proxies", Why: "reaches any Service or pod through the API server's proxy, past network policies and with the API server's address",
 		Groups: []string{""}, Resources: []string{"services/proxy", "pods/proxy"}},
+	{Name: "protected-namespace-writes", Why: "changes what the cluster's own components run and read (in kube-system; on EKS the aws-auth ConfigMap maps IAM identities to system:masters) or the issued credentials' ServiceAccounts",
+		AnyResource: true, Verbs: writeVerbs, Protected: true},
 }
+
+// workloadSecretsWhy is the problem of a rule that writes workloads where secrets are
+// refused: a pod may mount any Secret of its namespace as a volume, so creating one (or
+// changing a pod template) reads secrets.
+const workloadSecretsWhy = "runs pods that may mount any Secret of the namespace as a volume, which reads secrets"
+
+// clusterScoped are the built-in resources that live outside every namespace: a
+// cluster-wide rule naming only these writes nothing in a protected namespace.
+var clusterScoped = []string{"nodes", "namespaces", "persistentvolumes", "componentstatuses", "clusterroles", "clusterrolebindings",
+	"customresourcedefinitions", "apiservices", "mutatingwebhookconfigurations", "validatingwebhookconfigurations", "validatingadmissionpolicies",
+	"validatingadmissionpolicybindings", "mutatingadmissionpolicies", "mutatingadmissionpolicybindings", "storageclasses", "csidrivers", "csinodes",
+	"volumeattachments", "volumeattributesclasses", "priorityclasses", "runtimeclasses", "ingressclasses", "certificatesigningrequests",
+	"clustertrustbundles", "flowschemas", "prioritylevelconfigurations", "tokenreviews", "subjectaccessreviews", "selfsubjectaccessreviews",
+	"selfsubjectrulesreviews", "selfsubjectreviews", "ipaddresses", "servicecidrs", "deviceclasses", "resourceslices"}
+
+// PodSecurityEnforceLabel is the namespace label with the Pod Security level the API
+// server enforces there.
+const PodSecurityEnforceLabel = "pod-security.kubernetes.io/enforce"
 
 // writeVerbs are the verbs that change objects.
 var writeVerbs = []string{"create", "update", "patch", "delete", "deletecollection"}
@@ -187,7 +211,7 @@ func (c Ceiling) Check(rules []rbacv1.PolicyRule, namespace string) []string {
 				continue
 			}
 			what, ok := reach(r, route)
-			if !ok {
+			if !ok || (route.AnyResource && namespace == "" && onlyClusterScoped(r)) {
 				continue
 			}
 			where := ""
@@ -199,8 +223,61 @@ func (c Ceiling) Check(rules []rbacv1.PolicyRule, namespace string) []string {
 			}
 			problems = append(problems, fmt.Sprintf("rule %d reaches %s%s, which %s: not allowed (route %q)", i+1, what, where, route.why(), route.Name))
 		}
+		if !c.allows("secrets") && reaches(r, workloads()) && !reaches(r, routeNamed("secrets")) {
+			problems = append(problems, fmt.Sprintf("rule %d reaches %s, which %s: not allowed (route %q)", i+1, routeWhat(workloads()), workloadSecretsWhy, "secrets"))
+		}
 	}
 	return problems
+}
+
+// PodSecurity returns, for each rule of a Role in namespace that writes workloads, one
+// line saying why it may not: unless the operator allows the route "workloads", pods run
+// only where the API server enforces Pod Security "baseline" or "restricted" (enforce,
+// the namespace's PodSecurityEnforceLabel), which keeps them off the host (no privileged
+// containers, host namespaces or hostPath volumes); and not where the ceiling lets the
+// namespace's labels be changed (route "namespaces"). Protected namespaces and
+// cluster-wide rules are Check's.
+func (c Ceiling) PodSecurity(rules []rbacv1.PolicyRule, namespace, enforce string) []string {
+	if c.allows("workloads") || namespace == "" {
+		return nil
+	}
+	var problems []string
+	for i, r := range rules {
+		if !reaches(r, workloads()) {
+			continue
+		}
+		switch {
+		case c.allows("namespaces"):
+			problems = append(problems, fmt.Sprintf("rule %d reaches %s in namespace %s, whose Pod Security level may be changed (route \"namespaces\" is allowed): not allowed (route %q)",
+				i+1, routeWhat(workloads()), namespace, "workloads"))
+		case enforce != "baseline" && enforce != "restricted":
+			problems = append(problems, fmt.Sprintf("rule %d reaches %s in namespace %s, which does not enforce Pod Security baseline or restricted (%s=%q): its pods could be privileged, share the host's namespaces or mount its filesystem: not allowed (route %q)",
+				i+1, routeWhat(workloads()), namespace, PodSecurityEnforceLabel, enforce, "workloads"))
+		}
+	}
+	return problems
+}
+
+// WritesWorkloads says whether any rule creates or changes workloads: whether PodSecurity
+// needs the namespace's level.
+func WritesWorkloads(rules []rbacv1.PolicyRule) bool {
+	return slices.ContainsFunc(rules, func(r rbacv1.PolicyRule) bool { return reaches(r, workloads()) })
+}
+
+func workloads() Route { return routeNamed("workloads") }
+
+func routeNamed(name string) Route {
+	i := slices.IndexFunc(Routes, func(r Route) bool { return r.Name == name })
+	return Routes[i]
+}
+
+// onlyClusterScoped says whether every resource rule r names is a known cluster-scoped one
+// (never through a wildcard).
+func onlyClusterScoped(r rbacv1.PolicyRule) bool {
+	return !slices.ContainsFunc(r.Resources, func(res string) bool {
+		base, _, _ := strings.Cut(res, "/")
+		return !slices.Contains(clusterScoped, base)
+	})
 }
 
 // reach is what rule r grants of route, worded for the denial; false: nothing.
@@ -270,6 +347,9 @@ func namedByARoute(group, resource, verb string) bool {
 
 func routeWhat(route Route) string {
 	what := strings.Join(route.Resources, ", ")
+	if route.AnyResource {
+		what = "any namespaced resource"
+	}
 	if len(route.Verbs) > 0 {
 		what = strings.Join(route.Verbs, "/") + " on " + what
 	}
@@ -285,11 +365,14 @@ func reaches(r rbacv1.PolicyRule, route Route) bool {
 	if len(groups) == 0 {
 		groups = []string{""}
 	}
-	if !slices.ContainsFunc(groups, func(g string) bool { return g == "*" || slices.Contains(route.Groups, g) }) {
+	if !route.AnyResource && !slices.ContainsFunc(groups, func(g string) bool { return g == "*" || slices.Contains(route.Groups, g) }) {
 		return false
 	}
 	if len(route.Verbs) > 0 && !slices.ContainsFunc(r.Verbs, func(v string) bool { return v == "*" || slices.Contains(route.Verbs, strings.ToLower(v)) }) {
 		return false
+	}
+	if route.AnyResource {
+		return len(r.Resources) > 0
 	}
 	return slices.ContainsFunc(route.Resources, func(want string) bool { return resourceMatches(r.Resources, want) })
 }

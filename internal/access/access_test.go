@@ -56,8 +56,18 @@ func TestCeiling(t *testing.T) {
 		{"patch deployments cluster-wide", rule([]string{"apps"}, []string{"deployments"}, []string{"patch"}), "", `route "workloads"`},
 		{"create cronjobs in kube-system", rule([]string{"batch"}, []string{"cronjobs"}, []string{"create"}), "kube-system", `route "workloads"`},
 		{"create anything in group * in kube-system", rule(all, all, []string{"create"}), "kube-system", `route "workloads"`},
-		{"create pods in the tenant's namespace", rule(core, []string{"pods"}, []string{"create"}), "team", ""},
-		{"delete pods in kube-system", rule(core, []string{"pods"}, []string{"delete"}), "kube-system", ""},
+		{"create pods in the tenant's namespace", rule(core, []string{"pods"}, []string{"create"}), "team", `runs pods that may mount any Secret of the namespace as a volume, which reads secrets: not allowed (route "secrets")`},
+		{"change deployments in the tenant's namespace", rule([]string{"apps"}, []string{"deployments"}, []string{"patch"}), "team", `route "secrets"`},
+		{"read pods in the tenant's namespace", rule(core, []string{"pods"}, []string{"get", "list"}), "team", ""},
+		{"delete pods in kube-system", rule(core, []string{"pods"}, []string{"delete"}), "kube-system", `route "protected-namespace-writes"`},
+		// Issue 37: every write in kube-system, aws-auth the best known.
+		{"update configmaps in kube-system", rule(core, []string{"configmaps"}, []string{"update"}), "kube-system", `any namespaced resource in namespace kube-system`},
+		{"read configmaps in kube-system", rule(core, []string{"configmaps"}, []string{"get", "list", "watch"}), "kube-system", ""},
+		{"write configmaps cluster-wide", rule(core, []string{"configmaps"}, []string{"create"}), "", `route "protected-namespace-writes"`},
+		{"write a custom resource cluster-wide", rule([]string{"example.com"}, []string{"widgets"}, []string{"patch"}), "", `route "protected-namespace-writes"`},
+		{"write leases in the tenant's namespace", rule([]string{"coordination.k8s.io"}, []string{"leases"}, []string{"update"}), "team", ""},
+		{"write storageclasses cluster-wide", rule([]string{"storage.k8s.io"}, []string{"storageclasses"}, []string{"create"}), "", ""},
+		{"write every resource cluster-wide", rule(all, all, []string{"delete"}), "", `route "protected-namespace-writes"`},
 		{"nodes/proxy", rule(core, []string{"nodes/proxy"}, []string{"get"}), "", `route "nodes-proxy"`},
 		{"nodes/* ", rule(core, []string{"nodes/*"}, []string{"get"}), "", `route "nodes-proxy"`},
 		{"read nodes", rule(core, []string{"nodes"}, []string{"get", "list"}), "", ""},
@@ -160,27 +170,29 @@ func TestCertificatesRoutesAreAllowedByName(t *testing.T) {
 		return []rbacv1.PolicyRule{{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{resource}, Verbs: verbs}}
 	}
 	for _, tc := range []struct {
-		route string
-		rules []rbacv1.PolicyRule
+		route     string
+		rules     []rbacv1.PolicyRule
+		namespace string // of a Role; "": cluster-wide
 	}{
-		{"csr-nodeclient", certs("certificatesigningrequests/nodeclient", "create")},
-		{"csr-selfnodeclient", certs("certificatesigningrequests/selfnodeclient", "create")},
-		{"csr-approval", certs("certificatesigningrequests/approval", "update", "patch")},
-		{"csr-approval", certs("signers", "approve")},
-		{"csr-signing", certs("certificatesigningrequests/status", "update")},
-		{"trust-bundles", certs("signers", "attest")},
-		{"trust-bundles", certs("clustertrustbundles", "create", "update", "delete")},
-		{"pod-certificates", certs("podcertificaterequests", "create")},
-		{"pod-certificates", certs("podcertificaterequests/status", "patch")},
-		{"certificates-other", certs("certificatesigningrequests", "update", "delete")},
+		{"csr-nodeclient", certs("certificatesigningrequests/nodeclient", "create"), ""},
+		{"csr-selfnodeclient", certs("certificatesigningrequests/selfnodeclient", "create"), ""},
+		{"csr-approval", certs("certificatesigningrequests/approval", "update", "patch"), ""},
+		{"csr-approval", certs("signers", "approve"), ""},
+		{"csr-signing", certs("certificatesigningrequests/status", "update"), ""},
+		{"trust-bundles", certs("signers", "attest"), ""},
+		{"trust-bundles", certs("clustertrustbundles", "create", "update", "delete"), ""},
+		// Namespaced: cluster-wide, they would write in kube-system too.
+		{"pod-certificates", certs("podcertificaterequests", "create"), "team"},
+		{"pod-certificates", certs("podcertificaterequests/status", "patch"), "team"},
+		{"certificates-other", certs("certificatesigningrequests", "update", "delete"), ""},
 	} {
 		c := DefaultCeiling()
-		denied := strings.Join(c.Check(tc.rules, ""), "; ")
+		denied := strings.Join(c.Check(tc.rules, tc.namespace), "; ")
 		if !strings.Contains(denied, `route "`+tc.route+`"`) {
 			t.Errorf("%v by default: %q, want route %q", tc.rules[0], denied, tc.route)
 		}
 		c.Allow = []string{tc.route}
-		if p := c.Check(tc.rules, ""); len(p) != 0 {
+		if p := c.Check(tc.rules, tc.namespace); len(p) != 0 {
 			t.Errorf("%v with %s allowed: %v", tc.rules[0], tc.route, p)
 		}
 	}
@@ -299,5 +311,47 @@ func TestAdminBindingsAreScopedToTheirCluster(t *testing.T) {
 	}
 	if len(crb.Name) > 253 {
 		t.Errorf("name %q too long", crb.Name)
+	}
+}
+
+// TestWorkloadsRunOnlyWherePodSecurityHoldsThem: with secrets allowed, a Role may create
+// pods only in a namespace enforcing Pod Security baseline or restricted, and only while
+// the ceiling refuses namespace writes (which could change that level); the operator may
+// allow workloads anywhere by name.
+func TestWorkloadsRunOnlyWherePodSecurityHoldsThem(t *testing.T) {
+	pods := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create", "get"}}}
+	reads := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}}}
+	c := DefaultCeiling()
+	c.AllowSecrets = true
+	if p := c.Check(pods, "team"); len(p) != 0 {
+		t.Fatalf("pods create with secrets allowed: %v", p)
+	}
+	if !WritesWorkloads(pods) || WritesWorkloads(reads) {
+		t.Error("WritesWorkloads does not tell a pod create from a read")
+	}
+	for enforce, want := range map[string]string{
+		"":           `does not enforce Pod Security baseline or restricted (pod-security.kubernetes.io/enforce=""): its pods could be privileged, share the host's namespaces or mount its filesystem: not allowed (route "workloads")`,
+		"privileged": `(pod-security.kubernetes.io/enforce="privileged")`,
+		"Baseline":   `route "workloads"`,
+		"baseline":   "",
+		"restricted": "",
+	} {
+		got := strings.Join(c.PodSecurity(pods, "team", enforce), "; ")
+		if (want == "") != (got == "") || !strings.Contains(got, want) {
+			t.Errorf("enforce=%q: %q, want %q", enforce, got, want)
+		}
+	}
+	if p := c.PodSecurity(reads, "team", ""); len(p) != 0 {
+		t.Errorf("reading pods needs no Pod Security: %v", p)
+	}
+	relabel := c
+	relabel.Allow = []string{"namespaces"}
+	if p := strings.Join(relabel.PodSecurity(pods, "team", "restricted"), "; "); !strings.Contains(p, `whose Pod Security level may be changed (route "namespaces" is allowed)`) {
+		t.Errorf("with namespace writes allowed: %q", p)
+	}
+	anywhere := c
+	anywhere.Allow = []string{"workloads"}
+	if p := anywhere.PodSecurity(pods, "team", "privileged"); len(p) != 0 {
+		t.Errorf("with workloads allowed: %v", p)
 	}
 }

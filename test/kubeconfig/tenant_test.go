@@ -13,9 +13,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
+	"github.com/trustplane/trustplane/internal/access"
 	kubeconfigctrl "github.com/trustplane/trustplane/internal/controller/kubeconfig"
 	"github.com/trustplane/trustplane/internal/shoot"
 )
@@ -135,6 +137,9 @@ func TestCeilingDeniesEscalationRoutes(t *testing.T) {
 		"t37-endpointslice": {role("team", []string{"discovery.k8s.io"}, []string{"endpointslices"}, []string{"create", "update"}), "endpoints"},
 		"t37-endpoints":     {role("team", core, []string{"endpoints"}, []string{"update"}), "endpoints"},
 		"t37-proxy":         {role("team", core, []string{"services/proxy"}, []string{"get"}), "proxies"},
+		"t37-aws-auth":      {role("kube-system", core, []string{"configmaps"}, []string{"update", "patch"}), "protected-namespace-writes"},
+		"t37-cluster-write": {cluster(core, []string{"configmaps"}, []string{"create"}), "protected-namespace-writes"},
+		"t37-pod-secrets":   {role("team", core, []string{"pods"}, []string{"create"}), `route "secrets"`},
 		"t17-escalate":      {cluster([]string{"rbac.authorization.k8s.io"}, []string{"roles"}, []string{"escalate"}), `verb "escalate"`},
 		"t17-bind":          {role("team", []string{"rbac.authorization.k8s.io"}, []string{"rolebindings"}, []string{"bind"}), `verb "bind"`},
 		"t17-impersonate":   {cluster(core, []string{"users"}, []string{"impersonate"}), `verb "impersonate"`},
@@ -189,4 +194,65 @@ func TestExpirationOverTheMaximumIsRefused(t *testing.T) {
 	if err := mgmt.Client.Create(ctx, tooLong); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.expiration") {
 		t.Errorf("expiration of 400 days: %v", err)
 	}
+}
+
+// TestPodsRunOnlyWherePodSecurityIsEnforced: with secrets allowed, a Role that creates pods
+// is issued only for a namespace of the target that enforces Pod Security baseline (the
+// target's own admission then refuses a privileged hostPath pod made with it); in a
+// namespace without, it is denied naming the label; relabelling the namespace privileged
+// withdraws the kubeconfig at the next reconcile.
+func TestPodsRunOnlyWherePodSecurityIsEnforced(t *testing.T) {
+	opts := kubeconfigctrl.DefaultOptions()
+	opts.Ceiling.AllowSecrets = true
+	setupWith(t, opts, nil)
+	for name, labels := range map[string]map[string]string{
+		"psa-none":     nil,
+		"psa-baseline": {access.PodSecurityEnforceLabel: "baseline"},
+	} {
+		if err := target.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}); client.IgnoreAlreadyExists(err) != nil {
+			t.Fatal(err)
+		}
+	}
+	podsIn := func(name, namespace string) *operatorv1alpha1.KubeconfigRequest {
+		return &operatorv1alpha1.KubeconfigRequest{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: operatorv1alpha1.KubeconfigRequestSpec{Cluster: "target", Expiration: 3600, Role: &operatorv1alpha1.RoleSpec{Namespace: namespace,
+				Rules: []operatorv1alpha1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create", "get"}}}}}}
+	}
+	createAll(t, podsIn("t37-pods-no-psa", "psa-none"), podsIn("t37-pods-baseline", "psa-baseline"))
+	deletedAtTheEnd(t, "t37-pods-no-psa", "t37-pods-baseline")
+
+	kr := waitConditions(t, ns, "t37-pods-no-psa", "Ready=False/Denied", "Stalled=True/Denied")
+	if m := readyMessage(kr); !strings.Contains(m, `does not enforce Pod Security baseline or restricted (pod-security.kubernetes.io/enforce="")`) || !strings.Contains(m, `route "workloads"`) {
+		t.Errorf("denial %q", m)
+	}
+	nothingIssued(t, kr)
+
+	kr = waitConditions(t, ns, "t37-pods-baseline", "Ready=True/Issued")
+	kc := clientFrom(t, kr)
+	privileged := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "node-root", Namespace: "psa-baseline"}, Spec: corev1.PodSpec{
+		HostPID: true,
+		Containers: []corev1.Container{{Name: "c", Image: "busybox", SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
+			VolumeMounts: []corev1.VolumeMount{{Name: "root", MountPath: "/host"}}}},
+		Volumes: []corev1.Volume{{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}},
+	}}
+	if _, err := kc.CoreV1().Pods("psa-baseline").Create(ctx, privileged, metav1.CreateOptions{}); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "violates PodSecurity") {
+		t.Errorf("a privileged hostPath pod made with the issued kubeconfig: %v", err)
+	}
+	plain := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: "psa-baseline"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+	if _, err := kc.CoreV1().Pods("psa-baseline").Create(ctx, plain, metav1.CreateOptions{}); err != nil {
+		t.Errorf("a baseline pod made with the issued kubeconfig: %v", err)
+	}
+
+	// Someone else relabels the namespace privileged: the next reconcile withdraws.
+	namespace := &corev1.Namespace{}
+	if err := target.Client.Get(ctx, client.ObjectKey{Name: "psa-baseline"}, namespace); err != nil {
+		t.Fatal(err)
+	}
+	namespace.Labels[access.PodSecurityEnforceLabel] = "privileged"
+	if err := target.Client.Update(ctx, namespace); err != nil {
+		t.Fatal(err)
+	}
+	patchAnnotation(t, "t37-pods-baseline", "example.com/look-again", "now")
+	kr = waitConditions(t, ns, "t37-pods-baseline", "Ready=False/Denied", "Stalled=True/Denied")
+	nothingIssued(t, kr)
 }

@@ -292,6 +292,11 @@ func (r *Reconciler) reconcile(ctx context.Context, kr *operatorv1alpha1.Kubecon
 	if err != nil {
 		return reconcile.Result{}, status.Transient(operatorv1alpha1.ReasonClusterNotReady, err)
 	}
+	if problems, err := r.podSecurity(ctx, kr, target); err != nil {
+		return reconcile.Result{}, targetUnreachable(target, err)
+	} else if len(problems) > 0 {
+		return reconcile.Result{}, r.deny(ctx, kr, operatorv1alpha1.ReasonDenied, fmt.Sprintf("denied: %s", strings.Join(problems, "; ")))
+	}
 	// Recorded, and stored, before anything is written there: whatever happens next (the
 	// manager killed mid-way, the status write at the end failing), what the request holds
 	// in that cluster can be found and withdrawn. Set only in memory, a request deleted

@@ -182,6 +182,29 @@ func (r *Reconciler) overCeiling(kr *operatorv1alpha1.KubeconfigRequest) []strin
 	return problems
 }
 
+// podSecurity is why the request's Role may not write workloads in its namespace of the
+// target: only where the target enforces Pod Security baseline or restricted
+// (access.Ceiling.PodSecurity). The level is read from the target on every reconcile that
+// needs it, so a namespace relabelled to privileged is seen at the next one (a rotation,
+// or any change of the request's annotations).
+func (r *Reconciler) podSecurity(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest, target *clustertarget.Target) ([]string, error) {
+	if kr.Spec.Role == nil || !access.WritesWorkloads(toRBAC(kr.Spec.Role.Rules)) {
+		return nil, nil
+	}
+	if err := target.Down(); err != nil {
+		return nil, err
+	}
+	ns := &corev1.Namespace{}
+	if err := target.Client.Get(ctx, client.ObjectKey{Name: kr.Spec.Role.Namespace}, ns); client.IgnoreNotFound(err) != nil {
+		return nil, fmt.Errorf("reading namespace %s: %w", kr.Spec.Role.Namespace, err)
+	}
+	var problems []string
+	for _, p := range r.opts.ceiling().PodSecurity(toRBAC(kr.Spec.Role.Rules), kr.Spec.Role.Namespace, ns.Labels[access.PodSecurityEnforceLabel]) {
+		problems = append(problems, "role "+p)
+	}
+	return problems, nil
+}
+
 // rotate issues a (first or new) credential, resets the rotate annotation when it asked
 // for this, and prunes the bindings of expired credentials.
 func (r *Reconciler) rotate(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest, target *clustertarget.Target, rotateNow bool, now time.Time) error {
