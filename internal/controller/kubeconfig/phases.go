@@ -205,6 +205,10 @@ func (r *Reconciler) podSecurity(ctx context.Context, kr *operatorv1alpha1.Kubec
 	return problems, nil
 }
 
+// errStaleRequest: the cache has an older request than the one stored; the reconcile is
+// retried (with backoff) once the cache has caught up, which takes moments.
+var errStaleRequest = errors.New("the request read is not the one stored yet (the cache trails a status write); retrying")
+
 // rotate issues a (first or new) credential, resets the rotate annotation when it asked
 // for this, and prunes the bindings of expired credentials.
 func (r *Reconciler) rotate(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest, target *clustertarget.Target, rotateNow bool, now time.Time) error {
@@ -224,6 +228,18 @@ func (r *Reconciler) rotate(ctx context.Context, kr *operatorv1alpha1.Kubeconfig
 		handedOut = access.BoundSecretOf(raw)
 	}
 	rotating := kr.Status.Kubeconfig != ""
+	if !rotating {
+		// A first issue acts only on the request as stored: a cache that has not seen the
+		// status of the reconcile that just issued (another event brought the request back
+		// at once) would issue a second credential no status names, live until it expires.
+		stored := &operatorv1alpha1.KubeconfigRequest{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(kr), stored); err != nil {
+			return fmt.Errorf("reading KubeconfigRequest %s/%s: %w", kr.Namespace, kr.Name, err)
+		}
+		if stored.Status.Kubeconfig != "" {
+			return errStaleRequest
+		}
+	}
 	binding, err := r.issue(ctx, kr, target, now)
 	if err != nil {
 		return err
