@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # Build: docker build -t ghcr.io/trustplane/trustplane:dev .
-FROM golang:1.26 AS build
+FROM golang:1.27.3 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download

@@ -22,6 +22,18 @@ export TRUSTPLANE_BIN := $(BIN)
 
 GO_TEST_FLAGS ?= -timeout 30m
 
+# Every build, tool and test runs on this Go, which the go command takes from the module
+# proxy (a machine's own Go ignores go.mod's toolchain line): its standard library has the
+# fixes govulncheck asks for (crypto/x509, crypto/tls, net/http; go1.26.8 has not).
+export GOTOOLCHAIN := go1.27.3
+
+# The offline vulnerability database `make vuln` builds: the database's source, the module
+# golang.org/x/vulndb, pinned by version and checksum (vuln.go.dev is not reachable here).
+VULNDB_VERSION := v0.0.0-20261105234957-e22db6528018
+VULNDB_SUM     := h1:mfngRv0Yoh0VApsXKEN82CjD99kl7mtparN3bs3JnqI=
+VULNDB         := $(BIN)/vulndb/$(VULNDB_VERSION)
+GOVULNCHECK    := $(BIN)/vuln/govulncheck
+
 ##@ Everyday
 
 .PHONY: run
@@ -29,7 +41,7 @@ run: k8s-bins run-program ## Run every controller against a local control plane 
 	exec $(BIN)/trustplane-run --dir .local
 
 .PHONY: test
-test: k8s-bins tools test-deps lint ## Lint, then run every test against a real kube-apiserver + etcd.
+test: k8s-bins tools test-deps lint vuln ## Lint and govulncheck, then run every test against a real kube-apiserver + etcd.
 	go test $(GO_TEST_FLAGS) ./...
 	cd test/k8speers && go test $(GO_TEST_FLAGS) ./...
 
@@ -60,7 +72,7 @@ lint: lint-tool ## Lint every Go package (golangci-lint pinned in hack/lint, con
 
 .PHONY: fmt
 fmt: ## gofmt every Go file.
-	gofmt -w $$(git ls-files '*.go')
+	$$(go env GOROOT)/bin/gofmt -w $$(git ls-files '*.go')
 
 .PHONY: k8s-bins
 k8s-bins: ## Build kube-apiserver, etcd, kube-controller-manager and kubectl v1.37.1 into bin/k8s (once).
@@ -70,6 +82,21 @@ k8s-bins: ## Build kube-apiserver, etcd, kube-controller-manager and kubectl v1.
 .PHONY: tools
 tools: ## Build the pinned controller-gen and helm into bin/ (once).
 	hack/build-cached.sh hack/tools $(BIN) sigs.k8s.io/controller-tools/cmd/controller-gen helm.sh/helm/v4/cmd/helm
+
+.PHONY: vuln
+vuln: vuln-tool $(VULNDB)/index/modules.json ## govulncheck ./... against the pinned offline database; fails on a reachable vulnerability.
+	$(GOVULNCHECK) -db file://$(VULNDB) ./...
+
+.PHONY: vuln-tool
+vuln-tool: ## Build the pinned govulncheck into bin/vuln (once).
+	hack/build-cached.sh hack/vuln $(BIN)/vuln golang.org/x/vuln/cmd/govulncheck
+
+# Built once per VULNDB_VERSION from the module's data/osv, after checking its checksum.
+$(VULNDB)/index/modules.json:
+	info=$$(cd hack/vuln && GOFLAGS=-mod=mod go mod download -json golang.org/x/vulndb@$(VULNDB_VERSION)); \
+	sum=$$(echo "$$info" | sed -n 's/^\t"Sum": "\(.*\)",$$/\1/p'); dir=$$(echo "$$info" | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p'); \
+	if [ "$$sum" != "$(VULNDB_SUM)" ]; then echo "golang.org/x/vulndb@$(VULNDB_VERSION) has checksum '$$sum', want $(VULNDB_SUM)"; exit 1; fi; \
+	rm -rf $(VULNDB).tmp && go run ./hack/vulndb "$$dir/data/osv" $(VULNDB).tmp $(VULNDB_VERSION) && rm -rf $(VULNDB) && mv $(VULNDB).tmp $(VULNDB)
 
 .PHONY: lint-tool
 lint-tool: ## Build the pinned golangci-lint into bin/lint (once).

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds Go commands from one of the hack/ modules into an output folder, once: the build is
-# skipped while the recipe is unchanged: the module's go.mod/go.sum (and so every pinned
-# version) and, when the module has an ldflags.sh, the -ldflags it prints.
+# skipped while the recipe is unchanged: the Go version, the module's go.mod/go.sum (and so
+# every pinned version) and, when the module has an ldflags.sh, the -ldflags it prints.
+# (A tool that loads packages must be built by the Go that builds them: one built by an
+# older Go refuses files that need the newer one.)
 # Usage: hack/build-cached.sh MODULE_DIR OUT_DIR PACKAGE...
 set -euo pipefail
 module_dir=$1 out_dir=$2
@@ -11,8 +13,8 @@ extra_ldflags=
 if [ -f "$module_dir/ldflags.sh" ]; then
   extra_ldflags=$(cd "$module_dir" && bash ./ldflags.sh)
 fi
-# Without ldflags.sh the stamp is the hash of go.mod and go.sum alone, as it always was.
-want=$({ cat "$module_dir/go.mod" "$module_dir/go.sum"; [ -z "$extra_ldflags" ] || echo "$extra_ldflags"; } | sha256sum | cut -d' ' -f1)
+go_version=$(go env GOVERSION)
+want=$({ echo "$go_version"; cat "$module_dir/go.mod" "$module_dir/go.sum"; [ -z "$extra_ldflags" ] || echo "$extra_ldflags"; } | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   missing=0
   for pkg in "$@"; do [ -x "$out_dir/$(basename "$pkg")" ] || missing=1; done

@@ -289,8 +289,8 @@ func TestGardenerClusterLifecycle(t *testing.T) {
 		"spec.controlPlane.highAvailability.failureTolerance.type":             "zone", // purpose production
 		"spec.provider.infrastructureConfig.kind":                              "InfrastructureConfig",
 		"spec.provider.infrastructureConfig.networks.vpc.cidr":                 "10.250.0.0/16",
-		"metadata.labels.plan":                                                 "trial",
-		"metadata.labels.globalaccountid":                                      "abcd-0001",
+		"metadata.labels.plan":            "trial",
+		"metadata.labels.globalaccountid": "abcd-0001",
 	}
 	for path, v := range want {
 		if got, _, _ := unstructured.NestedFieldNoCopy(s.Object, strings.Split(path, ".")...); got != v {

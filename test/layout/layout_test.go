@@ -23,7 +23,7 @@ const module = "github.com/trustplane/trustplane/"
 var root = filepath.Join("..", "..")
 
 // pure are the packages of internal/ that hold pure logic: no client of any API server.
-var pure = []string{"access", "atomicfile", "checksum", "config", "credentialpool", "debounce", "jwkset", "podcert", "rbac", "scheme", "shoot", "tenantkubeconfig", "testcerts", "version"}
+var pure = []string{"access", "atomicfile", "checksum", "config", "credentialpool", "debounce", "jwkset", "podcert", "rbac", "scheme", "shoot", "slots", "tenantkubeconfig", "testcerts", "version"}
 
 // reasonArgument is, per called function or method name, the position of its reason
 // argument: status.* helpers, status.Set, and an EventRecorder's Eventf.
