@@ -122,8 +122,24 @@ func (t *Target) Unreachable(err error) {
 	t.observeLocked(err)
 }
 
+// DownError is the failure a target was found unreachable with, while it is not tried
+// again: RetryIn says when it will be.
+type DownError struct {
+	Err     error
+	At      time.Time
+	RetryIn time.Duration
+}
+
+func (e *DownError) Error() string {
+	return fmt.Sprintf("%v (found so at %s; tried again in %s)", e.Err, e.At.UTC().Format(time.RFC3339), e.RetryIn.Round(time.Second))
+}
+
+func (e *DownError) Unwrap() error { return e.Err }
+
 func (t *Target) observeLocked(err error) {
-	if !IsUnreachable(err) {
+	var down *DownError
+	if errors.As(err, &down) || !IsUnreachable(err) { // a DownError is what was seen before
+
 		return
 	}
 	t.prepared = false
@@ -143,8 +159,7 @@ func (t *Target) downLocked() error {
 	if t.downErr == nil || !t.now().Before(t.downUntil) {
 		return nil
 	}
-	return fmt.Errorf("%w (found so at %s; tried again after %s)", t.downErr,
-		t.downUntil.Add(-UnreachableFor).UTC().Format(time.RFC3339), t.downUntil.UTC().Format(time.RFC3339))
+	return &DownError{Err: t.downErr, At: t.downUntil.Add(-UnreachableFor), RetryIn: t.downUntil.Sub(t.now())}
 }
 
 func (t *Target) now() time.Time {

@@ -49,6 +49,15 @@ func (r *Reconciler) serve(ctx context.Context, kr *operatorv1alpha1.KubeconfigR
 	rotateAt := r.rotateAt(kr)
 	rotateNow := kr.Annotations[operatorv1alpha1.RotateAnnotation] == "true"
 	if kr.Status.Kubeconfig == "" || rotateNow || !now.Before(rotateAt) || moved != "" {
+		if kr.Status.Kubeconfig == "" {
+			// A first issue acts only on the request as stored: a cache that has not seen
+			// the status of the reconcile that just issued (another event brought the
+			// request back at once) would issue a second credential no status names, live
+			// until it expires. The cache catches up within moments; the status stays.
+			if issued, err := r.issuedAlready(ctx, kr); err != nil || issued {
+				return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, err
+			}
+		}
 		if err := r.rotate(ctx, kr, target, rotateNow, now); err != nil {
 			return reconcile.Result{}, stale(kr, target, moved, err)
 		}
@@ -205,9 +214,14 @@ func (r *Reconciler) podSecurity(ctx context.Context, kr *operatorv1alpha1.Kubec
 	return problems, nil
 }
 
-// errStaleRequest: the cache has an older request than the one stored; the reconcile is
-// retried (with backoff) once the cache has caught up, which takes moments.
-var errStaleRequest = errors.New("the request read is not the one stored yet (the cache trails a status write); retrying")
+// issuedAlready says whether the request as stored already holds a kubeconfig.
+func (r *Reconciler) issuedAlready(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest) (bool, error) {
+	stored := &operatorv1alpha1.KubeconfigRequest{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(kr), stored); err != nil {
+		return false, fmt.Errorf("reading KubeconfigRequest %s/%s: %w", kr.Namespace, kr.Name, err)
+	}
+	return stored.Status.Kubeconfig != "", nil
+}
 
 // rotate issues a (first or new) credential, resets the rotate annotation when it asked
 // for this, and prunes the bindings of expired credentials.
@@ -228,18 +242,6 @@ func (r *Reconciler) rotate(ctx context.Context, kr *operatorv1alpha1.Kubeconfig
 		handedOut = access.BoundSecretOf(raw)
 	}
 	rotating := kr.Status.Kubeconfig != ""
-	if !rotating {
-		// A first issue acts only on the request as stored: a cache that has not seen the
-		// status of the reconcile that just issued (another event brought the request back
-		// at once) would issue a second credential no status names, live until it expires.
-		stored := &operatorv1alpha1.KubeconfigRequest{}
-		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(kr), stored); err != nil {
-			return fmt.Errorf("reading KubeconfigRequest %s/%s: %w", kr.Namespace, kr.Name, err)
-		}
-		if stored.Status.Kubeconfig != "" {
-			return errStaleRequest
-		}
-	}
 	binding, err := r.issue(ctx, kr, target, now)
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package kubeconfig
 
 import (
+	"errors"
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,6 +26,11 @@ func stale(kr *operatorv1alpha1.KubeconfigRequest, target *clustertarget.Target,
 // targetUnreachable reports a failed call to the target cluster, retried with backoff
 // (unless the target refuses it for good: RBAC, policy, quota there).
 func targetUnreachable(target *clustertarget.Target, err error) error {
+	if down := (*clustertarget.DownError)(nil); errors.As(err, &down) {
+		// Found unreachable moments ago: come back when it is tried again, with no backoff
+		// grown by failures that tried nothing.
+		return status.Waiting(operatorv1alpha1.ReasonTargetUnreachable, "cluster %s: %v", target.Name, target.Redact(down.Err)).After(down.RetryIn)
+	}
 	target.Unreachable(err) // found unreachable: the next reconciles fail at once for a while
 	// A brought-along cluster's server is the tenant's choice (maybe an internal URL):
 	// only the class of the failure and the host reach the status.

@@ -319,6 +319,10 @@ func TestDedicatedCredentialsOnlyForGrantedAccounts(t *testing.T) {
 	}
 	for _, account := range accounts {
 		notGranted(t, tenant, account, account)
+		// The event is written after the status, by the recorder's own goroutine.
+		testenv.Eventually(t, account+"'s Warning event", 30*time.Second, func() bool {
+			return len(testenv.WarningEvents(t, env.Client, tenant, account, cp.ReasonGlobalAccountNotGranted)) > 0
+		})
 		if events := testenv.WarningEvents(t, env.Client, tenant, account, cp.ReasonGlobalAccountNotGranted); len(events) != 1 {
 			t.Errorf("%s: %d Warning events %s, want 1", account, len(events), cp.ReasonGlobalAccountNotGranted)
 		}
