@@ -19,9 +19,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	"github.com/trustplane/trustplane/internal/jwkset"
@@ -49,9 +51,12 @@ type Server struct {
 	// Addr is the listen address.
 	Addr string
 	// Configs reads JWKSConfigs, with issuerKeyIndex; ConfigMaps reads the published
-	// ConfigMaps (the private cache of what the controller made). The table follows them
-	// through the controller addServer sets up (Reconcile), and Sync reads them whole.
+	// ConfigMaps (the private cache of what the controller made).
 	Configs, ConfigMaps client.Reader
+	// ConfigInformers, ConfigMapInformers and ClaimInformers are the caches whose events
+	// keep the route table: JWKSConfigs, their ConfigMaps, the issuer claims. Without
+	// them (tests) the table changes only with Sync.
+	ConfigInformers, ConfigMapInformers, ClaimInformers cache.Informers
 	// Claims says which JWKSConfig holds an issuer, and which hosts are the server's own.
 	Claims *IssuerClaims
 	// TrustedProxies are the peers whose X-Forwarded-Host is believed
@@ -66,6 +71,7 @@ type Server struct {
 
 	routesOnce sync.Once
 	table      *routeTable
+	queue      workqueue.TypedRateLimitingInterface[types.NamespacedName]
 	serving    atomic.Bool
 }
 
@@ -99,12 +105,19 @@ func (s *Server) Start(ctx context.Context) error {
 	if s.Limits.MaxConnections > 0 {
 		ln = netutil.LimitListener(ln, s.Limits.MaxConnections)
 	}
-	// The manager starts the server once its caches have synced (manager.AddCache), beside
-	// the controller that keeps the table (addServer); Sync makes the table whole before
-	// the first connection is accepted.
+	s.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
+		workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "jwks-server"})
+	defer s.queue.ShutDown()
+	if err := s.watch(ctx); err != nil {
+		_ = ln.Close()
+		return err
+	}
 	if err := s.Sync(ctx); err != nil {
 		_ = ln.Close()
 		return err
+	}
+	for range 2 {
+		go s.work(ctx)
 	}
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: s.Limits.ReadTimeout, ReadTimeout: s.Limits.ReadTimeout,
 		WriteTimeout: s.Limits.WriteTimeout, IdleTimeout: s.Limits.IdleTimeout, MaxHeaderBytes: s.Limits.MaxHeaderBytes,
@@ -185,11 +198,84 @@ func (s *Server) refresh(ctx context.Context, id types.NamespacedName) error {
 	return nil
 }
 
-// Reconcile refreshes the route of one JWKSConfig: the server's table follows the
-// JWKSConfigs, their ConfigMaps and the issuer claims through a controller of its own,
-// which every replica runs (no leader election).
-func (s *Server) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	return reconcile.Result{}, s.refresh(ctx, req.NamespacedName)
+// work refreshes the routes the watches queue until the queue shuts down.
+func (s *Server) work(ctx context.Context) {
+	for {
+		id, shutdown := s.queue.Get()
+		if shutdown {
+			return
+		}
+		if err := s.refresh(ctx, id); err != nil {
+			log.FromContext(ctx).Error(err, "refreshing a JWKS route", "jwksconfig", id)
+			s.queue.AddRateLimited(id)
+		} else {
+			s.queue.Forget(id)
+		}
+		s.queue.Done(id)
+	}
+}
+
+// watch queues a refresh of the JWKSConfigs each watched event concerns.
+func (s *Server) watch(ctx context.Context) error {
+	sources := []struct {
+		informers cache.Informers
+		obj       client.Object
+		ids       func(client.Object) []types.NamespacedName
+	}{
+		{s.ConfigInformers, &jwksv1alpha1.JWKSConfig{}, func(o client.Object) []types.NamespacedName {
+			return []types.NamespacedName{client.ObjectKeyFromObject(o)}
+		}},
+		{s.ConfigMapInformers, &corev1.ConfigMap{}, func(o client.Object) []types.NamespacedName {
+			return []types.NamespacedName{{Namespace: o.GetNamespace(), Name: o.GetLabels()[OwnerLabel]}}
+		}},
+		{s.ClaimInformers, &corev1.ConfigMap{}, func(o client.Object) []types.NamespacedName { return s.claimants(ctx, o) }},
+	}
+	for _, src := range sources {
+		if src.informers == nil {
+			continue
+		}
+		informer, err := src.informers.GetInformer(ctx, src.obj)
+		if err != nil {
+			return fmt.Errorf("JWKS server: watching %T: %w", src.obj, err)
+		}
+		enqueue := func(o any) {
+			if tombstone, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+				o = tombstone.Obj
+			}
+			if obj, ok := o.(client.Object); ok {
+				for _, id := range src.ids(obj) {
+					s.queue.Add(id)
+				}
+			}
+		}
+		if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    enqueue,
+			UpdateFunc: func(_, o any) { enqueue(o) },
+			DeleteFunc: enqueue,
+		}); err != nil {
+			return fmt.Errorf("JWKS server: watching %T: %w", src.obj, err)
+		}
+	}
+	return nil
+}
+
+// claimants are the JWKSConfigs a claim's event may change the routes of: its holder,
+// and every JWKSConfig naming its issuer (the holder before).
+func (s *Server) claimants(ctx context.Context, o client.Object) []types.NamespacedName {
+	cm, ok := o.(*corev1.ConfigMap)
+	if !ok || cm.Data[claimIssuer] == "" {
+		return nil
+	}
+	ids := []types.NamespacedName{{Namespace: cm.Data[claimNamespace], Name: cm.Data[claimName]}}
+	list := &jwksv1alpha1.JWKSConfigList{}
+	if err := s.Configs.List(ctx, list, client.MatchingFields{issuerKeyIndex: cm.Data[claimIssuer]}); err != nil {
+		log.FromContext(ctx).Error(err, "listing JWKSConfigs for an issuer claim", "issuer", cm.Data[claimIssuer])
+		return ids
+	}
+	for i := range list.Items {
+		ids = append(ids, client.ObjectKeyFromObject(&list.Items[i]))
+	}
+	return ids
 }
 
 // Handler is the server's HTTP handler. Routing is by suffix, as an issuer may have any

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -318,8 +317,7 @@ func addCaches(mgr ctrl.Manager, opts Options) (owned, claimCache cache.Cache, c
 	return owned, claimCache, claims, nil
 }
 
-// addServer adds the JWKS server to mgr, reading from the given caches, and the
-// controller that keeps its route table: every replica runs both (no leader election).
+// addServer adds the JWKS server to mgr, reading from the given caches.
 func addServer(mgr ctrl.Manager, opts Options, owned, claimCache cache.Cache, claims *IssuerClaims) (*Server, error) {
 	proxies, err := ParseTrustedProxies(opts.TrustedProxies)
 	if err != nil {
@@ -327,22 +325,10 @@ func addServer(mgr ctrl.Manager, opts Options, owned, claimCache cache.Cache, cl
 	}
 	srv := &Server{
 		Addr: opts.ServerBindAddress, Configs: mgr.GetCache(), ConfigMaps: owned,
+		ConfigInformers: mgr.GetCache(), ConfigMapInformers: owned, ClaimInformers: claimCache,
 		Claims: claims, TrustedProxies: proxies, MaxCacheMaxAge: opts.MaxCacheMaxAge, Metrics: defaultMetrics,
 		Limits: ServerLimits{ReadTimeout: opts.ServerReadTimeout, WriteTimeout: opts.ServerWriteTimeout, IdleTimeout: opts.ServerIdleTimeout,
 			MaxHeaderBytes: opts.ServerMaxHeaderBytes, MaxConnections: opts.ServerMaxConnections},
-	}
-	claimsOf := func(ctx context.Context, o client.Object) []reconcile.Request {
-		return claimants(ctx, mgr.GetCache(), o)
-	}
-	err = ctrl.NewControllerManagedBy(mgr).
-		Named(Name + "-server").
-		For(&jwksv1alpha1.JWKSConfig{}).
-		WatchesRawSource(source.Kind(owned, client.Object(&corev1.ConfigMap{}), handler.EnqueueRequestsFromMapFunc(configOfOwned))).
-		WatchesRawSource(source.Kind(claimCache, client.Object(&corev1.ConfigMap{}), handler.EnqueueRequestsFromMapFunc(claimsOf))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 2, NeedLeaderElection: ptr.To(false)}).
-		Complete(srv)
-	if err != nil {
-		return nil, err
 	}
 	return srv, mgr.Add(srv)
 }

@@ -109,27 +109,18 @@ func (r *Reconciler) configsForConfigMap(ctx context.Context, cm client.Object) 
 
 // configsForClaim maps a claim's event to the JWKSConfigs naming its issuer.
 func (r *Reconciler) configsForClaim(ctx context.Context, cm client.Object) []reconcile.Request {
-	return claimants(ctx, r.Client, cm)
-}
-
-// claimants are the JWKSConfigs a claim's event concerns: its holder, and every
-// JWKSConfig naming its issuer (the holder before, those waiting for it), found through
-// issuerKeyIndex in reader.
-func claimants(ctx context.Context, reader client.Reader, o client.Object) []reconcile.Request {
-	cm, ok := o.(*corev1.ConfigMap)
-	if !ok || cm.Data[claimIssuer] == "" {
+	key := cm.(*corev1.ConfigMap).Data[claimIssuer]
+	if key == "" {
 		return nil
 	}
-	reqs := []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: cm.Data[claimNamespace], Name: cm.Data[claimName]}}}
 	list := &jwksv1alpha1.JWKSConfigList{}
-	if err := reader.List(ctx, list, client.MatchingFields{issuerKeyIndex: cm.Data[claimIssuer]}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing JWKSConfigs for an issuer claim", "issuer", cm.Data[claimIssuer])
-		return reqs
+	if err := r.Client.List(ctx, list, client.MatchingFields{issuerKeyIndex: key}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing JWKSConfigs for an issuer claim", "issuer", key)
+		return nil
 	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
 	for _, c := range list.Items {
-		if id := client.ObjectKeyFromObject(&c); id != reqs[0].NamespacedName {
-			reqs = append(reqs, reconcile.Request{NamespacedName: id})
-		}
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Name}})
 	}
 	return reqs
 }
