@@ -289,6 +289,8 @@ func TestGardenerClusterLifecycle(t *testing.T) {
 		"spec.controlPlane.highAvailability.failureTolerance.type":             "zone", // purpose production
 		"spec.provider.infrastructureConfig.kind":                              "InfrastructureConfig",
 		"spec.provider.infrastructureConfig.networks.vpc.cidr":                 "10.250.0.0/16",
+
+		// The seed's plan and global account, as labels on the Shoot.
 		"metadata.labels.plan":            "trial",
 		"metadata.labels.globalaccountid": "abcd-0001",
 	}
