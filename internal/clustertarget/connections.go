@@ -30,8 +30,8 @@ import (
 const defaultTimeout = 15 * time.Second
 
 // UnreachableFor is how long a target found unreachable is not tried again: every
-// reconcile meanwhile fails at once with what was found (Target.Prepare), instead of each
-// holding a worker for a timeout. Short, so a target back up is used again within seconds.
+// reconcile meanwhile gets what was found at once (a DownError from Target.Prepare or
+// Target.Down), instead of each holding a worker for a timeout. Short, so a target back up is used again within seconds.
 const UnreachableFor = 10 * time.Second
 
 var (
@@ -62,7 +62,7 @@ type Target struct {
 	mu        sync.Mutex
 	prepared  bool      // prepare succeeded
 	preparing bool      // a prepare runs now
-	downUntil time.Time // found unreachable: failing fast with downErr until then
+	downUntil time.Time // found unreachable: answering downErr until then
 	downErr   error
 }
 
@@ -139,7 +139,6 @@ func (e *DownError) Unwrap() error { return e.Err }
 func (t *Target) observeLocked(err error) {
 	var down *DownError
 	if errors.As(err, &down) || !IsUnreachable(err) { // a DownError is what was seen before
-
 		return
 	}
 	t.prepared = false
