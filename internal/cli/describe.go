@@ -32,7 +32,6 @@ import (
 	"github.com/trustplane/trustplane/internal/controller/roleaggregation"
 	"github.com/trustplane/trustplane/internal/jwkset"
 	"github.com/trustplane/trustplane/internal/podcert"
-	"github.com/trustplane/trustplane/internal/shoot"
 )
 
 func newDescribeCommand() *cobra.Command {
@@ -385,7 +384,7 @@ func (d *describer) cluster(ctx context.Context, c *operatorv1alpha1.Cluster) []
 	} else {
 		name := c.Status.ShootName
 		if name == "" {
-			name = shoot.Name(c.Namespace, c.Name) + " (not created yet)"
+			name = "(not created yet)"
 		}
 		shootNode := &node{Text: "Shoot " + name + " (in the Gardener project)"}
 		sr := &controlplanev1alpha1.SubscriptionRequest{}

@@ -46,8 +46,9 @@ var (
 
 // Target is a connection to a Cluster's target cluster.
 type Target struct {
-	// Name is the Cluster's name.
+	// Name is the Cluster's name, UID its UID.
 	Name   string
+	UID    types.UID
 	Config *rest.Config
 	Client client.Client
 	Kube   kubernetes.Interface
@@ -262,7 +263,7 @@ func (c *Connections) shoot(ctx context.Context, cluster *operatorv1alpha1.Clust
 	// The Shoot is the one the Cluster controller names for this Cluster, never what the
 	// status says: a status can be forged by whoever may write clusters/status, and the
 	// garden project is shared by every tenant.
-	shootName := shoot.Name(cluster.Namespace, cluster.Name)
+	shootName := c.Garden.Params.NameOf(cluster)
 	if cluster.Status.ShootName != shootName {
 		return nil, status.Stalled(operatorv1alpha1.ReasonShootMismatch, "cluster %s/%s: status.shootName %q is not this Cluster's shoot %q: no kubeconfig is issued for another shoot",
 			cluster.Namespace, cluster.Name, cluster.Status.ShootName, shootName)
@@ -309,6 +310,12 @@ func (c *Connections) checkShoot(ctx context.Context, cluster *operatorv1alpha1.
 // timeout, 90 s).
 func (c *Connections) Forget(uid types.UID) { c.cache.Delete(uid) }
 
+// Connected says whether a connection to the Cluster with uid is kept.
+func (c *Connections) Connected(uid types.UID) bool {
+	_, ok := c.cache.Load(uid)
+	return ok
+}
+
 // Len is the number of Clusters connected to.
 func (c *Connections) Len() int {
 	n := 0
@@ -345,7 +352,7 @@ func (c *Connections) connect(cluster *operatorv1alpha1.Cluster, version string,
 	if refreshAt.IsZero() {
 		refreshAt = time.Unix(1<<62, 0)
 	}
-	t := &Target{Name: cluster.Name, Config: cfg, Client: cl, Kube: kube, TenantServer: tenantServer, version: version, refreshAt: refreshAt, clock: c.Clock}
+	t := &Target{Name: cluster.Name, UID: cluster.UID, Config: cfg, Client: cl, Kube: kube, TenantServer: tenantServer, version: version, refreshAt: refreshAt, clock: c.Clock}
 	c.cache.Store(cluster.UID, t)
 	return t, nil
 }

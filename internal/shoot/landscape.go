@@ -183,8 +183,8 @@ func (l *Landscape) Validate() error {
 		subdomain("dns.secretName", d.SecretName)
 	}
 	if d.Domain != "" {
-		// A Shoot's domain is <shoot name (9 characters)>.<domain>.
-		subdomain("dns.domain", "c-0000000."+d.Domain)
+		// A Shoot's domain is <shoot name (NameLength characters)>.<domain>.
+		subdomain("dns.domain", strings.Repeat("a", NameLength)+"."+d.Domain)
 	}
 
 	for _, region := range sortedKeys(l.Maintenance.Windows) {

@@ -67,7 +67,7 @@ func AuthenticationConfigMap(cluster *operatorv1alpha1.Cluster, p Params) (*core
 	if err != nil {
 		return nil, fmt.Errorf("encoding the AuthenticationConfiguration: %w", err)
 	}
-	shootName := Name(cluster.Namespace, cluster.Name)
+	shootName := p.NameOf(cluster)
 	return &corev1.ConfigMap{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Name: AuthenticationConfigMapName(shootName), Namespace: p.Namespace,

@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"math/big"
 	"regexp"
 	"sort"
 	"strings"
@@ -109,11 +111,69 @@ func DefaultParams() Params {
 	}
 }
 
-// Name is the Shoot of a Cluster: short (Gardener limits project plus shoot name to 21
-// characters), stable and different for different Clusters.
+// Name is the Shoot of a Cluster provisioned from now on, where the project name leaves
+// room for it (Params.NameOf shortens it where not): stable, NameLength characters, a
+// letter then 14 of [a-z0-9], taken from the SHA-256 of "<namespace>/<name>" (a '/' is in
+// neither, so the input is unambiguous): 77 bits. Finding another Cluster name with the
+// same Shoot name, to take a tenant's name before she creates her Cluster, costs about
+// 2^77 hashes. Earlier versions named it LegacyName (28 bits).
 func Name(clusterNamespace, clusterName string) string {
 	sum := sha256.Sum256([]byte(clusterNamespace + "/" + clusterName))
+	n := new(big.Int).SetBytes(sum[:])
+	var b strings.Builder
+	b.WriteByte(nameDigits[mod(n, 26)]) // a letter first: a DNS label that reads as a name
+	for range NameLength - 1 {
+		b.WriteByte(nameDigits[mod(n, int64(len(nameDigits)))])
+	}
+	return b.String()
+}
+
+const (
+	// NameLength is the length of the names Name makes.
+	NameLength = 15
+	// gardenNameLimit is the most characters Gardener allows a new Shoot's project name and
+	// name together (gardener/gardener plugin/pkg/shoot/validator/admission.go).
+	gardenNameLimit = 21
+	// minNameLength keeps a shortened name no shorter than the legacy one.
+	minNameLength = 9
+)
+
+const nameDigits = "abcdefghijklmnopqrstuvwxyz0123456789"
+
+// mod divides n by m in place and returns the remainder.
+func mod(n *big.Int, m int64) int64 {
+	_, r := n.DivMod(n, big.NewInt(m), new(big.Int))
+	return r.Int64()
+}
+
+// NameBits is how many bits of the hash a name of length n made by Name carries.
+func NameBits(n int) float64 { return math.Log2(26) + float64(n-1)*math.Log2(36) }
+
+// LegacyName is the Shoot name versions before the 77-bit names gave a Cluster: "c-" and
+// the first 7 hex digits of the same hash.
+func LegacyName(clusterNamespace, clusterName string) string {
+	sum := sha256.Sum256([]byte(clusterNamespace + "/" + clusterName))
 	return "c-" + hex.EncodeToString(sum[:])[:7]
+}
+
+// Project is the Gardener project of the Shoots' namespace: "garden-<project>", or the
+// namespace itself as Gardener takes it where the prefix is missing.
+func (p Params) Project() string { return strings.TrimPrefix(p.Namespace, "garden-") }
+
+// NameLength is the length of the Shoot names of this project: NameLength, or less where
+// the project name would make Gardener refuse them (gardenNameLimit).
+func (p Params) NameLength() int { return min(NameLength, gardenNameLimit-len(p.Project())) }
+
+// NameOf is the Shoot of c: its LegacyName when its status says it was provisioned under
+// that name (renaming would create a second Shoot), Name (cut to the project's
+// NameLength: a prefix of a name is a name) otherwise. A status is no authority, but it
+// can only choose between the Cluster's own two names, and the Shoot found under either
+// is checked for this Cluster's owner labels before it is used.
+func (p Params) NameOf(c *operatorv1alpha1.Cluster) string {
+	if legacy := LegacyName(c.Namespace, c.Name); c.Status.ShootName == legacy {
+		return legacy
+	}
+	return Name(c.Namespace, c.Name)[:p.NameLength()]
 }
 
 // providerTypes maps the Cluster's provider names to Gardener's provider types.
@@ -169,7 +229,7 @@ func Desired(cluster *operatorv1alpha1.Cluster, p Params, credentialsBinding str
 	infra := spec.Infrastructure
 	zones, _ := Zones(infra.Provider, spec.Core.Region, numberOfZones(infra))
 	nw := networkingOf(infra, p)
-	name := Name(cluster.Namespace, cluster.Name)
+	name := p.NameOf(cluster)
 	infraConfig, controlPlaneConfig, err := providerConfigs(infra.Provider, nw.Nodes, zones, p)
 	if err != nil {
 		return nil, &InvalidError{Problems: []string{err.Error()}}

@@ -2,6 +2,8 @@ package shoot
 
 import (
 	"fmt"
+	"math"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -83,10 +85,75 @@ func TestDesiredAzureShoot(t *testing.T) {
 	}
 }
 
-func TestNamesAreShortAndDistinct(t *testing.T) {
-	a, b := Name("ns", "cluster-a"), Name("ns", "cluster-b")
-	if a == b || len(a) > 9 || Name("ns", "cluster-a") != a {
-		t.Errorf("names %q %q", a, b)
+// Shoot names fit Gardener's limit with a project name of up to 6 characters, are DNS
+// labels starting with a letter, are stable, and use their whole alphabet: 36^14 × 26
+// names (77 bits). The input is unambiguous: "a-b"/"c" and "a"/"b-c" differ.
+func TestNamesCarry77BitsAndFitGardensLimit(t *testing.T) {
+	seen := map[string]bool{}
+	used := map[byte]bool{}
+	for i := range 2000 {
+		name := Name("ns", fmt.Sprintf("cluster-%d", i))
+		if len(name) != NameLength || 6+len(name) > 21 || !regexp.MustCompile(`^[a-z][a-z0-9]{14}$`).MatchString(name) {
+			t.Fatalf("name %q: want a letter and 14 of [a-z0-9]", name)
+		}
+		if seen[name] {
+			t.Fatalf("name %q twice", name)
+		}
+		seen[name] = true
+		for j := 1; j < len(name); j++ {
+			used[name[j]] = true
+		}
+	}
+	if len(used) != 36 {
+		t.Errorf("the names use %d of 36 characters after the first", len(used))
+	}
+	if Name("a-b", "c") == Name("a", "b-c") || Name("ns", "x") != Name("ns", "x") {
+		t.Error("names are ambiguous or unstable")
+	}
+	if bits := NameBits(NameLength); bits < 75 || bits != math.Log2(26)+14*math.Log2(36) {
+		t.Errorf("%.1f bits", bits)
+	}
+}
+
+// A Cluster provisioned under its legacy name keeps it; any other status, forged or
+// not, gets the Cluster's own new name, cut to what the project's name leaves.
+func TestNameOfKeepsALegacyShootAndFitsTheProject(t *testing.T) {
+	c := &operatorv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "prod"}}
+	legacy := LegacyName("ns", "prod")
+	if !regexp.MustCompile(`^c-[0-9a-f]{7}$`).MatchString(legacy) {
+		t.Fatalf("legacy name %q", legacy)
+	}
+	p := Params{Namespace: "garden-kyma"}
+	for status, want := range map[string]string{"": Name("ns", "prod"), legacy: legacy, LegacyName("ns", "other"): Name("ns", "prod"), Name("ns", "other"): Name("ns", "prod")} {
+		c.Status.ShootName = status
+		if got := p.NameOf(c); got != want {
+			t.Errorf("status.shootName %q: NameOf = %q, want %q", status, got, want)
+		}
+	}
+	c.Status.ShootName = ""
+	for namespace, length := range map[string]int{"garden-kyma": 15, "garden-kyma42": 15, "garden-kyma-dev": 13, "garden-kyma-stage": 11, "projectless": 10} {
+		p := Params{Namespace: namespace}
+		name := p.NameOf(c)
+		if len(name) != length || len(p.Project())+len(name) > 21 || !strings.HasPrefix(Name("ns", "prod"), name) {
+			t.Errorf("project namespace %s: shoot name %q, want the first %d characters of %q", namespace, name, length, Name("ns", "prod"))
+		}
+	}
+	if bits := NameBits(13); bits < 66 || bits > 67 {
+		t.Errorf("13 characters carry %.1f bits", bits)
+	}
+}
+
+// A project name that leaves no room for a Shoot name as long as the legacy one is
+// refused at start-up, naming the flag.
+func TestAProjectNameTooLongIsRefused(t *testing.T) {
+	p := DefaultParams()
+	p.Namespace = "garden-a-very-long-project"
+	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "--garden-namespace garden-a-very-long-project") {
+		t.Errorf("Validate: %v", err)
+	}
+	p.Namespace = "garden-twelve-chars"
+	if err := p.Validate(); err != nil {
+		t.Errorf("a 12-character project: %v", err)
 	}
 }
 

@@ -128,6 +128,9 @@ func (p Params) Validate() error {
 	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	if p.Namespace == "" {
 		add("--garden-namespace is required")
+	} else if n := p.NameLength(); n < minNameLength {
+		add("--garden-namespace %s: Gardener refuses a Shoot whose name and project name (%s) are longer than %d characters together, which leaves %d for Shoot names: at least %d are needed",
+			p.Namespace, p.Project(), gardenNameLimit, max(n, 0), minNameLength)
 	}
 	for provider := range p.CloudProfiles {
 		if providerTypes[provider] == "" {

@@ -45,7 +45,8 @@ const (
 
 // TestChaos is make chaos, and a short run of it in make test: CHAOS_SEED (default: a new
 // one, printed), CHAOS_FAULTS (default: as many as fit), CHAOS_DURATION (default 2m) and
-// CHAOS_SYSTEMS (default: all) replay or shape a run.
+// CHAOS_SYSTEMS (default: all) replay or shape a run; CHAOS_LOGS (a directory) keeps
+// every process's output.
 func TestChaos(t *testing.T) {
 	cfg, err := configFromEnv()
 	if err != nil {
@@ -89,6 +90,12 @@ func configFromEnv() (Config, error) {
 	}
 	if v := os.Getenv("CHAOS_SYSTEMS"); v != "" {
 		cfg.Systems = strings.Split(v, ",")
+	}
+	if v := os.Getenv("CHAOS_LOGS"); v != "" {
+		if err := os.MkdirAll(v, 0o755); err != nil {
+			return cfg, fmt.Errorf("CHAOS_LOGS=%q: %w", v, err)
+		}
+		cfg.LogDir = v
 	}
 	return cfg, nil
 }

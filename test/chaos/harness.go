@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,6 +45,9 @@ type Harness struct {
 	// SettleTimeout is the stated time within which everything is Ready again once
 	// the faults have stopped (docs/operations.md).
 	SettleTimeout time.Duration
+	// LogDir, when set (CHAOS_LOGS), keeps every process's output as <name>.log at the
+	// end of the run: a violation's cause is often in the manager's log.
+	LogDir string
 
 	cp       *controlPlane
 	managers []*Proc
@@ -124,7 +129,8 @@ func (h *Harness) Run(name string, args ...string) *Proc {
 	return p
 }
 
-// stopProcs stops every supervised process, the last started first.
+// stopProcs stops every supervised process, the last started first, and keeps what each
+// printed in LogDir when there is one.
 func (h *Harness) stopProcs() {
 	h.procsMu.Lock()
 	procs := append([]*Proc(nil), h.procs...)
@@ -132,6 +138,16 @@ func (h *Harness) stopProcs() {
 	for i := len(procs) - 1; i >= 0; i-- {
 		procs[i].stop()
 	}
+	if h.LogDir == "" {
+		return
+	}
+	for _, p := range procs {
+		path := filepath.Join(h.LogDir, p.Name()+".log")
+		if err := os.WriteFile(path, []byte(p.Output()), 0o644); err != nil {
+			h.Logf("keeping the output of %s: %v", p.Name(), err)
+		}
+	}
+	h.Logf("the processes' outputs are in %s", h.LogDir)
 }
 
 // httpGet fetches url (within 5s), reporting whether it answered 200.

@@ -16,8 +16,8 @@ import (
 	"github.com/trustplane/trustplane/internal/testenv"
 )
 
-// Config is what a run is made of; CHAOS_SEED, CHAOS_FAULTS, CHAOS_DURATION and
-// CHAOS_SYSTEMS set it (see Makefile, make chaos).
+// Config is what a run is made of; CHAOS_SEED, CHAOS_FAULTS, CHAOS_DURATION,
+// CHAOS_SYSTEMS and CHAOS_LOGS set it (see Makefile, make chaos).
 type Config struct {
 	// Seed drives the choice and timing of faults and each system's workload.
 	Seed uint64
@@ -29,6 +29,8 @@ type Config struct {
 	Systems []string
 	// SettleTimeout is the stated time for everything to be Ready after the faults.
 	SettleTimeout time.Duration
+	// LogDir keeps every process's output (CHAOS_LOGS; empty: not kept).
+	LogDir string
 }
 
 // Result is what a run printed last.
@@ -46,7 +48,7 @@ func (r Result) String() string {
 
 // Run runs the chaos suite against env with the systems given.
 func Run(t *testing.T, env *testenv.Env, cfg Config, systems []System) Result {
-	h := &Harness{T: t, Env: env, Client: env.Client, Bin: testenv.Binary(t), Seed: cfg.Seed, SettleTimeout: cfg.SettleTimeout, start: time.Now()}
+	h := &Harness{T: t, Env: env, Client: env.Client, Bin: testenv.Binary(t), Seed: cfg.Seed, SettleTimeout: cfg.SettleTimeout, LogDir: cfg.LogDir, start: time.Now()}
 	cp, err := newControlPlane(env, t.TempDir())
 	if err != nil {
 		t.Fatal(err)

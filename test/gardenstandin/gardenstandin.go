@@ -108,6 +108,12 @@ func NewFront(cfg *rest.Config, gardenClient client.Client, adminKubeconfig []by
 				return
 			}
 		}
+		if m := shootPath.FindStringSubmatch(r.URL.Path); m != nil && (r.Method == http.MethodPatch || r.Method == http.MethodPut) && !f.exists(r.Context(), m[1], m[2]) {
+			if message := ShootNameTooLong(m[1], m[2]); message != "" {
+				WriteStatus(w, http.StatusBadRequest, "BadRequest", message)
+				return
+			}
+		}
 		if ns, ok := shootWrite(r); ok && f.admit != nil {
 			if code, message := f.admit(r, ns); code != 0 {
 				WriteStatus(w, code, http.StatusText(code), message)
@@ -156,6 +162,26 @@ func shootWrite(r *http.Request) (ns string, ok bool) {
 		return m[1], true
 	}
 	return "", false
+}
+
+// ShootNameTooLong is Gardener's refusal of a new Shoot whose name and project name are
+// longer than 21 characters together, "" if it fits (gardener/gardener
+// plugin/pkg/shoot/validator/admission.go, checked on CREATE only, so existing Shoots
+// are never refused later). The project of a namespace "garden-<project>" is <project>
+// (Gardener reads it from the Project; the stand-in has none).
+func ShootNameTooLong(namespace, name string) string {
+	const lengthLimit = 21
+	project := strings.TrimPrefix(namespace, "garden-")
+	if len(project+name) > lengthLimit {
+		return fmt.Sprintf("the length of the shoot name and the project name must not exceed %d characters (project: %s; shoot: %s)", lengthLimit, project, name)
+	}
+	return ""
+}
+
+// exists says whether the Shoot is there already: a write of one that is not creates it.
+func (f *Front) exists(ctx context.Context, ns, name string) bool {
+	s := garden.NewShoot()
+	return f.garden.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s) == nil
 }
 
 func (f *Front) deletionConfirmed(ctx context.Context, ns, name string) bool {

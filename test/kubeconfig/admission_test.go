@@ -8,9 +8,12 @@ package kubeconfig
 import (
 	"slices"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -130,6 +133,52 @@ func TestGrantsMadeBeforeAnyStatusAreWithdrawn(t *testing.T) {
 	lift()
 	waitReady(t, name, metav1.ConditionTrue, operatorv1alpha1.ReasonIssued)
 	if err := mgmt.Client.Delete(ctx, stored); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the request gone", func() bool {
+		return apierrors.IsNotFound(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(kr), &operatorv1alpha1.KubeconfigRequest{}))
+	})
+	if got := held(t, target.Client, ns, name); len(got) != 0 {
+		t.Errorf("left in the target by the deleted request: %v", got)
+	}
+}
+
+// The record made at creation outlives the first status stored: a request that granted
+// with no status stored (the manager died before its status write) and then stored one
+// before granting again (its Cluster's kubeconfig Secret gone) still withdraws its grants
+// when deleted. Before, that status dropped the record, and the deletion left the
+// ServiceAccount and roles in the target (the chaos suite, seed 470548950931556388).
+func TestTheCreationRecordOutlivesAStatusStoredBeforeGranting(t *testing.T) {
+	installPolicies(t)
+	setup(t)
+	const cluster, name = "carried", "carried-req"
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "carried-admin"}, Data: map[string][]byte{"kubeconfig": target.Environment().KubeConfig}}
+	createAll(t, secret.DeepCopy(), &operatorv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cluster},
+		Spec: operatorv1alpha1.ClusterSpec{KubeconfigSecretRef: &operatorv1alpha1.SecretKeyReference{Name: secret.Name}}})
+	lift := refuseStatus(t, name, "false")
+	defer lift()
+	kr := roleRequest(ns, name, cluster)
+	createAll(t, kr)
+	waitHeld(t, target.Client, ns, name, "ServiceAccount trustplane-kubeconfigs", "Role team", "RoleBinding team")
+
+	if err := mgmt.Client.Delete(ctx, secret.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	lift()
+	stored := &operatorv1alpha1.KubeconfigRequest{}
+	waitFor(t, "a status stored without granting", func() bool {
+		c := meta.FindStatusCondition(stored.Status.Conditions, "Ready")
+		return mgmt.Client.Get(ctx, client.ObjectKeyFromObject(kr), stored) == nil && c != nil && c.Reason == operatorv1alpha1.ReasonClusterNotReady
+	})
+	if g := stored.Status.GrantedIn; g == nil || g.Name != cluster {
+		t.Errorf("status.grantedIn %+v, want Cluster %s (where admission recorded the grants may live)", g, cluster)
+	}
+
+	if err := mgmt.Client.Delete(ctx, stored); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // the deletion waits for a way into the cluster
+	if err := mgmt.Client.Create(ctx, secret.DeepCopy()); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the request gone", func() bool {

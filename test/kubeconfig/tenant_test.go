@@ -46,7 +46,7 @@ func readyMessage(kr *operatorv1alpha1.KubeconfigRequest) string {
 // Shoot is labelled as bob's Cluster's. Both are refused (Stalled, ShootMismatch) without
 // asking the garden for an admin kubeconfig, and nothing is issued.
 func TestForgedShootNameIsRefused(t *testing.T) {
-	const project = "garden-tenants"
+	const project = "garden-tenant"
 	adminRequests := setupWithFakeGarden(t, project)
 	bobsShoot, alicesShoot := shoot.Name(ns, "t17-bob"), shoot.Name(ns, "t17-alice")
 	createShoot(t, project, bobsShoot, ns, "t17-bob")
@@ -90,12 +90,20 @@ func TestShootNameIsValidatedAtAdmission(t *testing.T) {
 	createAll(t, c)
 	c.Status.ShootName = "bobs-shoot"
 	err := mgmt.Client.Status().Update(ctx, c)
-	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "status.shootName") || !strings.Contains(err.Error(), "e.g. c-1a2b3c4") {
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "status.shootName") || !strings.Contains(err.Error(), "e.g. qe1rmevfn4hmaww") {
 		t.Errorf("status.shootName %q: %v", c.Status.ShootName, err)
 	}
-	c.Status.ShootName = shoot.Name(ns, c.Name)
-	if err := mgmt.Client.Status().Update(ctx, c); err != nil {
-		t.Errorf("a derived shoot name is refused: %v", err)
+	for _, name := range []string{shoot.Name(ns, c.Name), shoot.LegacyName(ns, c.Name)} {
+		c.Status.ShootName = name
+		if err := mgmt.Client.Status().Update(ctx, c); err != nil {
+			t.Errorf("the derived shoot name %q is refused: %v", name, err)
+		}
+	}
+	for _, name := range []string{"9" + shoot.Name(ns, c.Name)[1:], shoot.Name(ns, c.Name) + "a", "c-12345678", "Qe1rmevfn4hmaww"} {
+		c.Status.ShootName = name
+		if err := mgmt.Client.Status().Update(ctx, c); !apierrors.IsInvalid(err) {
+			t.Errorf("status.shootName %q: %v, want Invalid", name, err)
+		}
 	}
 }
 

@@ -157,12 +157,15 @@ type ClusterStatus struct {
 	// while a newer one is in progress (Reconciling) it lags behind metadata.generation.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// shootName is the Gardener shoot of this cluster: "c-" and the first 7 hex digits of
-	// the SHA-256 of "<namespace>/<name>" (internal/shoot.Name), e.g. c-1a2b3c4. Nothing
-	// trusts it: the Kubeconfig operator derives the shoot from the Cluster's namespace
-	// and name and refuses (ShootMismatch) a status that names another.
+	// shootName is the Gardener shoot of this cluster: 15 characters (a letter, then 14 of
+	// [a-z0-9]) carrying 77 bits of the SHA-256 of "<namespace>/<name>"
+	// (internal/shoot.Name), e.g. qe1rmevfn4hmaww; a Cluster provisioned by an earlier
+	// version keeps its shoot named "c-" and 7 hex digits of that hash, e.g. c-1a2b3c4.
+	// Nothing trusts it beyond choosing between those two: the Kubeconfig operator derives
+	// the shoot from the Cluster's namespace and name and refuses (ShootMismatch) a status
+	// that names another.
 	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:XValidation:rule="self.matches('^c-[0-9a-f]{7}$')",message="status.shootName is the Cluster's own shoot, c- and 7 lower-case hex digits, e.g. c-1a2b3c4"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([a-z][a-z0-9]{14}|c-[0-9a-f]{7})$')",message="status.shootName is the Cluster's own shoot: a letter and 14 of [a-z0-9] (e.g. qe1rmevfn4hmaww), or, provisioned by an earlier version, c- and 7 lower-case hex digits (e.g. c-1a2b3c4)"
 	// +optional
 	ShootName string `json:"shootName,omitempty"`
 	// lastHandledReconcileAt is the value of the annotation

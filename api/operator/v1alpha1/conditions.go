@@ -69,6 +69,10 @@ const (
 	// were left in it and the Cluster went. Also: KubeconfigRequests of namespaces the
 	// Cluster no longer grants still said they held grants in it after that time.
 	ReasonCleanupAbandoned = "CleanupAbandoned"
+	// ReasonOrphansDeleted (Normal event on a Cluster): objects in its cluster granted
+	// through it to KubeconfigRequests that no longer exist were deleted (their tokens
+	// with them); the event names them.
+	ReasonOrphansDeleted = "OrphansDeleted"
 	// ReasonInUse (Reconciling, deleting): KubeconfigRequests of the Cluster still exist;
 	// or, for at most --cluster-deletion-cleanup-timeout, requests of namespaces it no
 	// longer grants are withdrawing from it.

@@ -23,6 +23,30 @@ const (
 	ClusterAtCreationAnnotation = "kubeconfig.trustplane.io/cluster-at-creation"
 )
 
+// What the Kubeconfig operator makes for a KubeconfigRequest in a target cluster (a
+// ServiceAccount and token bindings in KubeconfigTargetNamespace, roles and bindings) is
+// found by these labels; KubeconfigRequestAnnotation names the request in full.
+const (
+	// KubeconfigTargetNamespace holds the ServiceAccounts and token bindings in target
+	// clusters.
+	KubeconfigTargetNamespace = "trustplane-kubeconfigs"
+	// KubeconfigRequestLabel is the request's target name (status.targetName): what the
+	// controller deletes for a request it finds by this label, in every namespace.
+	KubeconfigRequestLabel = "kubeconfig.trustplane.io/request"
+	// KubeconfigRequestNamespaceLabel, KubeconfigRequestNameLabel and
+	// KubeconfigRequestUIDLabel say which request an object serves (the name only where it
+	// fits a label value); the UID tells an object whose request is gone.
+	KubeconfigRequestNamespaceLabel = "kubeconfig.trustplane.io/request-namespace"
+	KubeconfigRequestNameLabel      = "kubeconfig.trustplane.io/request-name"
+	KubeconfigRequestUIDLabel       = "kubeconfig.trustplane.io/request-uid"
+	// KubeconfigClusterUIDLabel is the UID of the Cluster the object was granted through:
+	// what that Cluster's sweep of objects whose request is gone looks at, and nothing of
+	// another Cluster (or another management cluster) reaching the same API server.
+	KubeconfigClusterUIDLabel = "kubeconfig.trustplane.io/cluster-uid"
+	// KubeconfigRequestAnnotation is "<namespace>/<name>" of the request.
+	KubeconfigRequestAnnotation = "kubeconfig.trustplane.io/request"
+)
+
 // PolicyRule is an RBAC rule for the issued credential. API groups carry no version and
 // resources are lower-case plural names, as in RBAC itself.
 // +kubebuilder:validation:XValidation:rule="!has(self.apiGroups) || self.apiGroups.all(g, !g.contains('/'))",message="apiGroups are API groups without a version, e.g. operator.kyma-project.io, not operator.kyma-project.io/v1alpha1"
@@ -158,6 +182,16 @@ type KubeconfigRequestStatus struct {
 	// granting the request's namespace, on revoke and on deletion. Empty: nothing granted.
 	// +optional
 	GrantedIn *ClusterReference `json:"grantedIn,omitempty"`
+	// targetName is the name of this request's ServiceAccount (in the target's namespace
+	// trustplane-kubeconfigs), roles and bindings in the target cluster, and the value of
+	// their label kubeconfig.trustplane.io/request: "kcr-", the namespace and name (cut
+	// short), and 16 characters (80 bits) of the SHA-256 of "<namespace>/<name>". A request
+	// an earlier version served keeps its shorter name (a 32-bit hash): its token names
+	// that ServiceAccount. Nothing else is honoured: a value that is neither of the
+	// request's own names is replaced.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	TargetName string `json:"targetName,omitempty"`
 	// lastHandledReconcileAt is the value of the annotation
 	// reconcile.trustplane.io/requestedAt that the last reconcile handled: equal to the
 	// annotation once a reconcile asked for with it (`trustplane reconcile`) has run.

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cp "github.com/trustplane/trustplane/api/controlplane/v1alpha1"
@@ -154,11 +155,14 @@ func (r *Reconciler) unbindBroughtAlong(ctx context.Context, c *operatorv1alpha1
 	if err != nil {
 		return err
 	}
-	err = bindAdministrators(ctx, cfg, access.AdministratorsOf(c.Namespace, c.Name), nil)
+	err = r.sweepOrphans(ctx, cfg, c)
+	if err == nil {
+		err = bindAdministrators(ctx, cfg, access.AdministratorsOf(c.Namespace, c.Name), nil)
+	}
 	if err == nil {
 		return nil
 	}
-	failed := targetFailed("removing administrator bindings", true, cfg, err)
+	failed := targetFailed("removing administrator bindings and what KubeconfigRequests that no longer exist left", true, cfg, err)
 	if r.now().Before(c.DeletionTimestamp.Add(r.Options.DeletionCleanupTimeout)) {
 		return failed
 	}
@@ -168,17 +172,37 @@ func (r *Reconciler) unbindBroughtAlong(ctx context.Context, c *operatorv1alpha1
 	return nil
 }
 
+// sweepOrphans deletes what KubeconfigRequests that no longer exist were granted through
+// c (clustertarget.SweepOrphans): the requests that still exist withdrew before the
+// deletion went on (waitForRequests), and a brought-along cluster outlives its Cluster.
+func (r *Reconciler) sweepOrphans(ctx context.Context, cfg *rest.Config, c *operatorv1alpha1.Cluster) error {
+	target, closeIdle, err := clustertarget.Dial(cfg)
+	if err != nil {
+		return err
+	}
+	defer closeIdle()
+	deleted, err := clustertarget.SweepOrphans(ctx, target, r.APIReader, c)
+	if len(deleted) > 0 {
+		r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, operatorv1alpha1.ReasonOrphansDeleted, "Delete",
+			"deleted %d objects granted to KubeconfigRequests that no longer exist: %s", len(deleted), status.Truncate(clustertarget.Sorted(deleted), 800))
+	}
+	return err
+}
+
 // deleteShoot confirms and deletes the Cluster's Shoot and waits until it is gone (the
 // Shoot watch brings the Cluster back). A Shoot of that name that belongs to something
 // else is never touched.
 func (r *Reconciler) deleteShoot(ctx context.Context, c *operatorv1alpha1.Cluster) error {
-	name := shoot.Name(c.Namespace, c.Name)
 	if r.Garden == nil {
 		if c.Status.ShootName == "" {
 			return nil // never provisioned
 		}
 		return status.Stalled(operatorv1alpha1.ReasonGardenNotConfigured, "shoot %s cannot be deleted: the operator runs without --garden-kubeconfig", c.Status.ShootName)
 	}
+	if err := r.keepLegacyShoot(ctx, c); err != nil {
+		return err
+	}
+	name := r.Garden.Params.NameOf(c)
 	live, err := clustertarget.ShootOf(ctx, r.Garden.Client, r.Garden, c, name)
 	var notOwned *clustertarget.NotOwnedError
 	switch {

@@ -118,7 +118,7 @@ func (r *Reconciler) deleteAuthentication(ctx context.Context, c *operatorv1alph
 	}
 	s := garden.NewShoot()
 	s.SetNamespace(r.Garden.Params.Namespace)
-	s.SetName(shoot.Name(c.Namespace, c.Name))
+	s.SetName(r.Garden.Params.NameOf(c))
 	return r.deleteAuthenticationConfigMap(ctx, c, s, shoot.AuthenticationConfigMapName(s.GetName()))
 }
 

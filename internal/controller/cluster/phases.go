@@ -54,6 +54,9 @@ func (r *Reconciler) provision(ctx context.Context, c *operatorv1alpha1.Cluster)
 	if err := shoot.Validate(c.Spec, r.Garden.Params); err != nil {
 		return nil, stall(c, operatorv1alpha1.ReasonInvalidSpec, err.Error())
 	}
+	if err := r.keepLegacyShoot(ctx, c); err != nil {
+		return nil, err
+	}
 	// Before a credential is claimed: a Shoot without the audit logging the landscape
 	// demands is never made.
 	if err := shoot.CheckAuditLog(c.Spec, r.Garden.Params); err != nil {
@@ -152,6 +155,28 @@ func (r *Reconciler) checkShootOwner(ctx context.Context, c *operatorv1alpha1.Cl
 		return stall(c, operatorv1alpha1.ReasonShootNameTaken, fmt.Sprintf("shoot %s exists and does not belong to this Cluster; not taking it over", notOwned.Shoot))
 	case err != nil:
 		return gardenUnreachable(c, err)
+	}
+	return nil
+}
+
+// keepLegacyShoot keeps a Cluster whose Shoot an earlier version created under the
+// legacy name on that Shoot, even where the status naming it was never stored (that
+// version wrote it only after the Shoot was made): a Shoot of the legacy name labelled as
+// this Cluster's. Params.NameOf then names it.
+func (r *Reconciler) keepLegacyShoot(ctx context.Context, c *operatorv1alpha1.Cluster) error {
+	if c.Status.ShootName != "" {
+		return nil
+	}
+	legacy := shoot.LegacyName(c.Namespace, c.Name)
+	live, err := clustertarget.ShootOf(ctx, r.Garden.Cache, r.Garden, c, legacy)
+	var notOwned *clustertarget.NotOwnedError
+	switch {
+	case errors.As(err, &notOwned):
+		return nil // someone else's: this Cluster gets its own new name
+	case err != nil:
+		return gardenUnreachable(c, err)
+	case live != nil:
+		c.Status.ShootName = legacy
 	}
 	return nil
 }

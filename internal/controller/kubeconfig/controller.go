@@ -52,19 +52,17 @@ const (
 	// FieldOwner applies everything this controller writes.
 	FieldOwner = "trustplane-kubeconfig"
 	// TargetNamespace holds the ServiceAccounts and token bindings in target clusters.
-	TargetNamespace = "trustplane-kubeconfigs"
-	// RequestLabel marks every target object with the request it serves: a name unique per
-	// namespace/name of the request (targetName). What the controller deletes in a target
-	// cluster it finds by this label, in every namespace.
-	RequestLabel = "kubeconfig.trustplane.io/request"
-	// RequestNamespaceLabel, RequestNameLabel and RequestUIDLabel say which request a
-	// target object serves, for people and tools looking at the target. The name is
-	// there when it fits a label value (63 characters); RequestAnnotation always has
-	// namespace/name.
-	RequestNamespaceLabel = "kubeconfig.trustplane.io/request-namespace"
-	RequestNameLabel      = "kubeconfig.trustplane.io/request-name"
-	RequestUIDLabel       = "kubeconfig.trustplane.io/request-uid"
-	RequestAnnotation     = "kubeconfig.trustplane.io/request"
+	TargetNamespace = operatorv1alpha1.KubeconfigTargetNamespace
+	// RequestLabel marks every target object with the request it serves: its target name
+	// (targetName). What the controller deletes in a target cluster it finds by this
+	// label, in every namespace. The other labels and RequestAnnotation are documented in
+	// api/operator/v1alpha1.
+	RequestLabel          = operatorv1alpha1.KubeconfigRequestLabel
+	RequestNamespaceLabel = operatorv1alpha1.KubeconfigRequestNamespaceLabel
+	RequestNameLabel      = operatorv1alpha1.KubeconfigRequestNameLabel
+	RequestUIDLabel       = operatorv1alpha1.KubeconfigRequestUIDLabel
+	ClusterUIDLabel       = operatorv1alpha1.KubeconfigClusterUIDLabel
+	RequestAnnotation     = operatorv1alpha1.KubeconfigRequestAnnotation
 	// expiresAnnotation on a token binding records when its token expires.
 	expiresAnnotation = "kubeconfig.trustplane.io/expires"
 	// publishedNameSuffix makes the name of the Secret a kubeconfig is published in.
@@ -181,6 +179,9 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		endpointChanges: make(chan event.GenericEvent, 64)}
 	r.targets = &clustertarget.Connections{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Garden: opts.Garden, Policy: opts.Kubeconfig,
 		Clock: opts.Clock, Moved: r.bringBackRequestsOf}
+	if err := r.setupOrphanSweeper(mgr); err != nil {
+		return nil, err
+	}
 	annotationsOrSpec := predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{})
 	return r, ctrl.NewControllerManagedBy(mgr).Named(Name).
 		For(&operatorv1alpha1.KubeconfigRequest{}, builder.WithPredicates(annotationsOrSpec)).
@@ -241,6 +242,20 @@ func (r *Reconciler) reconcileOrFinalize(ctx context.Context, kr *operatorv1alph
 // first write into a Cluster (status.grantedIn).
 func (r *Reconciler) reconcile(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest, patcher *status.Patcher) (reconcile.Result, error) {
 	now := r.opts.Clock.Now()
+	// Stored with this reconcile's status, and the same in every reconcile until then.
+	kr.Status.TargetName = targetName(kr)
+	// A request whose spec never changed and whose status was never stored can hold only
+	// what this very spec asks for, if anything: nothing of an earlier spec to look for.
+	firstSpec := !kr.StatusStored() && kr.Generation <= 1
+	// The record admission made at creation counts only until a status is stored, so it
+	// goes into status.grantedIn with the first one: whatever that status says. Otherwise
+	// a reconcile that granted and died before its status write, followed by one that
+	// stored a status before granting (the target down, the Cluster unreadable), left the
+	// grants recorded nowhere, and the request's deletion left them in the target (found
+	// by the chaos suite: "kubeconfig: no orphan in target").
+	if recorded, ok := kr.ClusterAtCreation(); ok && kr.Status.GrantedIn == nil {
+		kr.Status.GrantedIn = &operatorv1alpha1.ClusterReference{Namespace: recorded.Namespace, Name: recorded.Name}
+	}
 	if problems := r.overCeiling(kr); len(problems) > 0 {
 		return reconcile.Result{}, r.deny(ctx, kr, operatorv1alpha1.ReasonDenied, fmt.Sprintf("denied: %s", strings.Join(problems, "; ")))
 	}
@@ -264,9 +279,6 @@ func (r *Reconciler) reconcile(ctx context.Context, kr *operatorv1alpha1.Kubecon
 		return reconcile.Result{}, r.deny(ctx, kr, operatorv1alpha1.ReasonDenied, fmt.Sprintf("denied: Cluster %s does not grant KubeconfigRequests from namespace %s: its spec.kubeconfigRequestNamespaces must list %q", key, kr.Namespace, kr.Namespace))
 	}
 	held := grantedIn(kr)
-	// A request whose spec never changed and whose status was never stored can hold only
-	// what this very spec asks for, if anything: nothing of an earlier spec to look for.
-	firstSpec := !kr.StatusStored() && kr.Generation <= 1
 	// What the previous cluster was granted goes before anything is granted in the new one.
 	if held != nil && *held != key {
 		// The cache may not have the status of the reconcile that already withdrew from

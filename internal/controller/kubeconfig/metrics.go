@@ -22,7 +22,7 @@ var (
 )
 
 func collectors() []prometheus.Collector {
-	return []prometheus.Collector{rotationDueGauge, expirationGauge}
+	return []prometheus.Collector{rotationDueGauge, expirationGauge, orphansDeleted}
 }
 
 // observe records when kr's published kubeconfig is due for rotation and expires, or

@@ -156,9 +156,9 @@ func grantedIn(kr *operatorv1alpha1.KubeconfigRequest) *types.NamespacedName {
 // ceiling or the Cluster's grant changes.
 func (r *Reconciler) deny(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest, reason, message string) error {
 	if held := grantedIn(kr); held != nil || kr.Status.Kubeconfig != "" {
-		// Only a status says something was handed out; the record made at creation may be
-		// all there is (then the withdrawal is a precaution and no news).
-		handedOut := kr.Status.GrantedIn != nil || kr.Status.Kubeconfig != ""
+		// Only an issued kubeconfig is news; a record of where grants may live (made at
+		// creation, or stored since) may be all there is, and withdrawing is a precaution.
+		handedOut := kr.Status.IssuedAt != nil || kr.Status.Kubeconfig != ""
 		if held == nil {
 			if err := r.unpublish(ctx, kr); err != nil {
 				return fmt.Errorf("%s; withdrawing the kubeconfig: %w", message, err)
@@ -294,7 +294,7 @@ func (r *Reconciler) issue(ctx context.Context, kr *operatorv1alpha1.KubeconfigR
 	annotations := requestAnnotations(kr)
 	annotations[expiresAnnotation] = now.Add(time.Duration(kr.Spec.Expiration) * time.Second).UTC().Format(time.RFC3339)
 	binding := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{GenerateName: name + "-", Namespace: TargetNamespace,
-		Labels: requestLabels(kr), Annotations: annotations}}
+		Labels: requestLabels(kr, t), Annotations: annotations}}
 	if err := t.Client.Create(ctx, binding); err != nil {
 		return "", targetUnreachable(t, status.WriteFailed("create token binding", binding, err))
 	}
@@ -457,7 +457,7 @@ func (r *Reconciler) withdraw(ctx context.Context, kr *operatorv1alpha1.Kubeconf
 		// moments ago is not waited for again.
 		err := t.Down()
 		if err == nil {
-			err = deleteEverything(ctx, t.Client, targetName(kr))
+			err = deleteEverything(ctx, t.Client, kr)
 			t.Unreachable(err)
 		}
 		if err != nil {

@@ -3,6 +3,7 @@ package kubeconfig
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base32"
 	"encoding/hex"
 	"fmt"
 	"strings"
@@ -25,7 +26,7 @@ import (
 // applyRBAC applies the ServiceAccount, Role/RoleBinding and ClusterRole/Binding.
 func (r *Reconciler) applyRBAC(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest, t *clustertarget.Target) error {
 	name := targetName(kr)
-	labels, annotations := requestLabels(kr), requestAnnotations(kr)
+	labels, annotations := requestLabels(kr, t), requestAnnotations(kr)
 	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: TargetNamespace}}
 	objs := []client.Object{
 		&corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: TargetNamespace, Labels: labels, Annotations: annotations}},
@@ -52,10 +53,11 @@ func (r *Reconciler) applyRBAC(ctx context.Context, kr *operatorv1alpha1.Kubecon
 	return g.Wait()
 }
 
-// requestLabels identify the request on every object made for it in a target cluster.
-func requestLabels(kr *operatorv1alpha1.KubeconfigRequest) map[string]string {
+// requestLabels identify the request, and the Cluster it was granted through, on every
+// object made for it in a target cluster.
+func requestLabels(kr *operatorv1alpha1.KubeconfigRequest, t *clustertarget.Target) map[string]string {
 	labels := map[string]string{RequestLabel: targetName(kr), RequestNamespaceLabel: kr.Namespace, RequestUIDLabel: string(kr.UID),
-		"app.kubernetes.io/managed-by": "trustplane"}
+		ClusterUIDLabel: string(t.UID), "app.kubernetes.io/managed-by": "trustplane"}
 	if len(kr.Name) <= validation.LabelValueMaxLength {
 		labels[RequestNameLabel] = kr.Name
 	}
@@ -67,30 +69,46 @@ func requestAnnotations(kr *operatorv1alpha1.KubeconfigRequest) map[string]strin
 	return map[string]string{RequestAnnotation: kr.Namespace + "/" + kr.Name}
 }
 
-// deleteEverything deletes what the request named name holds in a target cluster.
-func deleteEverything(ctx context.Context, c client.Client, name string) error {
-	selector := client.MatchingLabels{RequestLabel: name}
+// deleteEverything deletes what the request holds in a target cluster: everything
+// labelled with its target name, and everything labelled with its UID (objects made under
+// the other of its two names, say by an earlier version that died before its status
+// named them).
+func deleteEverything(ctx context.Context, c client.Client, kr *operatorv1alpha1.KubeconfigRequest) error {
+	for _, selector := range []client.MatchingLabels{{RequestLabel: targetName(kr)}, {RequestUIDLabel: string(kr.UID)}} {
+		if err := deleteSelected(ctx, c, selector); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteSelected deletes the token bindings, the ServiceAccount, the roles and the
+// bindings the selector selects.
+func deleteSelected(ctx context.Context, c client.Client, selector client.MatchingLabels) error {
 	if err := c.DeleteAllOf(ctx, &corev1.Secret{}, client.InNamespace(TargetNamespace), selector); err != nil {
 		return fmt.Errorf("deleting the token bindings in %s: %w", TargetNamespace, err)
 	}
 	if err := c.DeleteAllOf(ctx, &corev1.ServiceAccount{}, client.InNamespace(TargetNamespace), selector); err != nil {
 		return fmt.Errorf("deleting the ServiceAccount in %s: %w", TargetNamespace, err)
 	}
-	return deleteRBAC(ctx, c, name, "", false)
+	return deleteRBACSelected(ctx, c, selector, "", false)
 }
 
 // deleteRBAC deletes the request's Roles and RoleBindings in every namespace but
 // keepRoleIn, and its ClusterRoles and ClusterRoleBindings unless keepClusterRole, found by
 // label: whatever namespace an earlier spec named, its grants are found.
 func deleteRBAC(ctx context.Context, c client.Client, name, keepRoleIn string, keepClusterRole bool) error {
-	selector := client.MatchingLabels{RequestLabel: name}
+	return deleteRBACSelected(ctx, c, client.MatchingLabels{RequestLabel: name}, keepRoleIn, keepClusterRole)
+}
+
+func deleteRBACSelected(ctx context.Context, c client.Client, selector client.MatchingLabels, keepRoleIn string, keepClusterRole bool) error {
 	lists := []client.ObjectList{&rbacv1.RoleBindingList{}, &rbacv1.RoleList{}}
 	if !keepClusterRole {
 		lists = append(lists, &rbacv1.ClusterRoleBindingList{}, &rbacv1.ClusterRoleList{})
 	}
 	for _, list := range lists {
 		if err := c.List(ctx, list, selector); err != nil {
-			return fmt.Errorf("listing %T by label %s=%s: %w", list, RequestLabel, name, err)
+			return fmt.Errorf("listing %T by label %v: %w", list, selector, err)
 		}
 		objs, err := meta.ExtractList(list)
 		if err != nil {
@@ -109,9 +127,41 @@ func deleteRBAC(ctx context.Context, c client.Client, name, keepRoleIn string, k
 	return nil
 }
 
-// targetName is the name of the request's objects in the target cluster: unique per
-// namespace/name of the request, within the 63 characters labels allow.
+// targetName is the name of the request's objects in the target cluster, and the value
+// of their RequestLabel: the one its status records (status.targetName) when that is one
+// of the request's own names; the legacy name for a request an earlier version served (a
+// status stored without one: its token names that ServiceAccount); otherwise the name
+// every new request gets. Reconcile records it before anything is granted.
 func targetName(kr *operatorv1alpha1.KubeconfigRequest) string {
+	name, legacy := newTargetName(kr), legacyTargetName(kr)
+	switch recorded := kr.Status.TargetName; {
+	case recorded == name || recorded == legacy:
+		return recorded
+	case recorded == "" && kr.StatusStored():
+		return legacy
+	}
+	return name
+}
+
+// newTargetName is "kcr-", the namespace and name as far as they fit, and 16 characters
+// of base32 (80 bits) of the SHA-256 of "<namespace>/<name>": the readable part may be
+// ambiguous ("team"/"prod-ci" and "team-prod"/"ci"), the hash is not ('/' is in neither
+// a namespace nor a name), and finding two requests that share a name costs about 2^40
+// hashes, one that takes a given request's name about 2^80. 63 characters at most: a
+// label value.
+func newTargetName(kr *operatorv1alpha1.KubeconfigRequest) string {
+	sum := sha256.Sum256([]byte(kr.Namespace + "/" + kr.Name))
+	hash := strings.ToLower(base32.StdEncoding.EncodeToString(sum[:]))[:16]
+	readable := "kcr-" + kr.Namespace + "-" + kr.Name
+	if max := validation.LabelValueMaxLength - 1 - len(hash); len(readable) > max {
+		readable = readable[:max]
+	}
+	return strings.TrimRight(readable, "-.") + "-" + hash
+}
+
+// legacyTargetName is the name versions before status.targetName gave a request's
+// objects: the same readable part (50 characters at most) and 8 hex digits (32 bits).
+func legacyTargetName(kr *operatorv1alpha1.KubeconfigRequest) string {
 	sum := sha256.Sum256([]byte(kr.Namespace + "/" + kr.Name))
 	base := "kcr-" + kr.Namespace + "-" + kr.Name
 	if len(base) > 50 {
