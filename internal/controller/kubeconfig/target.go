@@ -153,8 +153,8 @@ func newTargetName(kr *operatorv1alpha1.KubeconfigRequest) string {
 	sum := sha256.Sum256([]byte(kr.Namespace + "/" + kr.Name))
 	hash := strings.ToLower(base32.StdEncoding.EncodeToString(sum[:]))[:16]
 	readable := "kcr-" + kr.Namespace + "-" + kr.Name
-	if max := validation.LabelValueMaxLength - 1 - len(hash); len(readable) > max {
-		readable = readable[:max]
+	if room := validation.LabelValueMaxLength - 1 - len(hash); len(readable) > room {
+		readable = readable[:room]
 	}
 	return strings.TrimRight(readable, "-.") + "-" + hash
 }
