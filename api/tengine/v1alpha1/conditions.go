@@ -43,6 +43,12 @@ const (
 	// ReasonLeftOut (Warning event on a versioned Secret or Ingress): the checksum leaves
 	// it out; the note says why.
 	ReasonLeftOut = "LeftOutOfChecksum"
+	// ReasonVersionRemoved (Warning event on a Secret): the Secret was counted and lost its
+	// version annotation (commonly `kubectl create secret tls ... --dry-run=client -o yaml |
+	// kubectl apply -f -`, which writes no annotations): Tengine-Ingress no longer counts
+	// it, and the checksum published next leaves it out. docs/checksum.md shows the
+	// rotation recipe that keeps the annotation.
+	ReasonVersionRemoved = "VersionRemoved"
 	// ReasonIDsOmitted (Warning event on a SecretCheckSum or IngressCheckSum): it was
 	// published without its IDs, too many to fit in one object.
 	ReasonIDsOmitted = "IDsOmitted"

@@ -101,6 +101,12 @@ func (in *inputs) strip(obj any) (any, error) {
 	return in.stripSecret(obj)
 }
 
+// versioned says whether the Secret carries the version annotation.
+func (in *inputs) versioned(s *corev1.Secret) bool {
+	_, ok := s.Annotations[in.versionAnnotation]
+	return ok
+}
+
 // stripSecret records the Secret's PemSHA outcome and keeps of the Secret only what the
 // checksum and its reports read: name, namespace, UID, resource version and the version
 // annotation (canonical, see versionOnly). Everything else a tenant controls goes: the
@@ -114,7 +120,7 @@ func (in *inputs) stripSecret(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	if _, versioned := s.Annotations[in.versionAnnotation]; versioned {
+	if in.versioned(s) {
 		in.evaluate(s)
 	} else {
 		in.forget(s.UID)

@@ -354,3 +354,42 @@ func TestAllNamespacesModeSkipsNamespacesWithNothingToCover(t *testing.T) {
 		t.Errorf("a namespace without versioned secrets got %d SecretCheckSums", len(items))
 	}
 }
+
+// TestACountedSecretThatLosesItsVersionIsReported: the common rotation recipe (`kubectl
+// create secret tls ... --dry-run=client -o yaml | kubectl apply -f -`) drops the version
+// annotation; the Secret leaves the checksum, and that is said: a Warning event on the
+// Secret naming the annotation, and the metric. Removing the annotation is the only
+// thing that does it: a version change is no such event.
+func TestACountedSecretThatLosesItsVersionIsReported(t *testing.T) {
+	ns := namespace(t)
+	a, b := newCert(t), newCert(t)
+	id := putSecret(t, ns, "rotated-1", "1", a)
+	kept := putSecret(t, ns, "kept-2", "1", b)
+	startManager(t, ns)
+	waitPublished(t, ns, id, kept)
+	removed := defaultMetrics.versionsRemoved.WithLabelValues(ns)
+	before := counter(t, removed)
+
+	putSecret(t, ns, "kept-2", "2", b) // a new version: not a removal
+	putSecret(t, ns, "rotated-1", "", newCert(t))
+	waitPublished(t, ns, putSecret(t, ns, "kept-2", "2", b))
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var notes []string
+		for _, e := range listEvents(t, ns) {
+			if e.Reason == tenginev1alpha1.ReasonVersionRemoved && e.Type == corev1.EventTypeWarning {
+				notes = append(notes, e.Regarding.Name+": "+e.Note)
+			}
+		}
+		if len(notes) == 1 && strings.HasPrefix(notes[0], "rotated-1: ") && strings.Contains(notes[0], checksum.DefaultVersionAnnotation) {
+			break
+		}
+		if len(notes) > 1 || time.Now().After(deadline) {
+			t.Fatalf("%s events: %q, want one on rotated-1 naming %s", tenginev1alpha1.ReasonVersionRemoved, notes, checksum.DefaultVersionAnnotation)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	if got := counter(t, removed) - before; got != 1 {
+		t.Errorf("trustplane_checksum_versions_removed_total{namespace=%q} rose by %v, want 1", ns, got)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	tenginev1alpha1 "github.com/trustplane/trustplane/api/tengine/v1alpha1"
 	"github.com/trustplane/trustplane/internal/checksum"
 	"github.com/trustplane/trustplane/internal/handlers"
 )
@@ -16,8 +17,23 @@ func (r *Reconciler) onSecret(old, cur *corev1.Secret, q handlers.Queue) {
 		r.record(checksum.TrackSecrets, old, "", nil, q)
 		return
 	}
+	if old != nil && r.inputs.versioned(old) && !r.inputs.versioned(cur) {
+		r.versionRemoved(cur)
+	}
 	id, err := r.inputs.secretID(cur)
 	r.record(checksum.TrackSecrets, cur, id, err, q)
+}
+
+// versionRemoved reports a Secret that had the version annotation and lost it: counted
+// until then, it leaves the checksum now, and Tengine-Ingress stops serving it. Said
+// loudly, because it is usually a careless edit, not a decision.
+func (r *Reconciler) versionRemoved(s *corev1.Secret) {
+	r.Metrics.versionsRemoved.WithLabelValues(s.Namespace).Inc()
+	if r.Recorder != nil {
+		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, tenginev1alpha1.ReasonVersionRemoved, "Count",
+			"the Secret lost its annotation %s: it is no longer counted in the checksum, and Tengine-Ingress no longer serves it; put the annotation back (with a higher version) if this was not meant (docs/checksum.md)",
+			r.opts.VersionAnnotation)
+	}
 }
 
 // record puts one object's ID into (or takes it out of) every publication it counts in,

@@ -11,6 +11,8 @@ type Metrics struct {
 	leftOut      *prometheus.GaugeVec
 	publications *prometheus.CounterVec
 	parsed       prometheus.Counter
+	// versionsRemoved counts counted Secrets that lost their version annotation.
+	versionsRemoved *prometheus.CounterVec
 }
 
 var defaultMetrics = func() *Metrics {
@@ -31,11 +33,14 @@ var defaultMetrics = func() *Metrics {
 		parsed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "trustplane_checksum_certificates_parsed_total", Help: "Secrets whose certificate and key were parsed (once per change of their data, never a full re-parse).",
 		}),
+		versionsRemoved: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trustplane_checksum_versions_removed_total", Help: "Secrets that had the version annotation and lost it (no longer counted by Tengine-Ingress: usually a careless edit), by namespace.",
+		}, []string{"namespace"}),
 	}
 	return m
 }()
 
 // collectors are registered when the controller is set up: only the manager sets them.
 func (m *Metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.ids, m.idsOmitted, m.leftOut, m.publications, m.parsed}
+	return []prometheus.Collector{m.ids, m.idsOmitted, m.leftOut, m.publications, m.parsed, m.versionsRemoved}
 }
