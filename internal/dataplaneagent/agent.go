@@ -62,6 +62,7 @@ type Agent struct {
 	undecodableOf map[checksum.Track]map[string]bool // track → UIDs of objects reported undecodable
 	debounce      *debounce.Debouncer
 	classes       *ingressClasses // what the ingresses track's class rules read
+	keptBefore    map[string]bool // file bases of unversioned Secrets kept by the last check, reported already
 }
 
 // maxCheckDelay is the longest a check waits while changes keep coming.

@@ -21,10 +21,12 @@ var (
 		Help: "Runs of --reload-command that failed after a newly verified set was written (the previous set was put back)."})
 	reloadFailing = prometheus.NewGauge(prometheus.GaugeOpts{Name: "trustplane_dataplane_reload_failing",
 		Help: "1 while a newly verified set waits for --reload-command to succeed."})
+	unversionedKept = prometheus.NewGauge(prometheus.GaugeOpts{Name: "trustplane_dataplane_unversioned_kept",
+		Help: "Secrets that lost their version annotation whose last verified files are still served, until an operator confirms the removal."})
 )
 
 // ownMetrics are registered when the agent starts, in its process only.
-var ownMetrics = []prometheus.Collector{consistentGauge, mismatchIDs, scopeMismatch, undecodable, servedSecrets, snapshotCorrupt, reloadFailures, reloadFailing}
+var ownMetrics = []prometheus.Collector{consistentGauge, mismatchIDs, scopeMismatch, undecodable, servedSecrets, snapshotCorrupt, reloadFailures, reloadFailing, unversionedKept}
 
 func boolGauge(b bool) float64 {
 	if b {

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	tenginev1 "github.com/trustplane/trustplane/api/tengine/v1"
+	tenginev1alpha1 "github.com/trustplane/trustplane/api/tengine/v1alpha1"
 	"github.com/trustplane/trustplane/internal/checksum"
 	"github.com/trustplane/trustplane/pkg/dataplane"
 )
@@ -54,7 +55,60 @@ func (a *Agent) verifySecrets(ctx context.Context) error {
 	if !a.report(logger, checksum.TrackSecrets, v, against) {
 		return nil
 	}
-	return a.serve(ctx, dataplane.Snapshot{Checksum: v.Checksum, Secrets: local}, v.Reason, against)
+	served := append(local, a.keepUnversioned(logger, secrets.Items, local)...)
+	sort.Slice(served, func(i, j int) bool { return served[i].Base() < served[j].Base() })
+	return a.serve(ctx, dataplane.Snapshot{Checksum: v.Checksum, Secrets: served}, v.Reason, against)
+}
+
+// keepUnversioned is what the verified set on disk holds of Secrets that still exist but
+// lost their version annotation, unless an operator confirmed the removal
+// (dataplane.RemoveUnversionedAnnotation): their last verified files stay served. The
+// checksum no longer counts them, so nothing newer of theirs is ever written; a Secret
+// deleted, confirmed, or versioned again leaves this list. Each newly kept Secret gets a
+// Warning event; trustplane_dataplane_unversioned_kept counts them.
+func (a *Agent) keepUnversioned(logger interface{ Info(string, ...any) }, items []corev1.Secret, local []dataplane.Secret) []dataplane.Secret {
+	a.mu.Lock()
+	served, have := a.served.Secrets, a.haveServed
+	a.mu.Unlock()
+	verified := map[string]bool{}
+	for _, s := range local {
+		verified[s.Base()] = true
+	}
+	unversioned := map[string]*corev1.Secret{}
+	for i := range items {
+		s := &items[i]
+		_, versioned := s.Annotations[a.opts.VersionAnnotation]
+		if !versioned && s.Annotations[dataplane.RemoveUnversionedAnnotation] != "true" {
+			unversioned[a.base(s)] = s
+		}
+	}
+	var kept []dataplane.Secret
+	keptNow := map[string]bool{}
+	for _, s := range served {
+		secret := unversioned[s.Base()]
+		if !have || verified[s.Base()] || secret == nil {
+			continue
+		}
+		kept = append(kept, s)
+		keptNow[s.Base()] = true
+		if !a.keptBefore[s.Base()] {
+			logger.Info("a served Secret lost its version annotation: its last verified files stay until the removal is confirmed", "secret", s.Base(), "id", s.ID)
+			a.recorder.Eventf(secret, nil, corev1.EventTypeWarning, tenginev1alpha1.ReasonUnversionedKept, "Verify",
+				"the Secret lost its annotation %s: the data plane keeps serving its last verified files (ID %s); put the annotation back, or confirm the removal by deleting the Secret or annotating it %s=true",
+				a.opts.VersionAnnotation, s.ID, dataplane.RemoveUnversionedAnnotation)
+		}
+	}
+	a.keptBefore = keptNow
+	unversionedKept.Set(float64(len(kept)))
+	return kept
+}
+
+// base is the file base name of the Secret s in the verified set.
+func (a *Agent) base(s *corev1.Secret) string {
+	if a.perNS {
+		return s.Namespace + "." + s.Name
+	}
+	return s.Name
 }
 
 // verifyIngresses checks the Ingresses a Tengine-Ingress with the agent's class flags

@@ -20,6 +20,11 @@ const (
 	// IDsOmittedAnnotation marks an object whose spec.ids were left out (too many to
 	// fit): Published.IDsOmitted.
 	IDsOmittedAnnotation = checksum.IDsOmittedAnnotation
+	// RemoveUnversionedAnnotation "true" on a Secret that lost its version annotation
+	// confirms that its last verified files may go: until then (or until the Secret is
+	// deleted) a data plane keeps serving them, as losing the annotation is usually a
+	// careless edit, not a decision.
+	RemoveUnversionedAnnotation = "dataplane.trustplane.io/remove-unversioned"
 )
 
 // ScopeOf is the scope string of a data plane that watches namespaces (none: every

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,9 +14,11 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tenginev1 "github.com/trustplane/trustplane/api/tengine/v1"
+	tenginev1alpha1 "github.com/trustplane/trustplane/api/tengine/v1alpha1"
 	"github.com/trustplane/trustplane/internal/checksum"
 	"github.com/trustplane/trustplane/internal/dataplaneagent"
 	"github.com/trustplane/trustplane/internal/testcerts"
@@ -105,7 +108,7 @@ func TestScopesUndecodableObjectsAndReloadFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Stop() })
-	createNamespaces(t, env.Client, "alpha", "beta", "gamma", "ops", "delta", "reload")
+	createNamespaces(t, env.Client, "alpha", "beta", "gamma", "ops", "delta", "reload", "careless")
 
 	t.Run("an all-namespaces agent verifies the union and nginx serves <namespace>.<name>", func(t *testing.T) {
 		testAllNamespaces(t, env)
@@ -118,6 +121,73 @@ func TestScopesUndecodableObjectsAndReloadFailures(t *testing.T) {
 	})
 	t.Run("a failed reload keeps the previous files until nginx reloads", func(t *testing.T) {
 		testReloadFailure(t, env)
+	})
+	t.Run("a Secret that loses its version keeps its files until the removal is confirmed", func(t *testing.T) {
+		testUnversionedKept(t, env)
+	})
+}
+
+// testUnversionedKept: the common rotation recipe drops the version annotation (here with
+// new data, as the recipe writes it). The control plane's next checksum leaves the Secret
+// out and the agent verifies it, but keeps serving the Secret's last verified files, with
+// a Warning event, until an operator confirms: by the annotation
+// dataplane.trustplane.io/remove-unversioned, or by deleting the Secret.
+func testUnversionedKept(t *testing.T, env *testenv.Env) {
+	const namespace = "careless"
+	scope := checksum.NewScope([]string{namespace}, checksum.DefaultVersionAnnotation).String()
+	a, b, c := cert(t), cert(t), cert(t)
+	putSecretData(t, env.Client, namespace, "shop-1", "1", map[string][]byte{corev1.TLSCertKey: a.PEM(), corev1.TLSPrivateKeyKey: a.KeyPEM()})
+	putSecretData(t, env.Client, namespace, "blog-2", "1", map[string][]byte{corev1.TLSCertKey: b.PEM(), corev1.TLSPrivateKeyKey: b.KeyPEM()})
+	publish(t, env.Client, namespace, scope, "1-1-"+pemSHA(t, a), "2-1-"+pemSHA(t, b))
+	dir := t.TempDir()
+	runAgent(t, env, dir, "", namespace)
+	testenv.Eventually(t, "both Secrets served", 30*time.Second, func() bool {
+		return fileIs(dir, "shop-1.crt", a.PEM())() && fileIs(dir, "blog-2.crt", b.PEM())()
+	})
+
+	// kubectl create secret tls ... --dry-run=client -o yaml | kubectl apply -f -
+	for name, chain := range map[string]testcerts.Chain{"shop-1": c, "blog-2": c} {
+		s := &corev1.Secret{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, s); err != nil {
+			t.Fatal(err)
+		}
+		s.Annotations = nil
+		s.Data = map[string][]byte{corev1.TLSCertKey: chain.PEM(), corev1.TLSPrivateKeyKey: chain.KeyPEM()}
+		if err := env.Client.Update(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish(t, env.Client, namespace, scope) // the control plane's next checksum: neither counted
+	testenv.Eventually(t, "an UnversionedKept event on each Secret", 30*time.Second, func() bool {
+		on := map[string]bool{}
+		for _, e := range eventsOf(t, env.Client, namespace, tenginev1alpha1.ReasonUnversionedKept) {
+			on[e.Regarding.Name] = e.Type == corev1.EventTypeWarning && strings.Contains(e.Note, dataplane.RemoveUnversionedAnnotation)
+		}
+		return on["shop-1"] && on["blog-2"]
+	})
+	if !fileIs(dir, "shop-1.crt", a.PEM())() || !fileIs(dir, "blog-2.key", b.KeyPEM())() {
+		t.Fatal("the last verified files of Secrets that lost their version are gone or replaced")
+	}
+
+	// Confirmed by the annotation: shop-1's files go; blog-2's stay.
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"true"}}}`, dataplane.RemoveUnversionedAnnotation)
+	if err := env.Client.Patch(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "shop-1"}}, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "shop-1's files removed once confirmed", 30*time.Second, func() bool {
+		_, err := os.Stat(filepath.Join(dir, "shop-1.crt"))
+		return os.IsNotExist(err)
+	})
+	if !fileIs(dir, "blog-2.crt", b.PEM())() {
+		t.Fatal("blog-2's files went with shop-1's confirmation")
+	}
+	// Confirmed by deleting the Secret.
+	if err := env.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "blog-2"}}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "blog-2's files removed with the Secret", 30*time.Second, func() bool {
+		_, err := os.Stat(filepath.Join(dir, "blog-2.crt"))
+		return os.IsNotExist(err)
 	})
 }
 

@@ -67,6 +67,11 @@ const (
 	// ReasonReloadFailed (Warning event): the reload command failed after a newly
 	// verified set was written; the previous set was put back.
 	ReasonReloadFailed = "ReloadFailed"
+	// ReasonUnversionedKept (Warning event on a Secret): the Secret lost its version
+	// annotation; the data plane keeps serving its last verified files until an operator
+	// confirms the removal (deleting the Secret, or annotating it
+	// dataplane.trustplane.io/remove-unversioned: "true") or puts a version back.
+	ReasonUnversionedKept = "UnversionedKept"
 	// ReasonUndecodableChecksum (Warning event): the object does not decode, and the data
 	// plane ignores it.
 	ReasonUndecodableChecksum = "UndecodableChecksum"

@@ -7,6 +7,7 @@ import (
 	tenginev1alpha1 "github.com/trustplane/trustplane/api/tengine/v1alpha1"
 	"github.com/trustplane/trustplane/internal/checksum"
 	"github.com/trustplane/trustplane/internal/handlers"
+	"github.com/trustplane/trustplane/pkg/dataplane"
 )
 
 // onSecret keeps the ID sets current from Secret events; the PemSHA was computed (only
@@ -31,8 +32,8 @@ func (r *Reconciler) versionRemoved(s *corev1.Secret) {
 	r.Metrics.versionsRemoved.WithLabelValues(s.Namespace).Inc()
 	if r.Recorder != nil {
 		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, tenginev1alpha1.ReasonVersionRemoved, "Count",
-			"the Secret lost its annotation %s: it is no longer counted in the checksum, and Tengine-Ingress no longer serves it; put the annotation back (with a higher version) if this was not meant (docs/checksum.md)",
-			r.opts.VersionAnnotation)
+			"the Secret lost its annotation %s: it is no longer counted in the checksum and Tengine-Ingress drops it; trustplane's data plane keeps its last verified files until %s=true or the Secret's deletion confirms it. Put the annotation back (with a higher version) if this was not meant (docs/checksum.md)",
+			r.opts.VersionAnnotation, dataplane.RemoveUnversionedAnnotation)
 	}
 }
 
