@@ -33,6 +33,7 @@ VULNDB_VERSION := v0.0.0-20261105234957-e22db6528018
 VULNDB_SUM     := h1:mfngRv0Yoh0VApsXKEN82CjD99kl7mtparN3bs3JnqI=
 VULNDB         := $(BIN)/vulndb/$(VULNDB_VERSION)
 GOVULNCHECK    := $(BIN)/vuln/govulncheck
+FUZZTIME_TEST  ?= 3s
 
 ##@ Everyday
 
@@ -41,9 +42,10 @@ run: k8s-bins run-program ## Run every controller against a local control plane 
 	exec $(BIN)/trustplane-run --dir .local
 
 .PHONY: test
-test: k8s-bins tools test-deps lint vuln ## Lint and govulncheck, then run every test against a real kube-apiserver + etcd.
+test: k8s-bins tools test-deps lint vuln ## Lint and govulncheck, then run every test against a real kube-apiserver + etcd, and every fuzz target briefly.
 	go test $(GO_TEST_FLAGS) ./...
 	cd test/k8speers && go test $(GO_TEST_FLAGS) ./...
+	hack/fuzz.sh $(FUZZTIME_TEST)
 
 ##@ Development
 
@@ -152,9 +154,9 @@ bench-kubeconfig: k8s-bins ## Kubeconfig operator: 200 requests at once against 
 bench-memory: k8s-bins ## Secret caches: manager peak RSS with 400 Opaque Secrets holding a 900 KB tls.crt, vs. baseline.
 	go run ./test/bench/memory
 
-.PHONY: fuzz-jwks
-fuzz-jwks: ## Fuzz the certificate → JWK path for FUZZTIME (default 3m).
-	go test ./internal/jwkset -run '^$$' -fuzz FuzzParseChain -fuzztime $(or $(FUZZTIME),3m)
+.PHONY: fuzz
+fuzz: k8s-bins ## Run every fuzz target of the tenant parsers for FUZZTIME each (default 1m; make test runs each for FUZZTIME_TEST, 3s).
+	hack/fuzz.sh $(or $(FUZZTIME),1m)
 
 .PHONY: test-deps
 test-deps: ## Install the Debian packages tests run for real (nginx, openssl, prometheus for promtool) when missing.

@@ -86,6 +86,9 @@ func parsePEMCertificates(data []byte) ([]*x509.Certificate, error) {
 		if block == nil {
 			break
 		}
+		if len(chain) == MaxChainCertificates {
+			return nil, inputErrorf(jwksv1alpha1.ReasonCertificateTooLarge, "tls.crt holds more than %d certificates, more than a chain may have here", MaxChainCertificates)
+		}
 		if block.Type != "CERTIFICATE" {
 			return nil, inputErrorf(jwksv1alpha1.ReasonNotACertificate, "tls.crt block %d is a %q PEM block, want CERTIFICATE", len(chain)+1, block.Type)
 		}

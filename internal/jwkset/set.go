@@ -47,6 +47,10 @@ const MaxDocumentBytes = 900 * 1024
 // megabyte-sized tls.crt must not be.
 const MaxCertificateBytes = 64 * 1024
 
+// MaxChainCertificates is the most certificates a tls.crt may hold: a leaf and its
+// intermediates; more is refused (CertificateTooLarge) before the rest is parsed.
+const MaxChainCertificates = 16
+
 // Plan computes the next published set from the current key and the previous set.
 //
 //   - The current key is always first and never removed. When it is already published

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -85,6 +86,11 @@ func (e *Env) Environment() *envtest.Environment { return e.env }
 // Main is a TestMain body: it starts the control plane into *env, runs the tests (m is a
 // *testing.M, or a wrapper that prepares more before running them), stops it.
 func Main(m interface{ Run() int }, env **Env) int {
+	if fuzzing() {
+		// A fuzz target needs no control plane, and every fuzz worker process runs
+		// TestMain again: each would start (and leave behind) one.
+		return m.Run()
+	}
 	e, err := Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -97,6 +103,15 @@ func Main(m interface{ Run() int }, env **Env) int {
 		fmt.Fprintln(os.Stderr, "stopping test control plane:", err)
 	}
 	return code
+}
+
+// fuzzing says whether the test binary runs with -fuzz, as the coordinator or a worker.
+func fuzzing() bool {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	fuzz, worker := flag.Lookup("test.fuzz"), flag.Lookup("test.fuzzworker")
+	return (fuzz != nil && fuzz.Value.String() != "") || (worker != nil && worker.Value.String() == "true")
 }
 
 // RepoRoot is the directory holding this module's go.mod.

@@ -99,7 +99,7 @@ const (
 	// makes a JWK Set larger than a ConfigMap can hold.
 	ReasonSetTooLarge = "SetTooLarge"
 	// ReasonCertificateTooLarge: tls.crt is larger than a certificate chain may be here
-	// (64 KiB).
+	// (64 KiB), or holds more certificates than a chain may (16).
 	ReasonCertificateTooLarge = "CertificateTooLarge"
 )
 
