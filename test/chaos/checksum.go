@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -588,14 +589,17 @@ func (s *checksumSystem) watchCaughtUp(rv int64) (caughtUp, gap bool) {
 	return progress >= rv, gapFrom > 0 && gapFrom < rv
 }
 
-// judgeServed: the snapshot must be exactly the counted Secrets of a state of the gateway
+// judgeServed: the snapshot must be the counted Secrets of a state of the gateway
 // namespace, with that state's checksum, and a SecretCheckSum with it must have been
-// published in the namespace (the agent trusts only a match). The caller holds s.mu.
+// published in the namespace (the agent trusts only a match). Beside them it may hold
+// Secrets that state does not count, each exactly as an earlier state counted it: the
+// last verified files of a Secret that lost its version annotation, which the agent keeps
+// until an operator confirms the removal (docs/checksum.md). The caller holds s.mu.
 func (s *checksumSystem) judgeServed(h *Harness, what, sum string, served map[string]ckCounted, listRV int64, decided bool) bool {
 	states := s.byNS[checksumGateway]
 	existed := -1
 	for i, st := range states {
-		if st.sum == sum && ckSameCounted(st.secrets, served) {
+		if st.sum == sum && ckServesState(states[:i], st.secrets, served) {
 			existed = i
 			break
 		}
@@ -693,13 +697,53 @@ func ckPart(c ckCounted, part string) []byte {
 	return nil
 }
 
+// confirmUnversioned annotates every Secret of the gateway namespace without the version
+// annotation with dataplane.RemoveUnversionedAnnotation.
+func (s *checksumSystem) confirmUnversioned(ctx context.Context, h *Harness) error {
+	list := &corev1.SecretList{}
+	if err := h.Client.List(ctx, list, client.InNamespace(checksumGateway)); err != nil {
+		return err
+	}
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"true"}}}`, dataplane.RemoveUnversionedAnnotation)
+	for i := range list.Items {
+		sec := &list.Items[i]
+		if _, versioned := sec.Annotations[checksum.DefaultVersionAnnotation]; versioned || sec.Annotations[dataplane.RemoveUnversionedAnnotation] == "true" {
+			continue
+		}
+		if err := h.Client.Patch(ctx, sec, client.RawPatch(types.MergePatchType, patch)); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ckServesState says whether served is state plus, for Secrets state does not count,
+// versions some earlier state counted.
+func ckServesState(earlier []ckState, state, served map[string]ckCounted) bool {
+	counted := map[string]ckCounted{}
+	for k, c := range served {
+		if _, ok := state[k]; ok {
+			counted[k] = c
+			continue
+		}
+		if !slices.ContainsFunc(earlier, func(st ckState) bool { c0, ok := st.secrets[k]; return ok && ckSameVersion(c0, c) }) {
+			return false
+		}
+	}
+	return ckSameCounted(state, counted)
+}
+
+func ckSameVersion(x, y ckCounted) bool {
+	return x.id == y.id && bytes.Equal(x.crt, y.crt) && bytes.Equal(x.key, y.key) && bytes.Equal(x.ca, y.ca) && bytes.Equal(x.crl, y.crl)
+}
+
 func ckSameCounted(a, b map[string]ckCounted) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for k, x := range a {
 		y, ok := b[k]
-		if !ok || x.id != y.id || !bytes.Equal(x.crt, y.crt) || !bytes.Equal(x.key, y.key) || !bytes.Equal(x.ca, y.ca) || !bytes.Equal(x.crl, y.crl) {
+		if !ok || !ckSameVersion(x, y) {
 			return false
 		}
 	}
@@ -721,6 +765,11 @@ func ckDescribe(secrets map[string]ckCounted) []string {
 func (s *checksumSystem) Settle(ctx context.Context, h *Harness) {
 	h.Eventually(ctx, "progress: checksum workload's last write resolved", func(ctx context.Context) bool {
 		return s.resolve(ctx, h) == nil
+	})
+	// An operator confirms the removal of the Secrets that lost their version: the agent
+	// keeps their last verified files until then (docs/checksum.md).
+	h.Eventually(ctx, "progress: unversioned gateway Secrets confirmed for removal", func(ctx context.Context) bool {
+		return s.confirmUnversioned(ctx, h) == nil
 	})
 	s.mu.Lock()
 	final := map[string]ckState{"": s.cluster[len(s.cluster)-1]}
