@@ -277,11 +277,17 @@ func (r *Reconciler) reconcile(ctx context.Context, sr *cp.SubscriptionRequest) 
 	if err != nil {
 		return status.Stalled(cp.ReasonInvalidSelector, "%v", err)
 	}
-	if sr.Status.GardenerSecretName != "" && r.stillFits(ctx, sr, want) {
-		// Kept even when the grant has gone since: revoking stops new claims, it does not
-		// take a running cluster's credential away.
-		assigned(sr, sr.Status.GardenerSecretName)
-		return nil
+	if sr.Status.GardenerSecretName != "" {
+		fits, err := r.stillFits(ctx, sr, want)
+		if err != nil {
+			return err
+		}
+		if fits {
+			// Kept even when the grant has gone since: revoking stops new claims, it does
+			// not take a running cluster's credential away.
+			assigned(sr, sr.Status.GardenerSecretName)
+			return nil
+		}
 	}
 	if want.Tenant != "" {
 		if err := r.checkGrant(ctx, sr, want.Tenant); err != nil {

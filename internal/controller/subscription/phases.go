@@ -225,12 +225,29 @@ func (r *Reconciler) patchLabel(ctx context.Context, entry *metav1.PartialObject
 	return status.WriteFailed("patch", entry, err)
 }
 
-// stillFits: the assigned credential exists and still serves the request.
-func (r *Reconciler) stillFits(ctx context.Context, sr *cp.SubscriptionRequest, want credentialpool.Request) bool {
+// stillFits: the assigned credential exists and still serves the request. Only the API
+// server's word takes a credential away: what the cache says against it (missing, or
+// labelled otherwise: a cache that trails, or is being filled again after the API server
+// restarted) is read again uncached, and a failed read is an error to retry, never a
+// reason to assign another credential. (Found by the chaos suite, seed
+// 2511568597773103352: three requests moved to other credentials after an API server
+// restart.)
+func (r *Reconciler) stillFits(ctx context.Context, sr *cp.SubscriptionRequest, want credentialpool.Request) (bool, error) {
 	entry := r.pool.newEntry(r.pool.namespaceFor(sr), sr.Status.GardenerSecretName)
-	if err := r.pool.cache.Get(ctx, client.ObjectKeyFromObject(entry), entry); err != nil {
-		return false
+	key := client.ObjectKeyFromObject(entry)
+	if err := r.pool.cache.Get(ctx, key, entry); err == nil && fits(entry, sr, want) {
+		return true, nil
 	}
+	switch err := r.pool.fresh.Get(ctx, key, entry); {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("reading the assigned credential %s: %w", key.Name, err)
+	}
+	return fits(entry, sr, want), nil
+}
+
+func fits(entry *metav1.PartialObjectMetadata, sr *cp.SubscriptionRequest, want credentialpool.Request) bool {
 	return claimableBy(entry, sr.Namespace) && credentialpool.Fits(want, credentialpool.Credential{Name: entry.Name, Labels: entry.Labels})
 }
 
