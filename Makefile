@@ -128,31 +128,31 @@ bench: k8s-bins ## Every bench-* in turn, each at 1x and 10x (long), then one ta
 
 .PHONY: bench-jwks
 bench-jwks: k8s-bins ## JWKS: rotation latency, 1,000 and 10,000 sets at once (time, CPU, memory; floor, growth), resync writes.
-	go run ./test/bench/jwks
+	go run -tags bench ./test/bench/jwks
 
 .PHONY: bench-jwks-server
 bench-jwks-server: k8s-bins ## JWKS server (trustplane jwks-server): cost per request by JWKSConfig size, memory per idle connection, the connection limit and idle timeout.
-	go run ./test/bench/jwksserver
+	go run -tags bench ./test/bench/jwksserver
 
 .PHONY: bench-aggregation
 bench-aggregation: k8s-bins ## ClusterRole aggregation vs kube-controller-manager at 2,000 and 20,000 roles: convergence, writes, CPU; growth per role.
-	go run ./test/bench/aggregation
+	go run -tags bench ./test/bench/aggregation
 
 .PHONY: bench-checksum
 bench-checksum: k8s-bins ## Secret checksum: 50,000 and 500,000 Secrets in process (incremental vs full, growth); 30,000 through the API server (publish latency vs a plain client).
-	go run ./test/bench/checksum
+	go run -tags bench ./test/bench/checksum
 
 .PHONY: bench-podcert
 bench-podcert: k8s-bins ## Pod certificates: refresh pass over 5,000 projections; signer at 2,000 and 20,000 requests (throughput, floor, growth).
-	go run ./test/bench/podcert
+	go run -tags bench ./test/bench/podcert
 
 .PHONY: bench-kubeconfig
 bench-kubeconfig: k8s-bins ## Kubeconfig operator: 200 requests at once against one target, 2,000 over 20; floor, growth, API requests per request.
-	go run ./test/bench/kubeconfig
+	go run -tags bench ./test/bench/kubeconfig
 
 .PHONY: bench-memory
 bench-memory: k8s-bins ## Secret caches: manager peak RSS with 400 Opaque Secrets holding a 900 KB tls.crt, vs. baseline.
-	go run ./test/bench/memory
+	go run -tags bench ./test/bench/memory
 
 .PHONY: fuzz
 fuzz: k8s-bins ## Run every fuzz target of the tenant parsers for FUZZTIME each (default 1m; make test runs each for FUZZTIME_TEST, 3s).

@@ -1,3 +1,5 @@
+//go:build bench
+
 // Command aggregation is `make bench-aggregation`: 2,000 ClusterRoles and 100 aggregators
 // with 1–3 selectors, then 1,000 churn events (label flips, rule edits, deletes, creates,
 // selector changes), fed to kube-controller-manager v1.37.1 and to trustplane in the same

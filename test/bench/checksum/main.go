@@ -1,3 +1,5 @@
+//go:build bench
+
 // Command checksum is `make bench-checksum`: 50,000 and 500,000 TLS Secrets through the
 // control plane's checksum path, in process. At each size it prints the initial
 // checksum's time, CPU and memory per Secret, then the time to the new checksum after one

@@ -1,3 +1,5 @@
+//go:build bench
+
 // Command jwks is `make bench-jwks`: it runs the real `trustplane manager` binary (jwks
 // controller only) against a real kube-apiserver + etcd and prints
 //

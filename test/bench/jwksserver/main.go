@@ -1,3 +1,5 @@
+//go:build bench
+
 // Command jwksserver is `make bench-jwks-server`: what a request and an idle connection
 // cost trustplane's JWKS server, run as shipped (`trustplane jwks-server`, its own
 // process) beside the manager against a real kube-apiserver and etcd.

@@ -1,3 +1,5 @@
+//go:build bench
+
 // Command kubeconfig is `make bench-kubeconfig`: KubeconfigRequests created at once
 // against brought-along target clusters, served by the shipped binary's manager
 // (--controllers kubeconfig), at two sizes: 1x (-requests, 200, one target) and 10x (ten

@@ -1,3 +1,5 @@
+//go:build bench
+
 // Command memory is `make bench-memory`: it runs the real `trustplane manager` binary
 // (every controller on by default; secret-checksum, tls-expiry and jwks watch Secrets) against a real
 // kube-apiserver + etcd and prints the manager's peak resident memory (VmHWM)

@@ -1,3 +1,5 @@
+//go:build bench
+
 // Command podcert is `make bench-podcert`:
 //
 //  1. 5,000 pod-certificate projections on one node, all issued: CPU time and allocation
