@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# Build: docker build -t ghcr.io/trustplane/trustplane:dev .
+# Build: docker build -t ghcr.io/trustplane/trustplane:0.1.0 .   (without Docker: make images)
 FROM golang:1.27.3 AS build
 WORKDIR /src
 COPY go.mod go.sum ./

@@ -26,7 +26,10 @@ require (
 	sigs.k8s.io/yaml v1.6.0
 )
 
-require go.opentelemetry.io/otel/log v1.47.0 // indirect
+require (
+	go.opentelemetry.io/otel/log v1.47.0 // indirect
+	k8s.io/cri-api v0.37.1 // indirect
+)
 
 require (
 	cel.dev/expr v0.25.3 // indirect

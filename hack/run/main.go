@@ -25,6 +25,7 @@ import (
 	"github.com/trustplane/trustplane/config"
 	"github.com/trustplane/trustplane/internal/cli"
 	"github.com/trustplane/trustplane/internal/localcp"
+	"github.com/trustplane/trustplane/internal/localnode"
 	"github.com/trustplane/trustplane/internal/scheme"
 )
 
@@ -37,6 +38,11 @@ type options struct {
 	binDir      string
 	addrs       localcp.Addresses
 	managerArgs []string
+	// node runs a real node (containerd, kubelet, kube-proxy) for sample-node where
+	// the machine allows it; nodeBinDir holds kubelet and kube-proxy, imagesDir the
+	// images make images built.
+	node                  bool
+	nodeBinDir, imagesDir string
 }
 
 func main() {
@@ -48,6 +54,10 @@ func main() {
 	opts := options{addrs: localcp.DefaultAddresses()}
 	flag.StringVar(&opts.dir, "dir", ".local", "Directory for the local control plane's data and kubeconfig, and the node agent's pod certificates.")
 	flag.StringVar(&opts.binDir, "bin-dir", envOr("KUBEBUILDER_ASSETS", "bin/k8s"), "Directory with kube-apiserver, etcd, kube-controller-manager and kubectl.")
+	binRoot := envOr("TRUSTPLANE_BIN", "bin")
+	flag.BoolVar(&opts.node, "node", true, "Run a real node for sample-node (Linux, root, containerd): its pods run. Without it, or where it cannot run, sample-node is a stand-in.")
+	flag.StringVar(&opts.nodeBinDir, "node-bin-dir", filepath.Join(binRoot, "node"), "Directory with kubelet and kube-proxy (make node-bins).")
+	flag.StringVar(&opts.imagesDir, "images-dir", filepath.Join(binRoot, "images"), "Directory with the image archives to import into the node (make images).")
 	flag.StringVar(&opts.addrs.Probes, "health-probe-bind-address", opts.addrs.Probes, "Address of the manager's /healthz and /readyz.")
 	flag.StringVar(&opts.addrs.Metrics, "metrics-bind-address", opts.addrs.Metrics, "Address of the manager's /metrics.")
 	flag.StringVar(&opts.addrs.JWKS, "jwks-server-bind-address", opts.addrs.JWKS, "Address of the manager's JWKS server.")
@@ -83,16 +93,37 @@ func run(opts options) error {
 	if err != nil {
 		return err
 	}
-	if opts.binDir, err = filepath.Abs(opts.binDir); err != nil {
-		return err
+	for _, p := range []*string{&opts.binDir, &opts.nodeBinDir, &opts.imagesDir} {
+		if *p, err = filepath.Abs(*p); err != nil {
+			return err
+		}
 	}
-	target, err := startTarget(dir, opts.binDir)
+	local, selfReference := useLocalControlPlane(os.Getenv("KUBECONFIG"), dir)
+	if selfReference {
+		fmt.Printf("$KUBECONFIG is make run's own %s: ignoring it, as its cluster stopped with the last make run\n", localcp.KubeconfigPath(dir))
+	}
+	reservation := wantNode(opts, local)
+	defer func() { _ = reservation.Release() }() // a no-op once the node owns it
+	target, err := startTarget(dir, opts.binDir, local, reservation != nil)
 	if err != nil {
 		return err
 	}
 	defer target.stop()
-	if err := prepare(ctx, target); err != nil {
+	if err := prepare(ctx, target, reservation != nil); err != nil {
 		return err
+	}
+	if reservation != nil {
+		node, err := startNode(ctx, reservation, target, dir, opts)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			fmt.Println("stopping node", localcp.SampleNodeName, "(its pods' containers and networks go; the Pod objects stay) ...")
+			if err := node.Stop(); err != nil {
+				fmt.Fprintln(os.Stderr, "stopping the node:", err)
+			}
+		}()
+		target.node = node
 	}
 	return runTrustplane(ctx, target, dir, opts)
 }
@@ -102,7 +133,7 @@ func run(opts options) error {
 // too); the agent is stopped after the manager. Meanwhile it finishes the deletion of the
 // sample Node's pods.
 func runTrustplane(ctx context.Context, t *target, dir string, opts options) error {
-	agent, err := startChild("node-agent", localcp.NodeAgentArgs(t.kubeconfig, localcp.PodCertDir(dir), opts.addrs.NodeAgentMetrics))
+	agent, err := startChild("node-agent", localcp.NodeAgentArgs(t.kubeconfig, localcp.PodCertDir(dir), opts.addrs.NodeAgentMetrics, t.node == nil))
 	if err != nil {
 		return err
 	}
@@ -119,10 +150,14 @@ func runTrustplane(ctx context.Context, t *target, dir string, opts options) err
 			cancel(agent.exited())
 		case <-t.controllerManagerExited():
 			cancel(t.local.ControllerManagerExit())
+		case <-t.nodeExited():
+			cancel(fmt.Errorf("node %s: a daemon exited; logs in %s", localcp.SampleNodeName, filepath.Join(dir, "node")))
 		case <-ctx.Done():
 		}
 	}()
-	go finishPodDeletions(ctx, t.config)
+	if t.node == nil {
+		go finishPodDeletions(ctx, t.config)
+	}
 
 	go announceWhenReady(ctx, guide{addrs: opts.addrs, dir: dir, binDir: opts.binDir, local: t.local != nil})
 	root := cli.NewRootCommand()
@@ -154,14 +189,21 @@ type target struct {
 	kubeconfig string
 	// local is the control plane make run started; nil when $KUBECONFIG names the cluster.
 	local *localcp.ControlPlane
+	// node is sample-node's real node; nil where sample-node is a stand-in.
+	node *localnode.Node
 }
 
-// startTarget starts the local control plane, or connects to $KUBECONFIG's cluster.
-func startTarget(dir, binDir string) (*target, error) {
-	local, selfReference := useLocalControlPlane(os.Getenv("KUBECONFIG"), dir)
-	if selfReference {
-		fmt.Printf("$KUBECONFIG is make run's own %s: ignoring it, as its cluster stopped with the last make run\n", localcp.KubeconfigPath(dir))
+// nodeExited is closed when a daemon of the real node ends; never without one.
+func (t *target) nodeExited() <-chan struct{} {
+	if t.node == nil {
+		return nil
 	}
+	return t.node.Exited()
+}
+
+// startTarget starts the local control plane (ready for a node when withNode), or
+// connects to $KUBECONFIG's cluster.
+func startTarget(dir, binDir string, local, withNode bool) (*target, error) {
 	if !local {
 		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), nil).ClientConfig()
 		if err != nil {
@@ -171,7 +213,11 @@ func startTarget(dir, binDir string) (*target, error) {
 		return &target{config: cfg}, nil
 	}
 	fmt.Printf("starting a local kube-apiserver, etcd and kube-controller-manager (data in %s) ...\n", dir)
-	cp, err := localcp.Start(dir, binDir)
+	opts := localcp.Options{}
+	if withNode {
+		opts = localcp.Options{Node: true, BindAddress: localnode.NodeIP}
+	}
+	cp, err := localcp.Start(dir, binDir, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -234,15 +280,20 @@ func canonicalPath(path string) string {
 	return abs
 }
 
-// prepare installs the CRDs and, on the local control plane only, the kubeconfig Secret
-// of the brought-along Cluster sample: a cluster admin's credential is never written into
+// prepare installs the CRDs and, on the local control plane only, the stand-in Node (when
+// no real node runs) and the kubeconfig Secret of the brought-along Cluster sample: a cluster admin's credential is never written into
 // a cluster make run did not start.
-func prepare(ctx context.Context, t *target) error {
+func prepare(ctx context.Context, t *target, realNode bool) error {
 	if err := installCRDs(ctx, t.config); err != nil {
 		return err
 	}
 	if t.local == nil {
 		return nil
+	}
+	if !realNode {
+		if err := localcp.ApplyStandInNode(ctx, t.config); err != nil {
+			return err
+		}
 	}
 	if err := localcp.WriteSampleClusterKubeconfig(ctx, t.config); err != nil {
 		return fmt.Errorf("preparing the brought-along Cluster sample: %w", err)

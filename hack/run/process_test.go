@@ -183,7 +183,7 @@ func runProgram(t *testing.T) string {
 // runArgs are make run's flags with ports of the test's own, so that a developer's make
 // run on the same machine does not collide.
 func runArgs(dir string, addrs localcp.Addresses) []string {
-	return []string{"--dir", dir, "--bin-dir", filepath.Join(testenv.RepoRoot(), "bin", "k8s"),
+	return []string{"--dir", dir, "--bin-dir", filepath.Join(testenv.RepoRoot(), "bin", "k8s"), "--node=false",
 		"--health-probe-bind-address", addrs.Probes,
 		"--metrics-bind-address", addrs.Metrics,
 		"--jwks-server-bind-address", addrs.JWKS,

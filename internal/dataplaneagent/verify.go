@@ -61,11 +61,13 @@ func (a *Agent) verifySecrets(ctx context.Context) error {
 }
 
 // keepUnversioned is what the verified set on disk holds of Secrets that still exist but
-// lost their version annotation, unless an operator confirmed the removal
-// (dataplane.RemoveUnversionedAnnotation): their last verified files stay served. The
-// checksum no longer counts them, so nothing newer of theirs is ever written; a Secret
-// deleted, confirmed, or versioned again leaves this list. Each newly kept Secret gets a
-// Warning event; trustplane_dataplane_unversioned_kept counts them.
+// are no longer counted — they lost their version annotation, or their new content does
+// not load (a certificate and key that are not a pair, a lost ID or type) — unless an
+// operator confirmed the removal (dataplane.RemoveUnversionedAnnotation): their last
+// verified files stay served. Input the data plane cannot use never takes a verified key
+// away. The checksum no longer counts them, so nothing newer of theirs is ever written; a
+// Secret deleted, confirmed, or counted again leaves this list. Each newly kept Secret
+// gets a Warning event; trustplane_dataplane_unversioned_kept counts them.
 func (a *Agent) keepUnversioned(logger interface{ Info(string, ...any) }, items []corev1.Secret, local []dataplane.Secret) []dataplane.Secret {
 	a.mu.Lock()
 	served, have := a.served.Secrets, a.haveServed
@@ -74,33 +76,45 @@ func (a *Agent) keepUnversioned(logger interface{ Info(string, ...any) }, items 
 	for _, s := range local {
 		verified[s.Base()] = true
 	}
-	unversioned := map[string]*corev1.Secret{}
+	uncounted := map[string]*corev1.Secret{}
 	for i := range items {
 		s := &items[i]
-		_, versioned := s.Annotations[a.opts.VersionAnnotation]
-		if !versioned && s.Annotations[dataplane.RemoveUnversionedAnnotation] != "true" {
-			unversioned[a.base(s)] = s
+		if s.Annotations[dataplane.RemoveUnversionedAnnotation] != "true" {
+			uncounted[a.base(s)] = s
 		}
 	}
 	var kept []dataplane.Secret
 	keptNow := map[string]bool{}
 	for _, s := range served {
-		secret := unversioned[s.Base()]
+		secret := uncounted[s.Base()]
 		if !have || verified[s.Base()] || secret == nil {
 			continue
 		}
 		kept = append(kept, s)
 		keptNow[s.Base()] = true
 		if !a.keptBefore[s.Base()] {
-			logger.Info("a served Secret lost its version annotation: its last verified files stay until the removal is confirmed", "secret", s.Base(), "id", s.ID)
-			a.recorder.Eventf(secret, nil, corev1.EventTypeWarning, tenginev1alpha1.ReasonUnversionedKept, "Verify",
-				"the Secret lost its annotation %s: the data plane keeps serving its last verified files (ID %s); put the annotation back, or confirm the removal by deleting the Secret or annotating it %s=true",
-				a.opts.VersionAnnotation, s.ID, dataplane.RemoveUnversionedAnnotation)
+			a.reportKept(logger, secret, s)
 		}
 	}
 	a.keptBefore = keptNow
 	unversionedKept.Set(float64(len(kept)))
 	return kept
+}
+
+// reportKept says once, in the log and a Warning event on the Secret, why its last
+// verified files stay.
+func (a *Agent) reportKept(logger interface{ Info(string, ...any) }, secret *corev1.Secret, s dataplane.Secret) {
+	if _, versioned := secret.Annotations[a.opts.VersionAnnotation]; !versioned {
+		logger.Info("a served Secret lost its version annotation: its last verified files stay until the removal is confirmed", "secret", s.Base(), "id", s.ID)
+		a.recorder.Eventf(secret, nil, corev1.EventTypeWarning, tenginev1alpha1.ReasonUnversionedKept, "Verify",
+			"the Secret lost its annotation %s: the data plane keeps serving its last verified files (ID %s); put the annotation back, or confirm the removal by deleting the Secret or annotating it %s=true",
+			a.opts.VersionAnnotation, s.ID, dataplane.RemoveUnversionedAnnotation)
+		return
+	}
+	logger.Info("a served Secret's new content is not counted: its last verified files stay until the removal is confirmed", "secret", s.Base(), "id", s.ID)
+	a.recorder.Eventf(secret, nil, corev1.EventTypeWarning, tenginev1alpha1.ReasonUncountedKept, "Verify",
+		"the Secret's new content is not counted by the checksum (its certificate and key do not load as a pair, or it lost its numeric ID or TLS type): the data plane keeps serving its last verified files (ID %s); fix the Secret, or confirm the removal by deleting it or annotating it %s=true",
+		s.ID, dataplane.RemoveUnversionedAnnotation)
 }
 
 // base is the file base name of the Secret s in the verified set.

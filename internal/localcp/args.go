@@ -36,16 +36,18 @@ func ManagerArgs(kubeconfig string, addrs Addresses) []string {
 // NodeAgentArgs are the arguments of `trustplane node-agent` under make run: the agent of
 // the pod-certificate sample's Node, writing credential bundles under dir and serving its
 // metrics (trustplane_podcertificate_states) on metricsAddr. It serves no probes: make
-// run watches the process itself.
-func NodeAgentArgs(kubeconfig, dir, metricsAddr string) []string {
+// run watches the process itself. With a real node, the kubelet serves podCertificate
+// projected volumes and the agent the pods that opt in by annotation; without one
+// (noKubelet), the agent serves every pod of the node.
+func NodeAgentArgs(kubeconfig, dir, metricsAddr string, noKubelet bool) []string {
 	args := []string{"node-agent",
 		"--node-name", SampleNodeName,
 		"--dir", dir,
-		// No kubelet runs under make run: the agent is the only one to serve the
-		// podCertificate volumes of the sample Node's pods.
-		"--serve-all-pods",
 		"--metrics-bind-address", metricsAddr,
 		"--health-probe-bind-address", "0",
+	}
+	if noKubelet {
+		args = append(args, "--serve-all-pods")
 	}
 	return withKubeconfig(args, kubeconfig)
 }

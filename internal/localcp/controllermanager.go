@@ -23,6 +23,20 @@ var ControllerManagerControllers = []string{
 	"pod-garbage-collector-controller",
 }
 
+// NodeControllers are the controllers a control plane with a real node runs as well: a
+// Deployment's and a DaemonSet's pods, a Service's endpoints (kube-proxy routes by them),
+// each namespace's default ServiceAccount and kube-root-ca.crt ConfigMap, which pods need;
+// and the node's not-ready taint, which the kubelet registers with, taken off once Ready.
+var NodeControllers = []string{
+	"node-lifecycle-controller",
+	"deployment-controller",
+	"replicaset-controller",
+	"daemonset-controller",
+	"endpointslice-controller",
+	"serviceaccount-controller",
+	"root-ca-certificate-publisher-controller",
+}
+
 // controllerManagerStopTimeout is how long kube-controller-manager may take to stop after
 // SIGTERM before it is killed.
 const controllerManagerStopTimeout = 10 * time.Second
@@ -45,7 +59,7 @@ func ControllerManagerLog(dir string) string {
 // startControllerManager runs binDir's kube-controller-manager against the API server of
 // kubeconfig, with the controllers above, no leader election and no serving port (there
 // may be other control planes on this machine).
-func startControllerManager(dir, binDir, kubeconfig string) (*controllerManager, error) {
+func startControllerManager(dir, binDir, kubeconfig string, controllers []string) (*controllerManager, error) {
 	logPath := ControllerManagerLog(dir)
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -54,7 +68,7 @@ func startControllerManager(dir, binDir, kubeconfig string) (*controllerManager,
 	defer func() { _ = logFile.Close() }() // the child has a descriptor of its own
 	args := []string{
 		"--kubeconfig=" + kubeconfig,
-		"--controllers=" + strings.Join(ControllerManagerControllers, ","),
+		"--controllers=" + strings.Join(controllers, ","),
 		"--leader-elect=false",
 		"--secure-port=0",
 	}

@@ -36,10 +36,23 @@ type ControlPlane struct {
 	cm  *controllerManager
 }
 
+// Options change how the control plane serves.
+type Options struct {
+	// Node prepares the control plane for a real node (internal/localnode): the API
+	// server binds the node's address (pods reach it there through the kubernetes
+	// Service), authorizes kubelets with the Node authorizer and NodeRestriction,
+	// reaches kubelets with a client certificate of KubeletClientCA, and admits
+	// ServiceAccounts as a cluster does; kube-controller-manager runs the workload
+	// controllers too.
+	Node bool
+	// BindAddress is the API server's address; loopback unless Node.
+	BindAddress string
+}
+
 // Start starts etcd with its data under dir/etcd and a kube-apiserver in front of it,
 // writes an admin kubeconfig to dir/kubeconfig and runs kube-controller-manager with
 // ControllerManagerControllers through it. binDir holds the binaries.
-func Start(dir, binDir string) (*ControlPlane, error) {
+func Start(dir, binDir string, opts Options) (*ControlPlane, error) {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
@@ -50,7 +63,8 @@ func Start(dir, binDir string) (*ControlPlane, error) {
 	// A previous run killed with SIGKILL leaves etcd holding the data directory's lock.
 	killStale(dir)
 	certDir := filepath.Join(dir, "apiserver")
-	// The API server's serving certificates are issued anew for every start.
+	// The API server's serving certificate is issued anew for every start, from a CA kept
+	// in dir (pki/).
 	if err := os.RemoveAll(certDir); err != nil {
 		return nil, err
 	}
@@ -64,7 +78,26 @@ func Start(dir, binDir string) (*ControlPlane, error) {
 			APIServer: &envtest.APIServer{CertDir: certDir},
 		},
 	}
-	env.ControlPlane.APIServer.Configure().Set("service-cluster-ip-range", "10.96.0.0/12")
+	apiServer := env.ControlPlane.APIServer
+	apiServer.Configure().Set("service-cluster-ip-range", "10.96.0.0/12")
+	addr := opts.BindAddress
+	if addr == "" {
+		addr = "127.0.0.1"
+	}
+	// The same port as last time when it is free: kubeconfigs saved elsewhere keep working.
+	port, err := keptPort(dir, addr)
+	if err != nil {
+		return nil, err
+	}
+	apiServer.ListenAddr = envtest.ListenAddr{Address: addr, Port: strconv.Itoa(port)}
+	if err := prepareServing(apiServer, dir, certDir, addr); err != nil {
+		return nil, fmt.Errorf("the API server's serving certificate: %w", err)
+	}
+	if opts.Node {
+		if err := configureForNode(apiServer, dir, addr); err != nil {
+			return nil, err
+		}
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting local control plane: %w", err)
@@ -74,7 +107,11 @@ func Start(dir, binDir string) (*ControlPlane, error) {
 		_ = env.Stop()
 		return nil, fmt.Errorf("writing kubeconfig: %w", err)
 	}
-	cm, err := startControllerManager(dir, binDir, kubeconfig)
+	controllers := ControllerManagerControllers
+	if opts.Node {
+		controllers = append(controllers, NodeControllers...)
+	}
+	cm, err := startControllerManager(dir, binDir, kubeconfig, controllers)
 	if err != nil {
 		_ = env.Stop()
 		return nil, err

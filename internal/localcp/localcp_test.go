@@ -24,7 +24,7 @@ func TestObjectsSurviveRestart(t *testing.T) {
 	bin := filepath.Join(testenv.RepoRoot(), "bin", "k8s")
 	ctx := context.Background()
 
-	cp, err := Start(dir, bin)
+	cp, err := Start(dir, bin, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,6 +48,7 @@ func TestObjectsSurviveRestart(t *testing.T) {
 	if err := c.Create(ctx, obj); err != nil {
 		t.Fatal(err)
 	}
+	firstURL := cp.Config.Host
 	if err := cp.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -55,9 +56,13 @@ func TestObjectsSurviveRestart(t *testing.T) {
 		t.Fatalf("etcd data not kept: %v", err)
 	}
 
-	cp, err = Start(dir, bin)
+	cp, err = Start(dir, bin, Options{})
 	if err != nil {
 		t.Fatalf("restart: %v", err)
+	}
+	// A kubeconfig saved before the restart names the same server.
+	if cp.Config.Host != firstURL {
+		t.Errorf("the API server moved from %s to %s across a restart", firstURL, cp.Config.Host)
 	}
 	c = testenv.KubeconfigClient(t, cp.KubeconfigPath)
 	got := &jwksv1alpha1.JWKSConfig{}
@@ -81,7 +86,7 @@ func TestSampleClusterKubeconfigAcrossRestarts(t *testing.T) {
 	bin := filepath.Join(testenv.RepoRoot(), "bin", "k8s")
 	ctx := context.Background()
 	for run := 1; run <= 2; run++ {
-		cp, err := Start(dir, bin)
+		cp, err := Start(dir, bin, Options{})
 		if err != nil {
 			t.Fatalf("start %d: %v", run, err)
 		}

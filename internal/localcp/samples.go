@@ -124,3 +124,18 @@ func managedBy() map[string]string {
 func applyOptions() metav1.ApplyOptions {
 	return metav1.ApplyOptions{FieldManager: fieldManager, Force: true}
 }
+
+// ApplyStandInNode creates Node SampleNodeName when no kubelet runs for it: the node agent
+// needs the Node (its UID goes into every PodCertificateRequest), and the sample Pods are
+// bound to it. A real node's kubelet registers the Node itself.
+func ApplyStandInNode(ctx context.Context, cfg *rest.Config) error {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	node := corev1ac.Node(SampleNodeName).WithLabels(managedBy())
+	if _, err := cs.CoreV1().Nodes().Apply(ctx, node, applyOptions()); err != nil {
+		return fmt.Errorf("applying the stand-in Node %s: %w", SampleNodeName, err)
+	}
+	return nil
+}

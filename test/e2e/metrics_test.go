@@ -170,7 +170,7 @@ func testMakeRunNodeAgentMetrics(t *testing.T, bin string) {
 		Spec:       corev1.PodSpec{NodeName: localcp.SampleNodeName, ServiceAccountName: "sample", Containers: []corev1.Container{{Name: "app", Image: "app"}}},
 	})
 	metricsAddr := testenv.FreeAddr(t)
-	testenv.StartProcess(t, bin, localcp.NodeAgentArgs(env.AdminKubeconfig(t), t.TempDir(), metricsAddr)...)
+	testenv.StartProcess(t, bin, localcp.NodeAgentArgs(env.AdminKubeconfig(t), t.TempDir(), metricsAddr, true)...)
 	checkAgentMetrics(t, "node-agent", metricsAddr, "trustplane_podcertificate_states")
 }
 

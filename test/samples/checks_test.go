@@ -58,7 +58,21 @@ func checkNamespaces(t *testing.T, r *run) {
 // checkJWKS: each JWKSConfig is Ready and trustplane's own server serves its set, with the
 // sample Secret's certificate as the current key.
 func checkJWKS(t *testing.T, r *run) {
-	for _, cfg := range waitReady(t, r.samples, "JWKSConfig") {
+	configs := r.samples.ofKind("JWKSConfig")
+	if r.standIn {
+		// No node runs the nginx pods: the set is published, the JWKSConfig says why it
+		// is not Ready, and trustplane's own server serves the set all the same.
+		for _, sample := range configs {
+			eventually(t, "JWKSConfig "+sample.GetName()+" NginxUnavailable", func() bool {
+				obj, ok := live(t, sample)
+				return ok && conditionReason(obj, "Ready") == "NginxUnavailable" && nestedString(obj.Object, "status", "lastKeyID") != ""
+			})
+		}
+	} else {
+		waitReady(t, r.samples, "JWKSConfig")
+	}
+	for _, sample := range configs {
+		cfg, _ := live(t, sample)
 		secretName := nestedString(cfg.Object, "spec", "certificateSecret")
 		secret := sampleSecret(t, r.samples, cfg.GetNamespace(), secretName)
 		checkKeyPair(t, secret)
@@ -230,6 +244,17 @@ func checkSecretChecksum(t *testing.T, r *run) {
 func checkPodCertificates(t *testing.T, r *run) {
 	signer := podcertsigner.DefaultOptions().SignerName
 	for _, pod := range typed[corev1.Pod](t, r.samples, "Pod") {
+		if projected := projectedSigner(pod); projected != "" {
+			// The kubelet's to serve (test/node reads what it wrote); the stand-in's agent
+			// serves every pod.
+			if projected != signer {
+				t.Errorf("sample Pod %s/%s projects signer %q; the manager's signer serves %q", pod.Namespace, pod.Name, projected, signer)
+			}
+			eventually(t, "an issued PodCertificateRequest of Pod "+pod.Namespace+"/"+pod.Name, func() bool {
+				return issuedFor(pod)
+			})
+			continue
+		}
 		if got := pod.Annotations[nodeagent.SignerAnnotation]; got != signer {
 			t.Errorf("sample Pod %s/%s asks signer %q; the manager's signer serves %q", pod.Namespace, pod.Name, got, signer)
 		}
@@ -237,13 +262,7 @@ func checkPodCertificates(t *testing.T, r *run) {
 			t.Errorf("sample Pod %s/%s is on node %q; make run's node agent serves %q", pod.Namespace, pod.Name, pod.Spec.NodeName, localcp.SampleNodeName)
 		}
 		eventually(t, "an issued PodCertificateRequest of Pod "+pod.Namespace+"/"+pod.Name, func() bool {
-			list := &certificatesv1.PodCertificateRequestList{}
-			if err := cluster.List(ctx, list, client.InNamespace(pod.Namespace)); err != nil {
-				return false
-			}
-			return slices.ContainsFunc(list.Items, func(pcr certificatesv1.PodCertificateRequest) bool {
-				return pcr.Spec.PodName == pod.Name && pcr.Status.CertificateChain != ""
-			})
+			return issuedFor(pod)
 		})
 		var bundles []string
 		eventually(t, "the credential bundle of Pod "+pod.Namespace+"/"+pod.Name, func() bool {
@@ -256,6 +275,32 @@ func checkPodCertificates(t *testing.T, r *run) {
 			t.Errorf("bundle certificate URIs %v, want %s", leaf.URIs, spiffeID)
 		}
 	}
+}
+
+// projectedSigner is the signer of pod's podCertificate projected volume, if it has one.
+func projectedSigner(pod *corev1.Pod) string {
+	for _, v := range pod.Spec.Volumes {
+		if v.Projected == nil {
+			continue
+		}
+		for _, src := range v.Projected.Sources {
+			if src.PodCertificate != nil {
+				return src.PodCertificate.SignerName
+			}
+		}
+	}
+	return ""
+}
+
+// issuedFor says whether a PodCertificateRequest of pod was issued.
+func issuedFor(pod *corev1.Pod) bool {
+	list := &certificatesv1.PodCertificateRequestList{}
+	if err := cluster.List(ctx, list, client.InNamespace(pod.Namespace)); err != nil {
+		return false
+	}
+	return slices.ContainsFunc(list.Items, func(pcr certificatesv1.PodCertificateRequest) bool {
+		return pcr.Spec.PodName == pod.Name && pcr.Status.CertificateChain != ""
+	})
 }
 
 // checkBundle reads a credential bundle (private key, then the chain) and checks the key

@@ -111,6 +111,18 @@ func waitReady(t *testing.T, s *sampleSet, kind string) []*unstructured.Unstruct
 	return out
 }
 
+// conditionReason is the reason of obj's condition of that type ("" without one).
+func conditionReason(obj *unstructured.Unstructured, conditionType string) string {
+	conditions, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, c := range conditions {
+		if m, ok := c.(map[string]any); ok && m["type"] == conditionType {
+			reason, _ := m["reason"].(string)
+			return reason
+		}
+	}
+	return ""
+}
+
 func conditionTrue(obj *unstructured.Unstructured, conditionType string) bool {
 	conditions, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
 	for _, c := range conditions {

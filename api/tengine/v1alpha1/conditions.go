@@ -72,6 +72,12 @@ const (
 	// confirms the removal (deleting the Secret, or annotating it
 	// dataplane.trustplane.io/remove-unversioned: "true") or puts a version back.
 	ReasonUnversionedKept = "UnversionedKept"
+	// ReasonUncountedKept (Warning event on a Secret): the Secret's new content is no
+	// longer counted by the checksum (its certificate and key do not load as a pair, it
+	// lost its numeric ID or its type); the data plane keeps serving its last verified
+	// files, as for ReasonUnversionedKept, until the removal is confirmed the same way or
+	// a loadable version replaces it.
+	ReasonUncountedKept = "UncountedKept"
 	// ReasonUndecodableChecksum (Warning event): the object does not decode, and the data
 	// plane ignores it.
 	ReasonUndecodableChecksum = "UndecodableChecksum"

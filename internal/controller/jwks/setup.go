@@ -27,6 +27,7 @@ import (
 	"github.com/trustplane/trustplane/internal/jwkset"
 	"github.com/trustplane/trustplane/internal/manager"
 	"github.com/trustplane/trustplane/internal/status"
+	"github.com/trustplane/trustplane/internal/version"
 )
 
 // Name is the controller's name in --controllers.
@@ -36,7 +37,7 @@ const Name = "jwks"
 const Help = "JWKSConfig: TLS Secret → JWK Set ConfigMap, nginx, and trustplane's own JWKS server"
 
 // DefaultNginxImage is --jwks-nginx-image's default.
-const DefaultNginxImage = "nginxinc/nginx-unprivileged:1.29-alpine"
+const DefaultNginxImage = version.ImageRepository + "/jwks-nginx:" + version.ImageTag
 
 // Options are the controller's flags.
 type Options struct {
@@ -53,7 +54,8 @@ type Options struct {
 	// ServerBindAddress is where trustplane serves every set; "0" turns it off.
 	ServerBindAddress string
 	// NginxImage is the image of the nginx Deployments; it must run as a non-root user
-	// (uid 101, as nginxinc/nginx-unprivileged does) and listen on 8080.
+	// (uid 101, as the jwks-nginx image of make images and nginxinc/nginx-unprivileged do)
+	// and listen on 8080.
 	NginxImage string
 	// IssuerNamespaces bind issuer hosts or path prefixes to namespaces
 	// ("host[/path]=namespace").
