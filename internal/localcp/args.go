@@ -29,6 +29,8 @@ func ManagerArgs(kubeconfig string, addrs Addresses) []string {
 		"--metrics-bind-address", addrs.Metrics,
 		"--health-probe-bind-address", addrs.Probes,
 		"--jwks-server-bind-address", addrs.JWKS,
+		// The gateway sample's sidecar follows its own namespace's checksum.
+		"--secret-checksum-scopes=cluster,namespace",
 	}
 	return withKubeconfig(args, kubeconfig)
 }

@@ -176,7 +176,7 @@ func (s *checksumSystem) Setup(ctx context.Context, h *Harness) error {
 	s.agentMetrics, s.agentProbes = testenv.FreeAddr(h.T), testenv.FreeAddr(h.T)
 	pod := testenv.PodSpecOf(h.T, gateway, "Deployment", "gateway")
 	args := testenv.ArgsOf(h.T, testenv.ContainerOf(h.T, pod, "trustplane-dataplane"), map[string]string{"metadata.namespace": checksumGateway},
-		"--kubeconfig="+h.Env.ServiceAccountKubeconfig(h.T, checksumGateway, "trustplane-dataplane"),
+		"--kubeconfig="+h.Env.ServiceAccountKubeconfig(h.T, checksumGateway, pod.ServiceAccountName),
 		"--dir="+s.dir, "--metrics-bind-address="+s.agentMetrics, "--health-probe-bind-address="+s.agentProbes,
 		// Fail-open (Tengine's default) trusts the local view while no checksum exists in
 		// the namespace, before the manager's first publication: closed, every set the

@@ -29,7 +29,7 @@ func testDataplaneIngressClasses(t *testing.T, agent *testenv.Process, metricsAd
 	create(t, &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "trustplane-dataplane-" + gatewayNamespace},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "trustplane-dataplane"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "trustplane-dataplane", Namespace: gatewayNamespace}},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "gateway", Namespace: gatewayNamespace}},
 	})
 	create(t, &networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: "e2e-nginx"}, Spec: networkingv1.IngressClassSpec{Controller: "k8s.io/ingress-nginx"}})
 	nginxClass := "e2e-nginx"

@@ -348,7 +348,7 @@ func testDataplane(t *testing.T, bin string, gatewayPod corev1.PodSpec) {
 	})
 	dir, probes, metricsAddr := t.TempDir(), testenv.FreeAddr(t), testenv.FreeAddr(t)
 	agent := testenv.StartProcess(t, bin, argsOf(t, container(t, gatewayPod, "trustplane-dataplane"), map[string]string{"metadata.namespace": gatewayNamespace},
-		"--kubeconfig="+env.ServiceAccountKubeconfig(t, gatewayNamespace, "trustplane-dataplane"),
+		"--kubeconfig="+env.ServiceAccountKubeconfig(t, gatewayNamespace, gatewayPod.ServiceAccountName),
 		"--dir="+dir, "--metrics-bind-address="+metricsAddr, "--health-probe-bind-address="+probes,
 		// Fail-open would write the pair before any checksum reached the namespace: closed,
 		// it proves the manager's per-namespace checksum is there and matches.

@@ -61,3 +61,36 @@ func TestChartPassesTengineClassFlags(t *testing.T) {
 		t.Errorf("the sidecars' ClusterRoleBinding: %+v", binding)
 	}
 }
+
+// TestChartBindsTheSidecarsToTheGatewaysAccount: with dataplane.serviceAccountName, the
+// chart binds the Role and the ClusterRole to the gateways' own ServiceAccount and creates
+// no account of its own, so a sidecar never takes a gateway's RBAC away.
+func TestChartBindsTheSidecarsToTheGatewaysAccount(t *testing.T) {
+	root := testenv.RepoRoot()
+	objs := testenv.DecodeYAML(t, run(t, root, testenv.Tool(t, "helm"), "template", "trustplane", filepath.Join(root, "charts/trustplane"),
+		"--namespace", "trustplane-system", "--set", "dataplane.namespaces={web,edge}", "--set", "dataplane.serviceAccountName=tengine"))
+	var subjects []string
+	for _, obj := range objs {
+		switch obj.GetKind() {
+		case "ServiceAccount":
+			if obj.GetName() == "trustplane-dataplane" {
+				t.Errorf("the chart creates ServiceAccount %s/%s though the gateways run as tengine", obj.GetNamespace(), obj.GetName())
+			}
+		case "RoleBinding", "ClusterRoleBinding":
+			binding := &rbacv1.RoleBinding{}
+			testenv.FromUnstructured(t, obj, binding)
+			if binding.RoleRef.Name != "trustplane-dataplane" {
+				continue
+			}
+			for _, s := range binding.Subjects {
+				subjects = append(subjects, obj.GetKind()+" "+s.Namespace+"/"+s.Name)
+			}
+		}
+	}
+	want := []string{"RoleBinding web/tengine", "RoleBinding edge/tengine", "ClusterRoleBinding web/tengine", "ClusterRoleBinding edge/tengine"}
+	slices.Sort(subjects)
+	slices.Sort(want)
+	if !slices.Equal(subjects, want) {
+		t.Errorf("the sidecars' bindings name %v, want %v", subjects, want)
+	}
+}

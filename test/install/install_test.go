@@ -206,12 +206,13 @@ func ensureNamespace(t *testing.T, name string) {
 	}
 }
 
-// assertSidecar checks the component added the agent as a native sidecar, with its account.
+// assertSidecar checks the component added the agent as a native sidecar, leaving the
+// gateway its own ServiceAccount (a Tengine gateway's RBAC is its account's).
 func assertSidecar(t *testing.T, obj *unstructured.Unstructured) {
 	t.Helper()
 	pod := podTemplate(t, obj)
-	if pod.ServiceAccountName != "trustplane-dataplane" {
-		t.Errorf("gateway runs as %q, want trustplane-dataplane", pod.ServiceAccountName)
+	if pod.ServiceAccountName != "gateway" {
+		t.Errorf("gateway runs as %q, want its own ServiceAccount gateway", pod.ServiceAccountName)
 	}
 	if len(pod.InitContainers) != 1 || pod.InitContainers[0].Name != "trustplane-dataplane" ||
 		pod.InitContainers[0].RestartPolicy == nil || *pod.InitContainers[0].RestartPolicy != corev1.ContainerRestartPolicyAlways {

@@ -67,6 +67,8 @@ func helm(t *testing.T, args ...string) string {
 var chartValues = []string{
 	"--set", "nodeAgent.enabled=true",
 	"--set", "dataplane.namespaces={" + gatewayNamespace + "}",
+	// The gateway's own ServiceAccount, which its sidecar shares.
+	"--set", "dataplane.serviceAccountName=gateway",
 }
 
 // testInstall: `helm install` comes up Ready as pods — the manager's two replicas and the

@@ -51,6 +51,7 @@ var checks = map[string]check{
 	"clusterrole-aggregation": {files: []string{"rbac_clusterrole-aggregation.yaml"}, run: checkClusterRoleAggregation},
 	"role-aggregation":        {files: []string{"rbac_role-aggregation.yaml"}, run: checkRoleAggregation},
 	"secret-checksum":         {files: []string{"checksum_versioned-tls-secrets.yaml"}, run: checkSecretChecksum},
+	"secret-checksum-gateway": {files: []string{"checksum_gateway.yaml"}, run: checkGateway},
 	"pod-certificates":        {files: []string{"podcert_pods.yaml"}, run: checkPodCertificates},
 	"kubeconfig":              {files: []string{"operator_v1alpha1_cluster.yaml"}, run: checkKubeconfig},
 	"subscription":            {files: []string{"controlplane_v1alpha1_subscriptionrequest.yaml"}, run: checkSubscription},
