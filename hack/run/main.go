@@ -103,7 +103,12 @@ func run(opts options) error {
 		fmt.Printf("$KUBECONFIG is make run's own %s: ignoring it, as its cluster stopped with the last make run\n", localcp.KubeconfigPath(dir))
 	}
 	reservation := wantNode(opts, local)
-	defer func() { _ = reservation.Release() }() // a no-op once the node owns it
+	// Last: the API server binds the node's address, which goes with the reservation.
+	defer func() {
+		if err := reservation.Release(); err != nil {
+			fmt.Fprintln(os.Stderr, "removing the node's network:", err)
+		}
+	}()
 	target, err := startTarget(dir, opts.binDir, local, reservation != nil)
 	if err != nil {
 		return err

@@ -60,7 +60,6 @@ type Node struct {
 	cfg       Config
 	paths     paths
 	processes []*process // started in order, stopped in reverse
-	lock      *os.File   // the machine's node lock, held until Stop
 }
 
 // Preflight says why no node can run here, or nil.
@@ -114,12 +113,14 @@ func Reserve(log func(string, ...any)) (*Reservation, error) {
 	return &Reservation{lock: lock}, nil
 }
 
-// Release removes the network and lets another node run; Stop does it for a started node.
+// Release removes the pod network and lets another node run. Call it after the node has
+// stopped and after the API server bound to the node's address has: an API server whose
+// address vanishes under it takes long to stop.
 func (r *Reservation) Release() error {
 	if r == nil || r.lock == nil {
 		return nil
 	}
-	err := (&Node{}).removeLeftovers()
+	err := removeNetwork()
 	err = errors.Join(err, r.lock.Close())
 	r.lock = nil
 	return err
@@ -127,13 +128,16 @@ func (r *Reservation) Release() error {
 
 // Start starts containerd, removes the pod sandboxes an earlier run left, imports the
 // images, and starts the kubelet, kube-proxy and kube-scheduler, on the machine r
-// reserved; the node owns r from then on. On error, what was started is stopped again.
+// reserved (the caller releases it after Stop). On error, what was started is stopped
+// again.
 func Start(ctx context.Context, r *Reservation, cfg Config) (n *Node, err error) {
 	if cfg.Log == nil {
 		cfg.Log = func(string, ...any) {}
 	}
-	n = &Node{cfg: cfg, paths: pathsIn(cfg.Dir), lock: r.lock}
-	r.lock = nil
+	if r == nil || r.lock == nil {
+		return nil, errors.New("starting a node needs the machine reserved (localnode.Reserve)")
+	}
+	n = &Node{cfg: cfg, paths: pathsIn(cfg.Dir)}
 	// Processes of an earlier run that was killed hard would hold the sockets and ports.
 	killStale(n.paths.dir)
 	defer func() {
@@ -183,9 +187,10 @@ func (n *Node) Exited() <-chan struct{} {
 	return done
 }
 
-// Stop stops kube-proxy and the kubelet, removes every pod sandbox, stops containerd, and
-// removes the network, mounts and rules the node made. Pod objects stay in the API server:
-// the next Start runs them again.
+// Stop stops kube-scheduler, kube-proxy and the kubelet, removes every pod sandbox, stops
+// containerd, and removes the mounts and kube-proxy's rules; the bridge and the
+// forwarding rules go with the Reservation. Pod objects stay in the API server: the next
+// Start runs them again.
 func (n *Node) Stop() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -204,9 +209,5 @@ func (n *Node) Stop() error {
 	}
 	n.processes = nil
 	errs = append(errs, n.removeLeftovers())
-	if n.lock != nil {
-		errs = append(errs, n.lock.Close())
-		n.lock = nil
-	}
 	return errors.Join(errs...)
 }

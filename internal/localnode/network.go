@@ -79,25 +79,26 @@ func (n *Node) writeCNIConfig() error {
 	return os.WriteFile(filepath.Join(n.paths.cniConfDir, "10-trustplane-node.conflist"), data, 0o644)
 }
 
-// removeLeftovers unmounts what is still mounted under the node's directory, removes the
-// bridge and the forwarding rules, and has kube-proxy remove its rules.
+// removeLeftovers unmounts what is still mounted under the node's directory and has
+// kube-proxy remove its rules.
 func (n *Node) removeLeftovers() error {
-	var errs []error
-	if n.paths.dir != "" {
-		errs = append(errs, unmountUnder(n.paths.dir))
-	}
-	if _, err := os.Stat(filepath.Join("/sys/class/net", BridgeName)); err == nil {
-		errs = append(errs, run("ip", "link", "del", BridgeName))
+	err := unmountUnder(n.paths.dir)
+	// Removes every KUBE-* chain and rule (iptables mode); its output is noise.
+	_ = exec.Command(filepath.Join(n.cfg.NodeBinDir, "kube-proxy"), "--cleanup").Run() //nolint:gosec // the caller's kube-proxy
+	return err
+}
+
+// removeNetwork removes the bridge and the forwarding rules SetUpNetwork made.
+func removeNetwork() error {
+	var err error
+	if _, statErr := os.Stat(filepath.Join("/sys/class/net", BridgeName)); statErr == nil {
+		err = run("ip", "link", "del", BridgeName)
 	}
 	for run("iptables", "-w", "-D", "FORWARD", "-j", forwardChain) == nil {
 	}
 	_ = run("iptables", "-w", "-F", forwardChain)
 	_ = run("iptables", "-w", "-X", forwardChain)
-	if proxy := filepath.Join(n.cfg.NodeBinDir, "kube-proxy"); n.cfg.NodeBinDir != "" {
-		// Removes every KUBE-* chain and rule (iptables mode); its output is noise.
-		_ = exec.Command(proxy, "--cleanup").Run()
-	}
-	return errors.Join(errs...)
+	return err
 }
 
 // unmountUnder detaches every mount point under dir, deepest first.

@@ -13,11 +13,14 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -62,13 +65,58 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	netnsBefore := netns()
 	stop, err := start(dir, filepath.Join(root, "bin", "k8s"), nodeBin, images)
-	defer stop()
 	if err != nil {
+		stop()
 		fmt.Fprintln(os.Stderr, "test/node:", err)
 		return 1
 	}
-	return m.Run()
+	code := m.Run()
+	stop()
+	// What make run's Ctrl-C promises: nothing of the node stays behind.
+	if left := leftovers(dir, netnsBefore); len(left) > 0 {
+		fmt.Fprintln(os.Stderr, "test/node: the stopped node left behind:", strings.Join(left, "; "))
+		return 1
+	}
+	return code
+}
+
+// leftovers are what a stopped node in dir left: processes naming dir, mounts under it,
+// network namespaces that were not there before, the bridge, the forwarding chain.
+func leftovers(dir string, netnsBefore map[string]bool) []string {
+	var left []string
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		if cmdline, err := os.ReadFile(p); err == nil && bytes.Contains(cmdline, []byte(dir)) && !bytes.Contains(cmdline, []byte("node.test")) {
+			left = append(left, "process "+strings.ReplaceAll(string(bytes.TrimRight(cmdline, "\x00")), "\x00", " "))
+		}
+	}
+	if mounts, err := os.ReadFile("/proc/self/mountinfo"); err == nil && bytes.Contains(mounts, []byte(" "+dir+"/")) {
+		left = append(left, "mounts under "+dir)
+	}
+	for ns := range netns() {
+		if !netnsBefore[ns] {
+			left = append(left, "network namespace "+ns)
+		}
+	}
+	if _, err := os.Stat(filepath.Join("/sys/class/net", localnode.BridgeName)); err == nil {
+		left = append(left, "bridge "+localnode.BridgeName)
+	}
+	if out, err := exec.Command("iptables", "-w", "-S").Output(); err == nil && bytes.Contains(out, []byte("TRUSTPLANE-NODE")) {
+		left = append(left, "iptables chain TRUSTPLANE-NODE")
+	}
+	return left
+}
+
+// netns are the named network namespaces (containerd's CRI pins pods' there).
+func netns() map[string]bool {
+	names := map[string]bool{}
+	entries, _ := os.ReadDir("/var/run/netns")
+	for _, e := range entries {
+		names[e.Name()] = true
+	}
+	return names
 }
 
 // start brings up the control plane and the node; stop takes down what was started.
