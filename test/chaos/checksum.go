@@ -697,9 +697,15 @@ func ckPart(c ckCounted, part string) []byte {
 	return nil
 }
 
-// confirmUnversioned annotates every Secret of the gateway namespace without the version
-// annotation with dataplane.RemoveUnversionedAnnotation.
-func (s *checksumSystem) confirmUnversioned(ctx context.Context, h *Harness) error {
+// confirmUncounted annotates every Secret of the gateway namespace that the final state
+// does not count — it lost its version annotation, or its content does not load — with
+// dataplane.RemoveUnversionedAnnotation: the agent keeps the last verified files of such
+// a Secret until then (UnversionedKept, UncountedKept).
+func (s *checksumSystem) confirmUncounted(ctx context.Context, h *Harness) error {
+	s.mu.Lock()
+	states := s.byNS[checksumGateway]
+	counted := states[len(states)-1].secrets
+	s.mu.Unlock()
 	list := &corev1.SecretList{}
 	if err := h.Client.List(ctx, list, client.InNamespace(checksumGateway)); err != nil {
 		return err
@@ -707,7 +713,7 @@ func (s *checksumSystem) confirmUnversioned(ctx context.Context, h *Harness) err
 	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"true"}}}`, dataplane.RemoveUnversionedAnnotation)
 	for i := range list.Items {
 		sec := &list.Items[i]
-		if _, versioned := sec.Annotations[checksum.DefaultVersionAnnotation]; versioned || sec.Annotations[dataplane.RemoveUnversionedAnnotation] == "true" {
+		if _, ok := counted[sec.Namespace+"/"+sec.Name]; ok || sec.Annotations[dataplane.RemoveUnversionedAnnotation] == "true" {
 			continue
 		}
 		if err := h.Client.Patch(ctx, sec, client.RawPatch(types.MergePatchType, patch)); client.IgnoreNotFound(err) != nil {
@@ -766,10 +772,10 @@ func (s *checksumSystem) Settle(ctx context.Context, h *Harness) {
 	h.Eventually(ctx, "progress: checksum workload's last write resolved", func(ctx context.Context) bool {
 		return s.resolve(ctx, h) == nil
 	})
-	// An operator confirms the removal of the Secrets that lost their version: the agent
-	// keeps their last verified files until then (docs/checksum.md).
-	h.Eventually(ctx, "progress: unversioned gateway Secrets confirmed for removal", func(ctx context.Context) bool {
-		return s.confirmUnversioned(ctx, h) == nil
+	// An operator confirms the removal of the Secrets no longer counted: the agent keeps
+	// their last verified files until then (docs/checksum.md).
+	h.Eventually(ctx, "progress: uncounted gateway Secrets confirmed for removal", func(ctx context.Context) bool {
+		return s.confirmUncounted(ctx, h) == nil
 	})
 	s.mu.Lock()
 	final := map[string]ckState{"": s.cluster[len(s.cluster)-1]}
