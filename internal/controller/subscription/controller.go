@@ -169,8 +169,10 @@ func (p *pool) newList() *metav1.PartialObjectMetadataList {
 
 // Reconciler assigns credentials.
 type Reconciler struct {
-	Client   client.Client // SubscriptionRequests in the management cluster
-	Recorder events.EventRecorder
+	Client client.Client // SubscriptionRequests in the management cluster
+	// Fresh reads a SubscriptionRequest uncached before a credential is assigned to it.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
 	// Pool is the cache of the pool's entries, as metadata only.
 	Pool client.Reader
 	pool *pool
@@ -235,7 +237,7 @@ func setup(mgr ctrl.Manager, p *pool, g *garden.Garden) (*Reconciler, error) {
 	if err := manager.RegisterMetrics(append(status.Metrics(), exhaustedGauge)...); err != nil {
 		return nil, err
 	}
-	r := &Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("trustplane-" + Name), Pool: p.cache, pool: p}
+	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("trustplane-" + Name), Pool: p.cache, pool: p}
 	b := ctrl.NewControllerManagedBy(mgr).Named(Name).
 		For(&cp.SubscriptionRequest{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, status.ReconcileRequested))).
 		WatchesRawSource(source.Kind(p.cache, client.Object(p.newEntry("", "")), handler.EnqueueRequestsFromMapFunc(r.waitingRequests))).
@@ -266,6 +268,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return result, err
 }
 
+// confirmUnassigned reads the request uncached before a credential is assigned to it: the
+// cache may not have the status this controller wrote a moment ago (an event of the
+// claimed credential brings the request back at once), and assigning again from that
+// stale copy would move the request to another credential and leave the first claimed.
+// (Found by the chaos suite, seed 6391000145160845497: a request moved from cred-02 to
+// cred-00.) The assignment the API server holds is adopted.
+func (r *Reconciler) confirmUnassigned(ctx context.Context, sr *cp.SubscriptionRequest) error {
+	current := &cp.SubscriptionRequest{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(sr), current); err != nil {
+		return fmt.Errorf("reading SubscriptionRequest %s/%s before assigning a credential: %w", sr.Namespace, sr.Name, err)
+	}
+	sr.Status.GardenerSecretName = current.Status.GardenerSecretName
+	return nil
+}
+
 func (r *Reconciler) reconcile(ctx context.Context, sr *cp.SubscriptionRequest) error {
 	if !sr.DeletionTimestamp.IsZero() {
 		return r.release(ctx, sr)
@@ -276,6 +293,11 @@ func (r *Reconciler) reconcile(ctx context.Context, sr *cp.SubscriptionRequest) 
 	want, err := requestOf(sr)
 	if err != nil {
 		return status.Stalled(cp.ReasonInvalidSelector, "%v", err)
+	}
+	if sr.Status.GardenerSecretName == "" {
+		if err := r.confirmUnassigned(ctx, sr); err != nil {
+			return err
+		}
 	}
 	if sr.Status.GardenerSecretName != "" {
 		fits, err := r.stillFits(ctx, sr, want)

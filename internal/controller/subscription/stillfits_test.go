@@ -75,3 +75,55 @@ func (r failingReader) Get(context.Context, client.ObjectKey, client.Object, ...
 func (r failingReader) List(context.Context, client.ObjectList, ...client.ListOption) error {
 	return r.err
 }
+
+// laggingPool is the pool's cache before it has seen a claim: every entry's List copy
+// lacks its claim label.
+type laggingPool struct{ cache.Cache }
+
+func (c laggingPool) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if err := c.Cache.List(ctx, list, opts...); err != nil {
+		return err
+	}
+	if entries, ok := list.(*metav1.PartialObjectMetadataList); ok {
+		for i := range entries.Items {
+			delete(entries.Items[i].Labels, cp.LabelTenantName)
+		}
+	}
+	return nil
+}
+
+// A reconcile working from a stale copy of the request — its own status write not yet in
+// the cache, nor the claim in the pool's cache — keeps the credential the API server says
+// is assigned: it never claims a second one and moves the request there. (The chaos suite,
+// seed 6391000145160845497, saw a request move from cred-02 to cred-00.)
+func TestAStaleCopyOfARequestNeverMovesIt(t *testing.T) {
+	ns := namespace(t)
+	grant(t, ns, "acct-a")
+	credential(t, ns, "gcp-01", map[string]string{"hyperscalerType": "gcp"})
+	r := start(t, ns)
+	request(t, ns, "a", "gcp", "globalaccount:acct-a")
+	assignedTo := waitReason(t, ns, "a", cp.ReasonAssigned).Status.GardenerSecretName
+	if assignedTo != "gcp-01" {
+		t.Fatalf("assigned %s, want gcp-01 (the only credential)", assignedTo)
+	}
+	// A free credential that sorts first appears.
+	credential(t, ns, "gcp-00", map[string]string{"hyperscalerType": "gcp"})
+
+	live := &cp.SubscriptionRequest{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "a"}, live); err != nil {
+		t.Fatal(err)
+	}
+	stale := live.DeepCopy()
+	stale.Status = cp.SubscriptionRequestStatus{}
+	lagging := &Reconciler{Client: env.Client, APIReader: env.Client, Recorder: r.Recorder,
+		pool: &pool{gvk: r.pool.gvk, namespace: ns, operatorNamespace: ns, cache: laggingPool{r.pool.cache}, writer: r.pool.writer, fresh: r.pool.fresh}}
+	if err := lagging.reconcile(ctx, stale); err != nil {
+		t.Fatal(err)
+	}
+	if got := stale.Status.GardenerSecretName; got != "gcp-01" {
+		t.Errorf("a reconcile of a stale copy assigned %q; the request holds gcp-01", got)
+	}
+	if tenant, claimed := secret(t, ns, "gcp-00").Labels[cp.LabelTenantName]; claimed {
+		t.Errorf("gcp-00 was claimed (for %q) though the request already holds gcp-01", tenant)
+	}
+}
