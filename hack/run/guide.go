@@ -72,6 +72,8 @@ func (g guide) String() string {
 // lookAt is, for each system, a comment naming it and the commands that show its sample.
 func (g guide) lookAt() []string {
 	return []string{
+		"# The node and every sample's pods (with make run's real node they run; a stand-in leaves them Pending)",
+		"kubectl get nodes,pods -A -o wide",
 		"# JWKS",
 		"kubectl -n default get jwksconfig issuer -o wide",
 		"curl -s http://" + g.addrs.JWKS + "/default/issuer/jwks.json",
