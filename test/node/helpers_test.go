@@ -4,13 +4,11 @@ import (
 	"context"
 	"crypto"
 	"crypto/tls"
-	"encoding/json"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
-	jose "github.com/go-jose/go-jose/v4"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -164,24 +162,11 @@ func keyOf(t *testing.T, secret string, data map[string][]byte) signingKey {
 // signToken is a token of issuer for audience, signed with key.
 func signToken(t *testing.T, issuer, audience string, key signingKey) string {
 	t.Helper()
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.SignatureAlgorithm(key.alg), Key: jose.JSONWebKey{Key: key.key, KeyID: key.kid}},
-		(&jose.SignerOptions{}).WithType("JWT"))
+	token, err := testcerts.SignJWT(key.key, key.kid, key.alg, issuer, audience, "node-test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now()
-	payload, _ := json.Marshal(map[string]any{
-		"iss": issuer, "aud": audience, "sub": "node-test", "iat": now.Unix(), "exp": now.Add(10 * time.Minute).Unix(),
-	})
-	jws, err := signer.Sign(payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := jws.CompactSerialize()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return raw
+	return token
 }
 
 // createJWKSConfig publishes secret's key, with nginx pods when withNginx.

@@ -26,7 +26,6 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
-	jose "github.com/go-jose/go-jose/v4"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -225,25 +224,11 @@ func verifyThroughDiscovery(t *testing.T, httpClient *http.Client, issuer string
 // signToken signs an ID token for issuer with key, as an issuer holding tls.key does.
 func signToken(t *testing.T, issuer string, key signingKey) string {
 	t.Helper()
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.SignatureAlgorithm(key.alg), Key: jose.JSONWebKey{Key: key.key, KeyID: key.kid}},
-		(&jose.SignerOptions{}).WithType("JWT"))
+	token, err := testcerts.SignJWT(key.key, key.kid, key.alg, issuer, audience, "system:serviceaccount:default:client")
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now()
-	payload, _ := json.Marshal(map[string]any{
-		"iss": issuer, "aud": audience, "sub": "system:serviceaccount:default:client",
-		"iat": now.Unix(), "exp": now.Add(10 * time.Minute).Unix(),
-	})
-	jws, err := signer.Sign(payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := jws.CompactSerialize()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return raw
+	return token
 }
 
 // startManager runs `trustplane manager` with only the jwks controller, as cluster
