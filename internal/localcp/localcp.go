@@ -93,6 +93,11 @@ func Start(dir, binDir string, opts Options) (*ControlPlane, error) {
 	if err := prepareServing(apiServer, dir, certDir, addr); err != nil {
 		return nil, fmt.Errorf("the API server's serving certificate: %w", err)
 	}
+	authn, err := newClientCertAuthn(dir)
+	if err != nil {
+		return nil, err
+	}
+	apiServer.SecureServing.Authn = authn
 	if opts.Node {
 		if err := configureForNode(apiServer, dir, addr); err != nil {
 			return nil, err

@@ -49,6 +49,10 @@ func TestObjectsSurviveRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	firstURL := cp.Config.Host
+	saved, err := os.ReadFile(cp.KubeconfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cp.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -63,6 +67,14 @@ func TestObjectsSurviveRestart(t *testing.T) {
 	// A kubeconfig saved before the restart names the same server.
 	if cp.Config.Host != firstURL {
 		t.Errorf("the API server moved from %s to %s across a restart", firstURL, cp.Config.Host)
+	}
+	// ... and still authenticates: its client certificate's CA is kept too.
+	savedPath := filepath.Join(t.TempDir(), "saved-kubeconfig")
+	if err := os.WriteFile(savedPath, saved, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := testenv.KubeconfigClient(t, savedPath).List(ctx, &corev1.NamespaceList{}); err != nil {
+		t.Errorf("a kubeconfig saved before the restart: %v", err)
 	}
 	c = testenv.KubeconfigClient(t, cp.KubeconfigPath)
 	got := &jwksv1alpha1.JWKSConfig{}
