@@ -97,7 +97,7 @@ func Start(dir, binDir string, opts Options) (*ControlPlane, error) {
 	if err != nil {
 		return nil, err
 	}
-	apiServer.SecureServing.Authn = authn
+	apiServer.Authn = authn
 	if opts.Node {
 		if err := configureForNode(apiServer, dir, addr); err != nil {
 			return nil, err

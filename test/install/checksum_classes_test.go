@@ -94,3 +94,29 @@ func TestChartBindsTheSidecarsToTheGatewaysAccount(t *testing.T) {
 		t.Errorf("the sidecars' bindings name %v, want %v", subjects, want)
 	}
 }
+
+// TestTwoReleasesDoNotCollide: two releases of the chart name every object apart, the
+// sidecars' accounts and RBAC in a gateway namespace they share included (helm refuses to
+// install an object another release owns). The admission policies have fixed names, so
+// the second release leaves them off, and its node agent gets a namespace of its own, as
+// values.yaml says.
+func TestTwoReleasesDoNotCollide(t *testing.T) {
+	root := testenv.RepoRoot()
+	owner := map[string]string{}
+	for i, release := range []string{"trustplane", "second"} {
+		args := []string{"template", release, filepath.Join(root, "charts/trustplane"),
+			"--namespace", release + "-system", "--set", "dataplane.namespaces={web}", "--set", "nodeAgent.enabled=true"}
+		if i > 0 {
+			args = append(args, "--set", "roleAggregation.admissionPolicy=false", "--set", "statusWriters.admissionPolicy=false",
+				"--set", "nodeAgent.namespace="+release+"-node-agent")
+		}
+		objs := testenv.DecodeYAML(t, run(t, root, testenv.Tool(t, "helm"), args...))
+		for _, obj := range objs {
+			key := obj.GetKind() + " " + obj.GetNamespace() + "/" + obj.GetName()
+			if other, taken := owner[key]; taken && other != release {
+				t.Errorf("releases %s and %s both render %s", other, release, key)
+			}
+			owner[key] = release
+		}
+	}
+}

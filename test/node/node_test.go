@@ -14,7 +14,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,13 +41,23 @@ func TestNode(t *testing.T) {
 	if !t.Run("install", testInstall) {
 		t.FailNow()
 	}
+	// Pod certificates over time take minutes (lifecycle_test.go): their pods start first,
+	// and the waits come after the rest.
+	var lifecycle *podCertLifecycle
+	t.Run("podcert-lifecycle", func(t *testing.T) { lifecycle = startPodCertLifecycle(t) })
 	t.Run("jwks", testJWKS)
 	t.Run("podcert", testPodCertificate)
 	t.Run("checksum", testChecksumSidecar)
 	t.Run("kubeconfig", testKubeconfigInAPod)
 	t.Run("failover", testFailover)
 	t.Run("upgrade", testUpgrade)
+	if lifecycle != nil {
+		t.Run("podcert-refresh", lifecycle.testRefresh)
+	}
 	t.Run("uninstall", testUninstall)
+	if lifecycle != nil {
+		t.Run("podcert-signer-stopped", lifecycle.testStopped)
+	}
 }
 
 // helm runs the helm the project builds against the test cluster.
@@ -69,6 +78,9 @@ var chartValues = []string{
 	"--set", "dataplane.namespaces={" + gatewayNamespace + "}",
 	// The gateway's own ServiceAccount, which its sidecar shares.
 	"--set", "dataplane.serviceAccountName=gateway",
+	// Pod certificates refreshed at the earliest the API allows (lifecycle_test.go).
+	"--set-json", "config.podcertificateSigner.refreshFraction=" + signerEarliestRefresh["refreshFraction"],
+	"--set", "config.podcertificateSigner.backdate=" + signerEarliestRefresh["backdate"],
 }
 
 // testInstall: `helm install` comes up Ready as pods — the manager's two replicas and the
@@ -204,17 +216,7 @@ func testPodCertificate(t *testing.T) {
 		bundle, err = os.ReadFile(bundlePath)
 		return err == nil && len(bundle) > 0
 	})
-	roots := x509.NewCertPool()
-	bundles := &certificatesv1.ClusterTrustBundleList{}
-	if err := c.List(context.Background(), bundles); err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range bundles.Items {
-		if b.Spec.SignerName == podIdentity {
-			roots.AppendCertsFromPEM([]byte(b.Spec.TrustBundle))
-		}
-	}
-	leaf, err := testcerts.CheckBundle(bundle, roots)
+	leaf, err := testcerts.CheckBundle(bundle, trustBundle(t, podIdentity))
 	if err != nil {
 		t.Fatalf("the bundle the kubelet wrote: %v", err)
 	}

@@ -70,10 +70,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if err := initMetrics(manager.RegisterMetrics, opts.SignerName); err != nil {
 		return nil, err
 	}
-	policy := Policy{MaxLifetime: opts.MaxLifetime, KeyTypes: map[string]bool{}, TrustDomain: opts.TrustDomain}
-	for _, kt := range opts.KeyTypes {
-		policy.KeyTypes[kt] = true
-	}
+	policy := opts.Policy()
 	cached, err := podsAndNodes(mgr)
 	if err != nil {
 		return nil, err

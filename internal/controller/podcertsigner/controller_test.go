@@ -168,6 +168,28 @@ func TestIssuesWithinTheAPIRulesAndDenies(t *testing.T) {
 	}
 }
 
+// TestEarliestRefreshIsAccepted: the largest backdate and the earliest refresh the options
+// allow are inside what kube-apiserver's validation of an issued status accepts.
+func TestEarliestRefreshIsAccepted(t *testing.T) {
+	opts := DefaultOptions()
+	opts.CANamespace = "default"
+	opts.SignerName = "trustplane.io/earliest-refresh"
+	opts.RefreshFraction, opts.Backdate = 0.01, MaxBackdate
+	env.RunManager(t, func(mgr ctrl.Manager) error { _, err := Setup(mgr, opts); return err })
+	node, pod := world(t, "signer-earliest")
+	pcr := waitConcluded(t, request(t, node, pod, opts.SignerName, "ECDSAP256"))
+	if c := pcr.Status.Conditions[len(pcr.Status.Conditions)-1]; c.Type != certificatesv1.PodCertificateRequestConditionTypeIssued {
+		t.Fatalf("%+v", c)
+	}
+	notBefore, refresh := pcr.Status.NotBefore.Time, pcr.Status.BeginRefreshAt.Time
+	if got := refresh.Sub(notBefore); got != 10*time.Minute {
+		t.Errorf("beginRefreshAt %v after notBefore, want the API's earliest, 10m", got)
+	}
+	if back := pcr.CreationTimestamp.Sub(notBefore); back < MaxBackdate-5*time.Second {
+		t.Errorf("notBefore %v before the request's creation, want %v", back, MaxBackdate)
+	}
+}
+
 // TestRequestsNotFromThePodOnItsNodeAreDenied: the API server cross-checks pod and node
 // only for kubelets (NodeRestriction); for other requesters the signer does. A request
 // naming another node than the pod's (a node agent reaching for another node's pod) or an

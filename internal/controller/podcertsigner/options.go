@@ -37,6 +37,12 @@ type Options struct {
 	CARotation time.Duration
 	// CAOverlap is how long a new CA is in the trust bundle before it signs.
 	CAOverlap time.Duration
+	// RefreshFraction is the fraction of a certificate's lifetime after which kubelet
+	// refreshes it (beginRefreshAt), within the API's bounds.
+	RefreshFraction float64
+	// Backdate is how far notBefore lies before the signing, for relying parties whose
+	// clocks run behind.
+	Backdate time.Duration
 	// Clock decides the certificates' times and the CA rotation's.
 	Clock clock.PassiveClock
 }
@@ -46,7 +52,8 @@ func DefaultOptions() Options {
 	return Options{
 		SignerName: "trustplane.io/pod-identity", CANamespace: manager.OwnNamespace(), CASecretName: "trustplane-pod-identity-ca",
 		MaxLifetime: 24 * time.Hour, KeyTypes: []string{"RSA3072", "RSA4096", "ECDSAP256", "ECDSAP384", "ECDSAP521", "ED25519"},
-		TrustDomain: "cluster.local", Workers: 16, CAOverlap: time.Hour, Clock: clock.RealClock{},
+		TrustDomain: "cluster.local", Workers: 16, CAOverlap: time.Hour, RefreshFraction: 2.0 / 3, Backdate: time.Minute,
+		Clock: clock.RealClock{},
 	}
 }
 
@@ -61,15 +68,38 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Workers, "podcert-signer-workers", o.Workers, "Concurrent signings.")
 	fs.DurationVar(&o.CARotation, "podcert-ca-rotation", o.CARotation, "Generate a new CA this often (0: never; a CA written to the Secret's next.crt/next.key still rotates in).")
 	fs.DurationVar(&o.CAOverlap, "podcert-ca-overlap", o.CAOverlap, "How long a new CA is published in the ClusterTrustBundle before it signs.")
+	fs.Float64Var(&o.RefreshFraction, "podcert-refresh-fraction", o.RefreshFraction, "Fraction of a certificate's lifetime after which kubelet refreshes it (beginRefreshAt), kept at least 10m after notBefore and 10m before notAfter as the API requires.")
+	fs.DurationVar(&o.Backdate, "podcert-backdate", o.Backdate, "How far notBefore lies before the signing, for clocks that run behind (at most 4m: the API requires notBefore within 5m of its own clock).")
 }
 
-// Validate checks the options before anything connects: the API's minimum lifetime, and
-// a CA rotation that fits the longest leaf.
+// MaxBackdate leaves a minute of skew between the signer's clock and the API server's,
+// which refuses a notBefore more than 5 minutes from its own.
+const MaxBackdate = 4 * time.Minute
+
+// Validate checks the options before anything connects: the API's minimum lifetime and
+// notBefore window, a refresh inside the lifetime, and a CA rotation that fits the
+// longest leaf.
 func (o Options) Validate() error {
 	if o.MaxLifetime < time.Hour {
 		return fmt.Errorf("--podcert-max-lifetime must be at least 1h, not %v", o.MaxLifetime)
 	}
+	if !(o.RefreshFraction > 0 && o.RefreshFraction < 1) {
+		return fmt.Errorf("--podcert-refresh-fraction must be between 0 and 1 (exclusive), not %v", o.RefreshFraction)
+	}
+	if o.Backdate < 0 || o.Backdate > MaxBackdate {
+		return fmt.Errorf("--podcert-backdate must be between 0 and %v, not %v", MaxBackdate, o.Backdate)
+	}
 	return o.rotationPolicy().Validate()
+}
+
+// Policy is what the options say about each certificate.
+func (o Options) Policy() Policy {
+	policy := Policy{MaxLifetime: o.MaxLifetime, KeyTypes: map[string]bool{}, TrustDomain: o.TrustDomain,
+		RefreshFraction: o.RefreshFraction, Backdate: o.Backdate}
+	for _, kt := range o.KeyTypes {
+		policy.KeyTypes[kt] = true
+	}
+	return policy
 }
 
 func (o Options) rotationPolicy() podcert.RotationPolicy {

@@ -46,7 +46,14 @@ type Policy struct {
 	KeyTypes map[string]bool
 	// TrustDomain of the SPIFFE ID spiffe://<domain>/ns/<namespace>/sa/<serviceaccount>.
 	TrustDomain string
+	// RefreshFraction of the lifetime passes before beginRefreshAt (0: two thirds).
+	RefreshFraction float64
+	// Backdate puts notBefore this long before the signing.
+	Backdate time.Duration
 }
+
+// defaultRefreshFraction is where cert-manager renews, and kubelet refreshes by default.
+const defaultRefreshFraction = 2.0 / 3
 
 // Denial is a request the signer refuses; Reason becomes the Denied condition's reason.
 type Denial struct{ Reason, Message string }
@@ -155,8 +162,9 @@ type Validity struct {
 }
 
 // ValidityOf fits the times of the request, issued at now by ca, into the rules the API
-// enforces: lifetime ≥ 1h and ≤ maxExpirationSeconds, notBefore near now, beginRefreshAt
-// within [notBefore+10m, notAfter−10m]. notAfter never outlives the CA certificate. A
+// enforces: lifetime ≥ 1h and ≤ maxExpirationSeconds, notBefore near now (policy.Backdate
+// before it), beginRefreshAt policy.RefreshFraction into the lifetime but within
+// [notBefore+10m, notAfter−10m]. notAfter never outlives the CA certificate. A
 // lifetime the request cannot have is a *Denial.
 func ValidityOf(ca *CA, req Request, policy Policy, now time.Time) (Validity, error) {
 	lifetime := policy.MaxLifetime
@@ -168,7 +176,7 @@ func ValidityOf(ca *CA, req Request, policy Policy, now time.Time) (Validity, er
 	if lifetime < time.Hour {
 		return Validity{}, &Denial{certificates.ReasonLifetimeTooShort, fmt.Sprintf("a certificate must live at least 1h; at most %v was allowed", lifetime)}
 	}
-	notBefore := now.Add(-time.Minute).Truncate(time.Second)
+	notBefore := now.Add(-policy.Backdate).Truncate(time.Second)
 	notAfter := notBefore.Add(lifetime)
 	if !req.NotAfterBound.IsZero() && notAfter.After(req.NotAfterBound) {
 		notAfter = req.NotAfterBound.Truncate(time.Second)
@@ -183,7 +191,11 @@ func ValidityOf(ca *CA, req Request, policy Policy, now time.Time) (Validity, er
 		}
 	}
 	lifetime = notAfter.Sub(notBefore)
-	beginRefreshAt := notBefore.Add(lifetime * 2 / 3)
+	fraction := policy.RefreshFraction
+	if fraction == 0 {
+		fraction = defaultRefreshFraction
+	}
+	beginRefreshAt := notBefore.Add(time.Duration(float64(lifetime) * fraction)).Truncate(time.Second)
 	if latest := notAfter.Add(-10 * time.Minute); beginRefreshAt.After(latest) {
 		beginRefreshAt = latest
 	}

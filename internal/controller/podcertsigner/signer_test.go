@@ -102,7 +102,7 @@ func TestSignBounds(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	ca, _ := podcert.NewCA("ca", now, 3*time.Hour)
 	_, stub, _ := podcert.GenerateKeyAndProof("ECDSAP256")
-	policy := Policy{MaxLifetime: 24 * time.Hour}
+	policy := Policy{MaxLifetime: 24 * time.Hour, Backdate: time.Minute}
 	for name, tc := range map[string]struct {
 		bound time.Time
 		want  time.Time
@@ -119,5 +119,55 @@ func TestSignBounds(t *testing.T) {
 			issued.BeginRefreshAt.Before(issued.NotBefore.Add(10*time.Minute)) || issued.BeginRefreshAt.After(issued.NotAfter.Add(-10*time.Minute)) {
 			t.Errorf("%s: %+v, want notAfter %v", name, issued, tc.want)
 		}
+	}
+}
+
+// TestValidityRefreshAndBackdate: beginRefreshAt lies RefreshFraction into the lifetime
+// and notBefore Backdate before the signing, both kept inside the API's rules.
+func TestValidityRefreshAndBackdate(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	ca, _ := podcert.NewCA("ca", now.Add(-time.Hour), 48*time.Hour)
+	hour := int32(3600)
+	for name, tc := range map[string]struct {
+		policy                          Policy
+		maxExpiration                   *int32
+		wantNotBefore, wantBeginRefresh time.Time
+	}{
+		"defaults: two thirds, signed now": {policy: Policy{MaxLifetime: 24 * time.Hour},
+			wantNotBefore: now, wantBeginRefresh: now.Add(16 * time.Hour)},
+		"a quarter, a minute back": {policy: Policy{MaxLifetime: 24 * time.Hour, RefreshFraction: 0.25, Backdate: time.Minute},
+			wantNotBefore: now.Add(-time.Minute), wantBeginRefresh: now.Add(-time.Minute + 6*time.Hour)},
+		"earliest: 10m after notBefore": {policy: Policy{MaxLifetime: 24 * time.Hour, RefreshFraction: 0.01, Backdate: MaxBackdate}, maxExpiration: &hour,
+			wantNotBefore: now.Add(-MaxBackdate), wantBeginRefresh: now.Add(-MaxBackdate + 10*time.Minute)},
+		"latest: 10m before notAfter": {policy: Policy{MaxLifetime: time.Hour, RefreshFraction: 0.99},
+			wantNotBefore: now, wantBeginRefresh: now.Add(50 * time.Minute)},
+	} {
+		v, err := ValidityOf(&CA{Cert: ca.Cert, Key: ca.Key}, Request{MaxExpirationSeconds: tc.maxExpiration}, tc.policy, now)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !v.NotBefore.Equal(tc.wantNotBefore) || !v.BeginRefreshAt.Equal(tc.wantBeginRefresh) {
+			t.Errorf("%s: notBefore %v beginRefreshAt %v, want %v and %v", name, v.NotBefore, v.BeginRefreshAt, tc.wantNotBefore, tc.wantBeginRefresh)
+		}
+	}
+}
+
+func TestOptionsValidateRefreshAndBackdate(t *testing.T) {
+	for name, mutate := range map[string]func(*Options){
+		"fraction 0":        func(o *Options) { o.RefreshFraction = 0 },
+		"fraction 1":        func(o *Options) { o.RefreshFraction = 1 },
+		"negative backdate": func(o *Options) { o.Backdate = -time.Second },
+		"backdate past 4m":  func(o *Options) { o.Backdate = MaxBackdate + time.Second },
+	} {
+		o := DefaultOptions()
+		mutate(&o)
+		if err := o.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	o := DefaultOptions()
+	o.RefreshFraction, o.Backdate = 0.01, MaxBackdate
+	if err := o.Validate(); err != nil {
+		t.Errorf("the earliest refresh: %v", err)
 	}
 }
