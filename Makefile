@@ -48,6 +48,22 @@ test: k8s-bins tools test-deps node-test-deps lint vuln ## Lint and govulncheck,
 	cd test/k8speers && go test $(GO_TEST_FLAGS) ./...
 	hack/fuzz.sh $(FUZZTIME_TEST)
 
+# One wing's tests: its packages under internal/<wing> and its suites under test/<wing>
+# (docs/architecture.md); the cross-system suites run only under make test.
+wing-test = go test $(GO_TEST_FLAGS) ./internal/$(1)/... ./test/$(1)/...
+
+.PHONY: test-jwks test-aggregation test-checksum test-podcert test-provisioning
+test-jwks: k8s-bins tools test-deps ## The JWKS wing's tests (internal/jwks, test/jwks).
+	$(call wing-test,jwks)
+test-aggregation: k8s-bins tools test-deps ## The aggregation wing's tests (internal/aggregation, test/aggregation).
+	$(call wing-test,aggregation)
+test-checksum: k8s-bins tools test-deps ## The secret-checksum wing's tests (internal/checksum, test/checksum).
+	$(call wing-test,checksum)
+test-podcert: k8s-bins tools test-deps ## The pod-certificate wing's tests (internal/podcert, test/podcert).
+	$(call wing-test,podcert)
+test-provisioning: k8s-bins tools test-deps ## The Cluster, Subscription and Kubeconfig wing's tests (internal/provisioning, test/provisioning).
+	$(call wing-test,provisioning)
+
 ##@ Development
 
 .PHONY: build

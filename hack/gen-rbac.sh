@@ -6,18 +6,21 @@ set -euo pipefail
 gen=$1
 out=${2:-.}
 mkdir -p "$out/config/rbac" "$out/config/node-agent" "$out/config/jwks-server" "$out/config/components/dataplane-sidecar" "$out/charts/trustplane/files"
-# The manager: its controllers and its own permissions (leader election, events, metrics auth).
-"$gen" rbac:roleName=trustplane-manager paths=./internal/controller/... paths=./internal/manager/... \
+# The manager: its controllers (in every wing, not the wings' agents) and its own
+# permissions (leader election, events, metrics auth).
+controllers=(jwks aggregation/clusterroleaggregation aggregation/roleaggregation checksum/secretchecksum
+  podcert/podcertsigner podcert/tlsexpiry provisioning/cluster provisioning/kubeconfig provisioning/subscription manager)
+"$gen" rbac:roleName=trustplane-manager "${controllers[@]/#/paths=./internal/}" \
   output:rbac:artifacts:config="$out/config/rbac"
 # The node agent: a ClusterRole (it follows the pods of its node in every namespace).
-"$gen" rbac:roleName=trustplane-node-agent paths=./internal/nodeagent/... \
+"$gen" rbac:roleName=trustplane-node-agent paths=./internal/podcert/nodeagent/... \
   output:rbac:artifacts:config="$out/config/node-agent"
 # The JWKS server run alone (trustplane jwks-server): a ClusterRole that only reads.
-"$gen" rbac:roleName=trustplane-jwks-server paths=./internal/jwksserver/... \
+"$gen" rbac:roleName=trustplane-jwks-server paths=./internal/jwks/jwksserver/... \
   output:rbac:artifacts:config="$out/config/jwks-server"
 # The data-plane agent: a Role in the gateway's namespace. The markers need a namespace; it
 # is dropped so that kustomize or Helm put the Role where the gateway runs.
-"$gen" rbac:roleName=trustplane-dataplane paths=./internal/dataplaneagent/... output:rbac:stdout |
+"$gen" rbac:roleName=trustplane-dataplane paths=./internal/checksum/dataplaneagent/... output:rbac:stdout |
   sed '/^  namespace: gateway$/d' > "$out/config/components/dataplane-sidecar/role.yaml"
 # The chart reads the agents' rules from copies inside the chart.
 cp "$out/config/node-agent/role.yaml" "$out/charts/trustplane/files/node-agent-role.yaml"

@@ -56,7 +56,7 @@ func pauseImage(binary string) image {
 	}
 }
 
-// nginxConf runs nginx as the JWKS Deployments need it (internal/controller/jwks): as a
+// nginxConf runs nginx as the JWKS Deployments need it (internal/jwks): as a
 // non-root user on a read-only root file system, everything it writes under /tmp (an
 // emptyDir), logs to the container's output, and the server blocks from
 // /etc/nginx/conf.d, where the Deployment mounts its ConfigMap — the layout of

@@ -28,9 +28,9 @@ import (
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
 	tenginev1 "github.com/trustplane/trustplane/api/tengine/v1"
+	"github.com/trustplane/trustplane/internal/aggregation/roleaggregation"
 	"github.com/trustplane/trustplane/internal/checksum"
-	"github.com/trustplane/trustplane/internal/controller/roleaggregation"
-	"github.com/trustplane/trustplane/internal/jwkset"
+	"github.com/trustplane/trustplane/internal/jwks/jwkset"
 	"github.com/trustplane/trustplane/internal/podcert"
 )
 

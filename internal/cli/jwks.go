@@ -21,7 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
-	"github.com/trustplane/trustplane/internal/jwkset"
+	"github.com/trustplane/trustplane/internal/jwks/jwkset"
 )
 
 func newJWKSCommand() *cobra.Command {

@@ -26,10 +26,10 @@ import (
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
 	tenginev1 "github.com/trustplane/trustplane/api/tengine/v1"
 	tenginev1alpha1 "github.com/trustplane/trustplane/api/tengine/v1alpha1"
+	"github.com/trustplane/trustplane/internal/aggregation/rbac"
+	"github.com/trustplane/trustplane/internal/aggregation/roleaggregation"
 	"github.com/trustplane/trustplane/internal/checksum"
-	"github.com/trustplane/trustplane/internal/controller/roleaggregation"
 	"github.com/trustplane/trustplane/internal/podcert"
-	"github.com/trustplane/trustplane/internal/rbac"
 )
 
 // managedByLabel marks what trustplane's controllers make; the pod certificate signer's

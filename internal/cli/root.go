@@ -8,10 +8,10 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
 
+	"github.com/trustplane/trustplane/internal/checksum/dataplaneagent"
 	"github.com/trustplane/trustplane/internal/config"
-	"github.com/trustplane/trustplane/internal/dataplaneagent"
-	"github.com/trustplane/trustplane/internal/jwksserver"
-	"github.com/trustplane/trustplane/internal/nodeagent"
+	"github.com/trustplane/trustplane/internal/jwks/jwksserver"
+	"github.com/trustplane/trustplane/internal/podcert/nodeagent"
 	"github.com/trustplane/trustplane/internal/version"
 )
 

@@ -27,7 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/config"
-	"github.com/trustplane/trustplane/internal/jwkset"
+	"github.com/trustplane/trustplane/internal/jwks/jwkset"
 	"github.com/trustplane/trustplane/internal/scheme"
 	"github.com/trustplane/trustplane/internal/testenv"
 )

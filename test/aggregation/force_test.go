@@ -16,9 +16,9 @@ import (
 	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trustplane/trustplane/internal/controller/clusterroleaggregation"
-	"github.com/trustplane/trustplane/internal/controller/roleaggregation"
-	"github.com/trustplane/trustplane/internal/rbac"
+	"github.com/trustplane/trustplane/internal/aggregation/clusterroleaggregation"
+	"github.com/trustplane/trustplane/internal/aggregation/rbac"
+	"github.com/trustplane/trustplane/internal/aggregation/roleaggregation"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
 

@@ -15,8 +15,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trustplane/trustplane/internal/controller/roleaggregation"
-	"github.com/trustplane/trustplane/internal/rbac"
+	"github.com/trustplane/trustplane/internal/aggregation/rbac"
+	"github.com/trustplane/trustplane/internal/aggregation/roleaggregation"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
 

@@ -21,9 +21,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/trustplane/trustplane/internal/controller/clusterroleaggregation"
-	"github.com/trustplane/trustplane/internal/controller/roleaggregation"
-	"github.com/trustplane/trustplane/internal/rbac"
+	"github.com/trustplane/trustplane/internal/aggregation/clusterroleaggregation"
+	"github.com/trustplane/trustplane/internal/aggregation/rbac"
+	"github.com/trustplane/trustplane/internal/aggregation/roleaggregation"
 	"github.com/trustplane/trustplane/internal/scheme"
 	"github.com/trustplane/trustplane/internal/testenv"
 )

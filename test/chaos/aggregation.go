@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trustplane/trustplane/internal/controller/roleaggregation"
-	"github.com/trustplane/trustplane/internal/rbac"
+	"github.com/trustplane/trustplane/internal/aggregation/rbac"
+	"github.com/trustplane/trustplane/internal/aggregation/roleaggregation"
 )
 
 // The aggregation workload: labelled component ClusterRoles and aggregating ClusterRoles
@@ -28,8 +28,8 @@ import (
 // trustplane's controllers are the only ones aggregating, bootstrap admin/edit/view
 // included.
 //
-// The expected rules are internal/rbac.Aggregate's, the merge that
-// TestAggregateMatchesUpstreamOnRandomInputs (internal/rbac) compares with upstream's
+// The expected rules are internal/aggregation/rbac.Aggregate's, the merge that
+// TestAggregateMatchesUpstreamOnRandomInputs (internal/aggregation/rbac) compares with upstream's
 // code on 2,000 random worlds, and that TestSideBySideWithKubeControllerManager
 // (test/aggregation) compares with kube-controller-manager v1.37.1 on a real API server.
 const (

@@ -27,12 +27,12 @@ import (
 	"github.com/trustplane/trustplane/api/conditions"
 	cp "github.com/trustplane/trustplane/api/controlplane/v1alpha1"
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
-	"github.com/trustplane/trustplane/internal/shoot"
+	"github.com/trustplane/trustplane/internal/provisioning/shoot"
 	"github.com/trustplane/trustplane/internal/testenv"
-	"github.com/trustplane/trustplane/test/gardenstandin"
+	"github.com/trustplane/trustplane/test/provisioning/gardenstandin"
 )
 
-// The cluster system: Gardener Clusters against the garden stand-in (test/gardenstandin:
+// The cluster system: Gardener Clusters against the garden stand-in (test/provisioning/gardenstandin:
 // the test API server with Gardener's Shoot CRD, behind a front playing gardener-apiserver,
 // and a stand-in Gardener walking Shoots to Succeeded), and the Secret credential pool
 // (--subscription-pool=secrets) shared by two tenant namespaces: Clusters and standalone

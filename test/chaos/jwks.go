@@ -22,8 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
-	jwksctrl "github.com/trustplane/trustplane/internal/controller/jwks"
-	"github.com/trustplane/trustplane/internal/jwkset"
+	jwksctrl "github.com/trustplane/trustplane/internal/jwks"
+	"github.com/trustplane/trustplane/internal/jwks/jwkset"
 	"github.com/trustplane/trustplane/internal/scheme"
 	"github.com/trustplane/trustplane/internal/testcerts"
 )

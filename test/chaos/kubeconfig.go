@@ -27,7 +27,7 @@ import (
 
 	"github.com/trustplane/trustplane/api/conditions"
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
-	kubeconfigctrl "github.com/trustplane/trustplane/internal/controller/kubeconfig"
+	kubeconfigctrl "github.com/trustplane/trustplane/internal/provisioning/kubeconfig"
 )
 
 // The kubeconfig system: KubeconfigRequests against a brought-along Cluster whose

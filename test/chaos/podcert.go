@@ -26,9 +26,9 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trustplane/trustplane/internal/controller/podcertsigner"
-	"github.com/trustplane/trustplane/internal/nodeagent"
 	"github.com/trustplane/trustplane/internal/podcert"
+	"github.com/trustplane/trustplane/internal/podcert/nodeagent"
+	"github.com/trustplane/trustplane/internal/podcert/podcertsigner"
 	"github.com/trustplane/trustplane/internal/testcerts"
 	"github.com/trustplane/trustplane/internal/testenv"
 )

@@ -12,7 +12,7 @@ import (
 	controlplanev1alpha1 "github.com/trustplane/trustplane/api/controlplane/v1alpha1"
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
-	"github.com/trustplane/trustplane/internal/jwkset"
+	"github.com/trustplane/trustplane/internal/jwks/jwkset"
 	"github.com/trustplane/trustplane/internal/testcerts"
 )
 

@@ -18,10 +18,10 @@ import (
 	"github.com/trustplane/trustplane/api/conditions"
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
-	"github.com/trustplane/trustplane/internal/clustertarget"
-	clusterctrl "github.com/trustplane/trustplane/internal/controller/cluster"
-	"github.com/trustplane/trustplane/internal/controller/jwks"
-	kubeconfigctrl "github.com/trustplane/trustplane/internal/controller/kubeconfig"
+	"github.com/trustplane/trustplane/internal/jwks"
+	clusterctrl "github.com/trustplane/trustplane/internal/provisioning/cluster"
+	"github.com/trustplane/trustplane/internal/provisioning/clustertarget"
+	kubeconfigctrl "github.com/trustplane/trustplane/internal/provisioning/kubeconfig"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
 

@@ -18,7 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/trustplane/trustplane/internal/localcp"
-	"github.com/trustplane/trustplane/internal/nodeagent"
+	"github.com/trustplane/trustplane/internal/podcert/nodeagent"
 	"github.com/trustplane/trustplane/internal/testenv"
 	"github.com/trustplane/trustplane/test/monitoring"
 )

@@ -21,9 +21,9 @@ import (
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	"github.com/trustplane/trustplane/internal/checksum"
-	jwksctrl "github.com/trustplane/trustplane/internal/controller/jwks"
-	"github.com/trustplane/trustplane/internal/jwkset"
-	"github.com/trustplane/trustplane/internal/nodeagent"
+	jwksctrl "github.com/trustplane/trustplane/internal/jwks"
+	"github.com/trustplane/trustplane/internal/jwks/jwkset"
+	"github.com/trustplane/trustplane/internal/podcert/nodeagent"
 	"github.com/trustplane/trustplane/internal/testcerts"
 	"github.com/trustplane/trustplane/internal/testenv"
 )

@@ -25,7 +25,7 @@ import (
 	"k8s.io/kubernetes/pkg/controller/certificates/approver"
 	csrsigner "k8s.io/kubernetes/pkg/controller/certificates/signer"
 
-	"github.com/trustplane/trustplane/internal/access"
+	"github.com/trustplane/trustplane/internal/provisioning/access"
 	"github.com/trustplane/trustplane/internal/testcerts"
 	"github.com/trustplane/trustplane/internal/testenv"
 )

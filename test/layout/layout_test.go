@@ -1,7 +1,7 @@
 // Package layout checks the house plan of docs/architecture.md, so that it stays true:
-// condition types and reasons are declared in api/ only, controllers do not import each
-// other and keep no package-level mutable state, and the pure packages of internal/ hold
-// no Kubernetes client.
+// one wing per system under internal/, wings and shared code kept apart, condition types
+// and reasons declared in api/ only, controllers that do not import each other and keep
+// no package-level mutable state, and pure packages that hold no Kubernetes client.
 package layout
 
 import (
@@ -22,8 +22,92 @@ const module = "github.com/trustplane/trustplane/"
 // root is the repository's root: this package is test/layout.
 var root = filepath.Join("..", "..")
 
+// wings are the five systems: each one's controllers, pure core, agent and plumbing live
+// under internal/<wing>, its single-system suites under test/<wing>.
+var wings = []string{"jwks", "aggregation", "checksum", "podcert", "provisioning"}
+
+// shared are the packages of internal/ any wing may use; they import no wing.
+var shared = []string{"apply", "atomicfile", "config", "debounce", "finalizer", "handlers", "manager", "scheme", "status", "testcerts", "testenv", "version"}
+
+// assembly are the packages of internal/ that put wings together (the manager's
+// controllers, the CLI) or run a cluster for them; they may import any wing.
+var assembly = []string{"cli", "localcp", "localnode"}
+
+// crossSystemSuites are the suites of test/ that span systems; every other suite is a
+// wing's, under test/<wing>/.
+var crossSystemSuites = []string{"admission", "bench", "chaos", "cli", "e2e", "install", "k8speers", "layout", "monitoring", "node", "samples", "security", "status"}
+
+// controllers are the packages that run a controller (their Setup adds it to a manager).
+var controllers = []string{
+	"jwks",
+	"aggregation/clusterroleaggregation", "aggregation/roleaggregation",
+	"checksum/secretchecksum",
+	"podcert/podcertsigner", "podcert/tlsexpiry",
+	"provisioning/cluster", "provisioning/kubeconfig", "provisioning/subscription",
+}
+
 // pure are the packages of internal/ that hold pure logic: no client of any API server.
-var pure = []string{"access", "atomicfile", "checksum", "config", "credentialpool", "debounce", "jwkset", "podcert", "rbac", "scheme", "shoot", "slots", "tenantkubeconfig", "testcerts", "version"}
+var pure = []string{"atomicfile", "checksum", "config", "debounce", "jwks/jwkset", "podcert", "aggregation/rbac", "provisioning/access",
+	"provisioning/credentialpool", "provisioning/shoot", "provisioning/slots", "provisioning/tenantkubeconfig", "scheme", "testcerts", "version"}
+
+// wingOf is the wing an internal/ or test/ path (slash-separated, from the root) is in,
+// or "" when it is in none.
+func wingOf(path string) string {
+	for _, w := range wings {
+		for _, top := range []string{"internal/", "test/"} {
+			if path == top+w || strings.HasPrefix(path, top+w+"/") {
+				return w
+			}
+		}
+	}
+	return ""
+}
+
+// TestEveryFolderHasAPlace: each package of internal/ is in a wing, shared or assembly;
+// each suite of test/ is a wing's or listed as cross-system.
+func TestEveryFolderHasAPlace(t *testing.T) {
+	for _, pkg := range packagesUnder(t, "internal") {
+		path := strings.TrimPrefix(pkg, module)
+		top := strings.Split(strings.TrimPrefix(path, "internal/"), "/")[0]
+		if wingOf(path) == "" && !slices.Contains(shared, top) && !slices.Contains(assembly, top) {
+			t.Errorf("%s is in no wing and is neither shared nor assembly: move it into its system's wing, or list it in test/layout and docs/architecture.md", path)
+		}
+	}
+	entries, err := os.ReadDir(filepath.Join(root, "test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.IsDir() && !slices.Contains(wings, e.Name()) && !slices.Contains(crossSystemSuites, e.Name()) {
+			t.Errorf("test/%s is neither a wing's (test/<wing>/) nor a listed cross-system suite", e.Name())
+		}
+	}
+}
+
+// TestWingsStandApart: no package of a wing depends on another wing, and no shared
+// package depends on any wing (go list -deps, tests included), so a system can be read,
+// changed and tested alone.
+func TestWingsStandApart(t *testing.T) {
+	for _, pkg := range packagesUnder(t, "internal") {
+		path := strings.TrimPrefix(pkg, module)
+		own := wingOf(path)
+		top := strings.Split(strings.TrimPrefix(path, "internal/"), "/")[0]
+		if own == "" && !slices.Contains(shared, top) {
+			continue // assembly
+		}
+		for _, dep := range deps(t, "-test", pkg) {
+			other := wingOf(strings.TrimPrefix(dep, module))
+			if !strings.HasPrefix(dep, module) || other == "" || other == own {
+				continue
+			}
+			if own == "" {
+				t.Errorf("shared %s depends on wing %s (%s): shared code serves every wing and knows none", path, other, dep)
+			} else {
+				t.Errorf("wing %s: %s depends on wing %s (%s): systems share only what is shared", own, path, other, dep)
+			}
+		}
+	}
+}
 
 // reasonArgument is, per called function or method name, the position of its reason
 // argument: status.* helpers, status.Set, and an EventRecorder's Eventf.
@@ -77,16 +161,19 @@ func literalReason(call *ast.CallExpr) string {
 // and none keeps package-level state of type sync.* or sync/atomic.*: what controllers
 // share is built where the manager is assembled (internal/cli) and handed to each.
 func TestControllersStandAlone(t *testing.T) {
-	controllers := packagesUnder(t, "internal/controller")
-	for _, pkg := range controllers {
+	var pkgs []string
+	for _, c := range controllers {
+		pkgs = append(pkgs, module+"internal/"+c)
+	}
+	for _, pkg := range pkgs {
 		for _, dep := range deps(t, pkg) {
-			if dep != pkg && slices.Contains(controllers, dep) {
+			if dep != pkg && slices.Contains(pkgs, dep) {
 				t.Errorf("%s depends on %s: controllers share through packages of internal/, never each other", pkg, dep)
 			}
 		}
 	}
 	for path, file := range productionFiles(t) {
-		if !strings.HasPrefix(path, "internal/controller/") {
+		if !slices.Contains(controllers, strings.TrimPrefix(filepath.ToSlash(filepath.Dir(path)), "internal/")) {
 			continue
 		}
 		for _, decl := range file.Decls {
@@ -164,9 +251,10 @@ func packagesUnder(t *testing.T, dir string) []string {
 	return goList(t, "./"+dir+"/...")
 }
 
-func deps(t *testing.T, pkg string) []string {
+// deps are the packages pkg depends on; flags (-test) go before it.
+func deps(t *testing.T, args ...string) []string {
 	t.Helper()
-	return goList(t, "-deps", pkg)
+	return goList(t, append([]string{"-deps"}, args...)...)
 }
 
 func goList(t *testing.T, args ...string) []string {
@@ -185,7 +273,7 @@ func goList(t *testing.T, args ...string) []string {
 }
 
 // TestPackageNamesAreUnique: no two packages of internal/ and pkg/ share a name, so a
-// name says which one is meant (internal/kubeconfig beside internal/controller/kubeconfig
+// name says which one is meant (internal/kubeconfig beside internal/provisioning/kubeconfig
 // needed an alias in every file that used both).
 func TestPackageNamesAreUnique(t *testing.T) {
 	seen := map[string]string{}

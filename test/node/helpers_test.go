@@ -19,7 +19,7 @@ import (
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
-	"github.com/trustplane/trustplane/internal/jwkset"
+	"github.com/trustplane/trustplane/internal/jwks/jwkset"
 	"github.com/trustplane/trustplane/internal/localcp"
 	"github.com/trustplane/trustplane/internal/testcerts"
 	"github.com/trustplane/trustplane/internal/testenv"

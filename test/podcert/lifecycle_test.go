@@ -19,8 +19,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trustplane/trustplane/internal/controller/podcertsigner"
-	"github.com/trustplane/trustplane/internal/nodeagent"
+	"github.com/trustplane/trustplane/internal/podcert/nodeagent"
+	"github.com/trustplane/trustplane/internal/podcert/podcertsigner"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
 

@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/api/certificates"
-	"github.com/trustplane/trustplane/internal/controller/podcertsigner"
-	"github.com/trustplane/trustplane/internal/nodeagent"
+	"github.com/trustplane/trustplane/internal/podcert/nodeagent"
+	"github.com/trustplane/trustplane/internal/podcert/podcertsigner"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
 

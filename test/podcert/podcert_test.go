@@ -28,9 +28,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/trustplane/trustplane/api/certificates"
-	"github.com/trustplane/trustplane/internal/controller/podcertsigner"
-	"github.com/trustplane/trustplane/internal/nodeagent"
 	"github.com/trustplane/trustplane/internal/podcert"
+	"github.com/trustplane/trustplane/internal/podcert/nodeagent"
+	"github.com/trustplane/trustplane/internal/podcert/podcertsigner"
 	"github.com/trustplane/trustplane/internal/testcerts"
 	"github.com/trustplane/trustplane/internal/testenv"
 )

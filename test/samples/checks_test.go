@@ -32,11 +32,11 @@ import (
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
 	tenginev1 "github.com/trustplane/trustplane/api/tengine/v1"
 	"github.com/trustplane/trustplane/internal/checksum"
-	"github.com/trustplane/trustplane/internal/controller/podcertsigner"
-	"github.com/trustplane/trustplane/internal/controller/secretchecksum"
-	"github.com/trustplane/trustplane/internal/credentialpool"
+	"github.com/trustplane/trustplane/internal/checksum/secretchecksum"
 	"github.com/trustplane/trustplane/internal/localcp"
-	"github.com/trustplane/trustplane/internal/nodeagent"
+	"github.com/trustplane/trustplane/internal/podcert/nodeagent"
+	"github.com/trustplane/trustplane/internal/podcert/podcertsigner"
+	"github.com/trustplane/trustplane/internal/provisioning/credentialpool"
 )
 
 var ctx = context.Background()

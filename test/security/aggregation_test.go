@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trustplane/trustplane/internal/controller/roleaggregation"
+	"github.com/trustplane/trustplane/internal/aggregation/roleaggregation"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
 

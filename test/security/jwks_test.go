@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
-	jwksctrl "github.com/trustplane/trustplane/internal/controller/jwks"
+	jwksctrl "github.com/trustplane/trustplane/internal/jwks"
 	"github.com/trustplane/trustplane/internal/testcerts"
 	"github.com/trustplane/trustplane/internal/testenv"
 )

@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/api/certificates"
-	"github.com/trustplane/trustplane/internal/nodeagent"
 	"github.com/trustplane/trustplane/internal/podcert"
+	"github.com/trustplane/trustplane/internal/podcert/nodeagent"
 	"github.com/trustplane/trustplane/internal/testcerts"
 	"github.com/trustplane/trustplane/internal/testenv"
 )

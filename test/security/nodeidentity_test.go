@@ -13,7 +13,7 @@ import (
 
 	"github.com/trustplane/trustplane/api/conditions"
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
-	kubeconfigctrl "github.com/trustplane/trustplane/internal/controller/kubeconfig"
+	kubeconfigctrl "github.com/trustplane/trustplane/internal/provisioning/kubeconfig"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
 

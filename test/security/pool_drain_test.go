@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cp "github.com/trustplane/trustplane/api/controlplane/v1alpha1"
-	subscriptionctrl "github.com/trustplane/trustplane/internal/controller/subscription"
-	"github.com/trustplane/trustplane/internal/credentialpool"
+	"github.com/trustplane/trustplane/internal/provisioning/credentialpool"
+	subscriptionctrl "github.com/trustplane/trustplane/internal/provisioning/subscription"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
 

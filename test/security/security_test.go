@@ -22,7 +22,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	jwksctrl "github.com/trustplane/trustplane/internal/controller/jwks"
+	jwksctrl "github.com/trustplane/trustplane/internal/jwks"
 	"github.com/trustplane/trustplane/internal/scheme"
 	"github.com/trustplane/trustplane/internal/testenv"
 )

@@ -8,7 +8,7 @@ import (
 
 // Reasons of a JWKSConfig's conditions and events, beside the shared ones of package
 // api/conditions. A certificate that cannot be published stalls the JWKSConfig with one
-// of the input reasons below (the reason of internal/jwkset's InputError).
+// of the input reasons below (the reason of internal/jwks/jwkset's InputError).
 const (
 	// ReasonPublished (Ready=True): the set holds the current key. Also the event of a
 	// set's first publication.

@@ -159,7 +159,7 @@ type ClusterStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// shootName is the Gardener shoot of this cluster: 15 characters (a letter, then 14 of
 	// [a-z0-9]) carrying 77 bits of the SHA-256 of "<namespace>/<name>"
-	// (internal/shoot.Name), e.g. qe1rmevfn4hmaww; a Cluster provisioned by an earlier
+	// (internal/provisioning/shoot.Name), e.g. qe1rmevfn4hmaww; a Cluster provisioned by an earlier
 	// version keeps its shoot named "c-" and 7 hex digits of that hash, e.g. c-1a2b3c4.
 	// Nothing trusts it beyond choosing between those two: the Kubeconfig operator derives
 	// the shoot from the Cluster's namespace and name and refuses (ShootMismatch) a status

@@ -2,7 +2,7 @@ package v1alpha1
 
 // Reasons of the events, metrics and statuses trustplane reports about SecretCheckSums
 // and IngressCheckSums and the Secrets and Ingresses they count: those of its checksum
-// control plane (internal/controller/secretchecksum) and of its data-plane agent
+// control plane (internal/checksum/secretchecksum) and of its data-plane agent
 // (`trustplane dataplane`). They are trustplane's, not Tengine's: Tengine-Ingress neither
 // sets nor reads them. They are CamelCase and stable, as dashboards and alerts match them.
 const (

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/trustplane/trustplane/internal/rbac"
+	"github.com/trustplane/trustplane/internal/aggregation/rbac"
 	"github.com/trustplane/trustplane/test/aggregation"
 )
 

@@ -26,7 +26,7 @@ import (
 
 	tenginev1 "github.com/trustplane/trustplane/api/tengine/v1"
 	"github.com/trustplane/trustplane/internal/checksum"
-	"github.com/trustplane/trustplane/internal/controller/secretchecksum"
+	"github.com/trustplane/trustplane/internal/checksum/secretchecksum"
 	"github.com/trustplane/trustplane/internal/scheme"
 	"github.com/trustplane/trustplane/internal/testenv"
 )

@@ -22,8 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
-	"github.com/trustplane/trustplane/internal/access"
-	kubeconfigctrl "github.com/trustplane/trustplane/internal/controller/kubeconfig"
+	"github.com/trustplane/trustplane/internal/provisioning/access"
+	kubeconfigctrl "github.com/trustplane/trustplane/internal/provisioning/kubeconfig"
 	"github.com/trustplane/trustplane/internal/scheme"
 	"github.com/trustplane/trustplane/internal/testenv"
 )

@@ -40,7 +40,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
-	kubeconfigctrl "github.com/trustplane/trustplane/internal/controller/kubeconfig"
+	kubeconfigctrl "github.com/trustplane/trustplane/internal/provisioning/kubeconfig"
 	"github.com/trustplane/trustplane/internal/scheme"
 	"github.com/trustplane/trustplane/internal/testenv"
 )

@@ -31,8 +31,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/trustplane/trustplane/internal/controller/podcertsigner"
 	"github.com/trustplane/trustplane/internal/podcert"
+	"github.com/trustplane/trustplane/internal/podcert/podcertsigner"
 	"github.com/trustplane/trustplane/internal/testcerts"
 )
 

@@ -1,0 +1,159 @@
+// Package jwks is the JWKSConfig controller: it publishes the public key of a TLS Secret
+// as a JWK Set in a ConfigMap, rotates keys gracefully, runs nginx to serve the set, and
+// serves every set itself (see server.go).
+//
+// controller.go holds the Reconciler and its skeleton: get, finalizer, publish, status.
+// phases.go holds the steps of a publication, a rotation and a deletion; status.go what
+// is reported of them (conditions, status.keys, events); watches.go the indexes and event
+// mappers setup.go wires; issuer.go and signing.go the issuer claims and the signing
+// Secret.
+package jwks
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
+	"github.com/trustplane/trustplane/internal/finalizer"
+	"github.com/trustplane/trustplane/internal/jwks/jwkset"
+	"github.com/trustplane/trustplane/internal/status"
+)
+
+// FieldOwner is the server-side apply field manager of everything this controller writes.
+const FieldOwner = "trustplane-jwks"
+
+// Finalizer holds a JWKSConfig until its nginx objects (and, with cleanupOnDelete, its
+// ConfigMap) are gone: "jwks.trustplane.io/finalizer".
+var Finalizer = finalizer.For(Name)
+
+// Reconciler reconciles JWKSConfig objects.
+type Reconciler struct {
+	// Client reads JWKSConfigs from the manager's cache and writes.
+	Client client.Client
+	// Owned reads the objects the controller made, from its private label-scoped cache.
+	Owned client.Reader
+	// OwnedIndexed says Owned indexes ConfigMaps by ownerIndex (Setup's cache); false
+	// (a plain client, in tests) selects them by label.
+	OwnedIndexed bool
+	// SecretMetadata reads Secrets' metadata from the manager's Secret watch (metadata
+	// only), to skip reading a Secret that has not changed since its key was parsed. Nil:
+	// every reconcile reads the Secret.
+	SecretMetadata client.Reader
+	// APIReader reads Secrets (never cached: private keys stay out of memory), once a
+	// ConfigMap to adopt that is not labelled yet, and the objects to delete when finalizing.
+	APIReader client.Reader
+	// Recorder emits events through the events.k8s.io API.
+	Recorder events.EventRecorder
+	// Clock is injected so tests control rotation time.
+	Clock clock.PassiveClock
+	// Throttle spaces out ConfigMap updates of one set.
+	Throttle *Throttle
+	// Metrics records what happened; may be nil in tests of pure paths.
+	Metrics *Metrics
+	// NginxImage is the image of every nginx Deployment: the operator's choice, never a
+	// tenant's (--jwks-nginx-image).
+	NginxImage string
+	// Claims records which JWKSConfig serves an issuer (issuer.go).
+	Claims *IssuerClaims
+	// Limits bound what a JWKSConfig author may ask for: the operator's settings.
+	Limits Limits
+	// PromotionMargin is added to cacheMaxAge before a served key is promoted to
+	// spec.signingSecret (--jwks-promotion-margin).
+	PromotionMargin time.Duration
+
+	parsed    sync.Map // types.NamespacedName → parsedCert
+	ownWrites ownWrites
+}
+
+// parsedCert caches the last parse of a Secret's tls.crt, so an unchanged certificate
+// (every resync) is not parsed again, nor read again while the Secret watch shows the
+// Secret it was read from unchanged (secret).
+type parsedCert struct {
+	fingerprint [32]byte
+	key         jwkset.Key
+	secret      secretVersion
+}
+
+// secretVersion is which Secret, at which version, under which spec.algorithm, a key was
+// parsed from.
+type secretVersion struct {
+	name, algorithm string
+	uid             types.UID
+	resourceVersion string
+}
+
+// +kubebuilder:rbac:groups=jwks.trustplane.io,resources=jwksconfigs,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=jwks.trustplane.io,resources=jwksconfigs/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=jwks.trustplane.io,resources=jwksconfigs/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",resources=configmaps;services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+//
+// The ValidatingAdmissionPolicy trustplane-owner-labels (config/policy/owner-labels.yaml)
+// lets only who holds this permission set OwnerLabel: no such resource exists, the
+// policy asks the authorizer for it.
+//
+// +kubebuilder:rbac:groups=jwks.trustplane.io,resources=ownerlabels,verbs=update
+
+// Reconcile follows the seed's phases: get, finalizer, read the Secret, compute the set,
+// apply the ConfigMap, apply nginx, record the outcome, one status patch.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	cfg := &jwksv1alpha1.JWKSConfig{}
+	if err := r.Client.Get(ctx, req.NamespacedName, cfg); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("getting JWKSConfig: %w", err)
+	}
+	patcher := status.NewPatcher(cfg)
+	result, err := r.reconcile(ctx, cfg)
+	return patcher.Finish(ctx, r.Client, r.Recorder, result, err)
+}
+
+// reconcile publishes the set (or finalizes a deleted JWKSConfig) and marks it Ready; any
+// other outcome is its error.
+func (r *Reconciler) reconcile(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig) (ctrl.Result, error) {
+	if !cfg.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.finalize(ctx, cfg)
+	}
+	if deletionHasWork(cfg) {
+		if err := Finalizer.Ensure(ctx, r.Client, cfg); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	result, err := r.publish(ctx, cfg, r.Clock.Now().Truncate(time.Second))
+	if err != nil {
+		return ctrl.Result{}, r.stallOnInputError(err)
+	}
+	status.MarkReady(cfg, jwksv1alpha1.ReasonPublished, fmt.Sprintf("Publishing %d key(s); current kid %s", cfg.Status.KeyCount, cfg.Status.LastKeyID))
+	return result, nil
+}
+
+// deletionHasWork says whether deleting cfg leaves anything to do, so that it needs the
+// finalizer before anything is made: nginx objects to remove, the set to delete
+// (cleanupOnDelete), an issuer claim to release. One that needs none (nginx off, no
+// issuer; the set stays for relying parties) goes at once and costs no finalizer write.
+// A finalizer once added stays until deletion (and a legacy name is still replaced): a
+// spec that stops needing it may still hold a claim being released.
+func deletionHasWork(cfg *jwksv1alpha1.JWKSConfig) bool {
+	return nginxEnabled(cfg) || cfg.Spec.CleanupOnDelete || cfg.Spec.Issuer != "" || Finalizer.Held(cfg)
+}
+
+func (r *Reconciler) forget(id types.NamespacedName) {
+	r.parsed.Delete(id)
+	r.ownWrites.forget(id)
+	r.Throttle.Forget(id)
+	r.Metrics.forget(id)
+	status.Forget(&jwksv1alpha1.JWKSConfig{}, id)
+}

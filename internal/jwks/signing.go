@@ -1,0 +1,140 @@
+package jwks
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
+	"github.com/trustplane/trustplane/internal/jwks/jwkset"
+	"github.com/trustplane/trustplane/internal/status"
+)
+
+// Publish first, sign later (spec.signingSecret). Relying parties cache the set for
+// cacheMaxAge and refetch only then (kube-apiserver among them), so a token signed with a
+// key they have not fetched yet is refused. A new key of certificateSecret is published
+// at once, and copied to the signing Secret — promoted — only once it has been served for
+// cacheMaxAge plus a margin (the watch latency of the other replicas, kubelet's refresh
+// of nginx's ConfigMap volume). Until then the key being signed with stays in the set
+// (jwkset.Policy.Signing). The signing Secret itself records which key signs (its
+// tls.crt's kid), so a restart or a leader change neither promotes early nor loses a
+// promotion; status.pendingPromotionTime is set only once the new key is served, and
+// recomputed later (never earlier) if it was lost.
+
+// signingState is what signs now: the kid in the signing Secret, "" when there is none.
+func (r *Reconciler) signingState(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig) (string, error) {
+	if cfg.Spec.SigningSecret == "" {
+		return "", nil
+	}
+	secret := &corev1.Secret{}
+	ref := types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Spec.SigningSecret}
+	if err := r.APIReader.Get(ctx, ref, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", nil
+		}
+		return "", fmt.Errorf("getting the signing Secret %s: %w", ref.Name, err)
+	}
+	if owner := secret.Labels[OwnerLabel]; owner != cfg.Name || secret.Type != corev1.SecretTypeTLS {
+		whose := "was not made by trustplane"
+		if owner != "" && owner != cfg.Name {
+			whose = fmt.Sprintf("belongs to JWKSConfig %q", owner)
+		} else if owner == cfg.Name {
+			whose = fmt.Sprintf("is of type %s, not %s", secret.Type, corev1.SecretTypeTLS)
+		}
+		return "", status.Stalled(jwksv1alpha1.ReasonNameInUse,
+			"Secret %q (spec.signingSecret) already exists and %s; it is left untouched: choose another name, delete it, or label it %s=%s to hand it over",
+			ref.Name, whose, OwnerLabel, cfg.Name)
+	}
+	kid, err := jwkset.KeyIDOf(secret.Data[corev1.TLSCertKey])
+	if err != nil {
+		return "", nil // not a key anyone can sign with: as if there were none
+	}
+	return kid, nil
+}
+
+// signingPolicy is the kid Plan keeps as the signing key (jwkset.Policy.Signing), and
+// whether the current key is promoted as soon as it is served: the first key, and any
+// key with updateStrategy immediate (a compromised key must stop signing at once).
+func signingPolicy(cfg *jwksv1alpha1.JWKSConfig, current, signing string) (keep string, promoteAtOnce bool) {
+	switch {
+	case cfg.Spec.SigningSecret == "" || signing == current:
+		return "", false
+	case signing == "" || cfg.Spec.UpdateStrategy == jwksv1alpha1.UpdateStrategyImmediate:
+		return "", true
+	}
+	return signing, false
+}
+
+// promote runs once the set holding the current key is served (checkServed): it copies
+// the current key to the signing Secret when it is due, and records the state in status.
+// It returns when to come back (0: nothing awaited).
+func (r *Reconciler) promote(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, current, signing string, atOnce bool, now time.Time) (time.Duration, error) {
+	st := &cfg.Status
+	if cfg.Spec.SigningSecret == "" {
+		st.SigningKeyID, st.PendingKeyID, st.PendingPromotionTime = "", "", nil
+		return 0, nil
+	}
+	if signing == current { // the current key signs already
+		st.SigningKeyID, st.PendingKeyID, st.PendingPromotionTime = current, "", nil
+		return 0, nil
+	}
+	if !atOnce {
+		st.SigningKeyID = signing
+		if st.PendingKeyID != current || st.PendingPromotionTime == nil {
+			at := now.Add(cacheMaxAge(cfg) + r.PromotionMargin)
+			st.PendingKeyID, st.PendingPromotionTime = current, &metav1.Time{Time: at}
+			r.Recorder.Eventf(cfg, nil, corev1.EventTypeNormal, jwksv1alpha1.ReasonKeyPublished, "Publish",
+				"Key %s is served; signers get it in %s at %s, when caches of the set (max-age %v) have had time to see it",
+				current, cfg.Spec.SigningSecret, at.UTC().Format(time.RFC3339), cacheMaxAge(cfg))
+		}
+		if wait := st.PendingPromotionTime.Sub(now); wait > 0 {
+			return wait, nil
+		}
+	}
+	if err := r.writeSigningSecret(ctx, cfg, current); err != nil {
+		return 0, err
+	}
+	r.Recorder.Eventf(cfg, nil, corev1.EventTypeNormal, jwksv1alpha1.ReasonKeyPromoted, "Promote",
+		"Key %s is in %s: signers use it now (was %s)", current, cfg.Spec.SigningSecret, orNone(signing))
+	st.SigningKeyID, st.PendingKeyID, st.PendingPromotionTime = current, "", nil
+	// Come back at once: the key that signed until now is retired from this moment.
+	return time.Millisecond, nil
+}
+
+// writeSigningSecret copies certificateSecret's key, which must still be kid, to the
+// signing Secret. The source is read again: a key replaced meanwhile is never promoted.
+func (r *Reconciler) writeSigningSecret(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, kid string) error {
+	source := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Spec.CertificateSecret}, source); err != nil {
+		return fmt.Errorf("getting Secret %s to promote its key: %w", cfg.Spec.CertificateSecret, err)
+	}
+	if got, err := jwkset.KeyIDOf(source.Data[corev1.TLSCertKey]); err != nil || got != kid {
+		// Replaced since this reconcile read it: the retry publishes the new key first.
+		return fmt.Errorf("the certificate Secret %s no longer holds key %s", cfg.Spec.CertificateSecret, kid)
+	}
+	if len(source.Data[corev1.TLSPrivateKeyKey]) == 0 {
+		return status.Stalled(jwksv1alpha1.ReasonMissingPrivateKey, "Secret %q has no %s: spec.signingSecret gets no key to sign with", cfg.Spec.CertificateSecret, corev1.TLSPrivateKeyKey)
+	}
+	data := map[string][]byte{corev1.TLSCertKey: source.Data[corev1.TLSCertKey], corev1.TLSPrivateKeyKey: source.Data[corev1.TLSPrivateKeyKey]}
+	if ca := source.Data["ca.crt"]; len(ca) > 0 {
+		data["ca.crt"] = ca
+	}
+	return r.apply(ctx, &corev1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.Spec.SigningSecret, Labels: labelsFor(cfg)},
+		Type:       corev1.SecretTypeTLS,
+		Data:       data,
+	})
+}
+
+func orNone(kid string) string {
+	if kid == "" {
+		return "none"
+	}
+	return kid
+}

@@ -1,0 +1,218 @@
+// Package cluster is the Cluster operator. For a Cluster provisioned through Gardener it
+// requests a hyperscaler credential (a SubscriptionRequest), applies the Shoot, follows
+// the Shoot's last operation into ClusterProvisioned, and binds the administrators to
+// cluster-admin inside the new cluster through a short-lived admin kubeconfig that is
+// never stored. A brought-along cluster (kubeconfigSecretRef) skips Gardener. Deleting a
+// Cluster waits for its KubeconfigRequests to go, deletes the Shoot with Gardener's
+// confirmation, waits for it to be gone and releases the credential.
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	cp "github.com/trustplane/trustplane/api/controlplane/v1alpha1"
+	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
+	"github.com/trustplane/trustplane/internal/finalizer"
+	"github.com/trustplane/trustplane/internal/manager"
+	"github.com/trustplane/trustplane/internal/provisioning/access"
+	"github.com/trustplane/trustplane/internal/provisioning/garden"
+	"github.com/trustplane/trustplane/internal/provisioning/slots"
+	"github.com/trustplane/trustplane/internal/provisioning/tenantkubeconfig"
+	"github.com/trustplane/trustplane/internal/status"
+)
+
+const (
+	// Name is the controller's name in --controllers.
+	Name = "cluster"
+	// FieldOwner applies everything this controller writes.
+	FieldOwner = "trustplane-cluster"
+	// Help is the controller's line in --help.
+	Help = "Cluster: Gardener Shoots from a credential pool, or brought-along clusters; cluster-admin for administrators"
+)
+
+// Finalizer holds a Cluster until its Shoot is gone and its credential released.
+var Finalizer = finalizer.For(Name, "cluster.trustplane.io/deprovision")
+
+// Options configure the controller: its flags (AddFlags) and what it depends on.
+type Options struct {
+	// Workers is the number of concurrent reconciles.
+	Workers int
+	// WorkersPerNamespace caps the reconciles of one namespace's Clusters at a time, so
+	// one tenant's slow or dead targets can never take every worker from the others.
+	WorkersPerNamespace int
+	// RetryBaseDelay and RetryMaxDelay bound each Cluster's own exponential backoff.
+	RetryBaseDelay, RetryMaxDelay time.Duration
+	// DeletionCleanupTimeout is how long a deleted brought-along Cluster keeps trying to
+	// remove its administrators' bindings from a cluster that cannot be reached.
+	DeletionCleanupTimeout time.Duration
+
+	// Garden is the Gardener project, nil without one: only brought-along Clusters work.
+	Garden *garden.Garden
+	// Kubeconfig is what a brought-along kubeconfig may use: the policy the kubeconfig
+	// controller reads it with too, built once with the manager.
+	Kubeconfig tenantkubeconfig.Policy
+	// Clock is the time source of the deletion cleanup deadline.
+	Clock clock.PassiveClock
+}
+
+// DefaultOptions are the flag defaults.
+func DefaultOptions() Options {
+	return Options{Workers: 8, WorkersPerNamespace: 4, RetryBaseDelay: time.Second, RetryMaxDelay: 5 * time.Minute,
+		DeletionCleanupTimeout: 5 * time.Minute, Kubeconfig: tenantkubeconfig.DefaultPolicy(), Clock: clock.RealClock{}}
+}
+
+// AddFlags registers the options as flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&o.Workers, "cluster-workers", o.Workers, "Concurrent Cluster reconciles.")
+	fs.IntVar(&o.WorkersPerNamespace, "cluster-workers-per-namespace", o.WorkersPerNamespace, "Most concurrent reconciles of one namespace's Clusters (at most --cluster-workers), so one tenant's unreachable clusters cannot hold the others'.")
+	fs.DurationVar(&o.RetryBaseDelay, "cluster-retry-base-delay", o.RetryBaseDelay, "First retry delay of a Cluster after a failure; doubles with each further failure of that Cluster.")
+	fs.DurationVar(&o.RetryMaxDelay, "cluster-retry-max-delay", o.RetryMaxDelay, "Longest retry delay of a Cluster.")
+	fs.DurationVar(&o.DeletionCleanupTimeout, "cluster-deletion-cleanup-timeout", o.DeletionCleanupTimeout, "How long a deleted brought-along Cluster keeps trying to remove its administrators' bindings from a cluster it cannot reach before it goes anyway (with a Warning event).")
+}
+
+// Validate checks the flags.
+func (o Options) Validate() error {
+	if err := slots.ValidateFlags(Name, o.Workers, o.WorkersPerNamespace, o.RetryBaseDelay, o.RetryMaxDelay); err != nil {
+		return err
+	}
+	if o.DeletionCleanupTimeout < 0 {
+		return fmt.Errorf("--cluster-deletion-cleanup-timeout must not be negative, not %v", o.DeletionCleanupTimeout)
+	}
+	return o.Kubeconfig.Validate()
+}
+
+// Reconciler reconciles Clusters.
+type Reconciler struct {
+	Client    client.Client
+	APIReader client.Reader // kubeconfig Secrets are read uncached: they hold cluster-admin credentials
+	Recorder  events.EventRecorder
+	// Garden is nil when no garden is configured.
+	Garden *garden.Garden
+	// Options are the flags and dependencies it was set up with.
+	Options Options
+
+	slots slots.PerKey
+}
+
+// +kubebuilder:rbac:groups=operator.kyma-project.io,resources=clusters,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=operator.kyma-project.io,resources=clusters/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=operator.kyma-project.io,resources=clusters/finalizers,verbs=update
+// +kubebuilder:rbac:groups=operator.kyma-project.io,resources=kubeconfigrequests,verbs=get;list;watch
+// +kubebuilder:rbac:groups=control-plane.kyma-project.io,resources=subscriptionrequests,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+
+// Setup adds the controller to mgr. It lists by the clustertarget indexes: whoever
+// assembles the manager registers them first (clustertarget.AddIndexes).
+func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if err := manager.RegisterMetrics(append(status.Metrics(), provisionedGauge)...); err != nil {
+		return nil, err
+	}
+	g := opts.Garden
+	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("trustplane-" + Name), Garden: g, Options: opts}
+	options := controller.Options{
+		MaxConcurrentReconciles: opts.Workers,
+		// Per Cluster only: controller-runtime's default adds a bucket shared by all
+		// Clusters, through which one tenant's failing Clusters would slow everyone's.
+		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](opts.RetryBaseDelay, opts.RetryMaxDelay),
+	}
+	b := ctrl.NewControllerManagedBy(mgr).Named(Name).
+		For(&operatorv1alpha1.Cluster{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, status.ReconcileRequested))).
+		Owns(&cp.SubscriptionRequest{}).
+		// Secrets as metadata only: the operator never caches credentials.
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.clustersUsingSecret), builder.OnlyMetadata).
+		// A deleting Cluster waits for its KubeconfigRequests to go, or to withdraw from it
+		// (an update that changes the Clusters a request concerns, or where its grants live).
+		Watches(&operatorv1alpha1.KubeconfigRequest{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			var out []reconcile.Request
+			for _, key := range o.(*operatorv1alpha1.KubeconfigRequest).ClusterKeys() {
+				out = append(out, reconcile.Request{NamespacedName: key})
+			}
+			return out
+		}), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+			return holdingChanged(e.ObjectOld.(*operatorv1alpha1.KubeconfigRequest), e.ObjectNew.(*operatorv1alpha1.KubeconfigRequest))
+		}}))
+	if g != nil {
+		b = b.WatchesRawSource(source.Kind(g.Cache, garden.NewShoot(), handler.TypedEnqueueRequestsFromMapFunc(clusterOfShoot)))
+		// A garden that does not answer when the manager starts holds up this controller
+		// until it does, and no other.
+		options.CacheSyncTimeout = garden.CacheSyncTimeout
+	}
+	return r, b.WithOptions(options).Complete(r)
+}
+
+// Reconcile provisions (or adopts, or deprovisions) one Cluster. Every wait ends with a
+// watched change (Shoot, SubscriptionRequest, Secret, KubeconfigRequest): no requeue
+// after a time.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	c := &operatorv1alpha1.Cluster{}
+	if err := r.Client.Get(ctx, req.NamespacedName, c); apierrors.IsNotFound(err) {
+		forget(c, req.NamespacedName) // gone: its series go with it
+		return reconcile.Result{}, nil
+	} else if err != nil {
+		return reconcile.Result{}, err
+	}
+	release, ok := r.slots.Acquire(req.Namespace, r.Options.WorkersPerNamespace)
+	if !ok {
+		// Every slot of this namespace is taken (by Clusters whose targets may not
+		// answer): give the worker back to the other namespaces and look again soon.
+		// Nothing was done, so there is nothing to report and no backoff to grow.
+		return reconcile.Result{RequeueAfter: slots.Retry}, nil
+	}
+	defer release()
+	patcher := status.NewPatcher(c)
+	result, err := patcher.Finish(ctx, r.Client, r.Recorder, reconcile.Result{}, r.reconcileOrDeprovision(ctx, c))
+	observe(c) // from the conditions Finish recorded
+	return result, err
+}
+
+func (r *Reconciler) reconcileOrDeprovision(ctx context.Context, c *operatorv1alpha1.Cluster) error {
+	if !c.DeletionTimestamp.IsZero() {
+		return r.deprovision(ctx, c)
+	}
+	if err := Finalizer.Ensure(ctx, r.Client, c); err != nil {
+		return err
+	}
+	return r.reconcile(ctx, c)
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, c *operatorv1alpha1.Cluster) error {
+	// Cluster-admin access to the cluster: its own kubeconfig, or Gardener's once provisioned.
+	adminAccess := r.provision
+	if c.Spec.KubeconfigSecretRef != nil {
+		adminAccess = r.broughtAlong
+	}
+	admin, err := adminAccess(ctx, c)
+	if err != nil {
+		return err
+	}
+	if admin != nil {
+		owner := access.AdministratorsOf(c.Namespace, c.Name)
+		if err := bindAdministrators(ctx, admin, owner, c.Spec.Administrators); err != nil {
+			return targetFailed("binding administrators in the cluster", c.Spec.KubeconfigSecretRef != nil, admin, err)
+		}
+	}
+	status.MarkReady(c, operatorv1alpha1.ReasonAdministratorsBound, fmt.Sprintf("administrators bound to cluster-admin: %d", len(c.Spec.Administrators)))
+	return nil
+}

@@ -1,0 +1,230 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cp "github.com/trustplane/trustplane/api/controlplane/v1alpha1"
+	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
+	"github.com/trustplane/trustplane/internal/provisioning/access"
+	"github.com/trustplane/trustplane/internal/provisioning/clustertarget"
+	"github.com/trustplane/trustplane/internal/provisioning/shoot"
+	"github.com/trustplane/trustplane/internal/provisioning/tenantkubeconfig"
+	"github.com/trustplane/trustplane/internal/status"
+)
+
+// deprovision runs the deletion: KubeconfigRequests first (they clean up inside the
+// cluster), then the administrators' bindings or the Shoot, then the credential. Each
+// step it waits for ends with a watched change.
+func (r *Reconciler) deprovision(ctx context.Context, c *operatorv1alpha1.Cluster) error {
+	if !Finalizer.Held(c) {
+		return nil
+	}
+	if err := r.waitForRequests(ctx, c); err != nil {
+		return err
+	}
+	if c.Spec.KubeconfigSecretRef != nil {
+		if err := r.unbindBroughtAlong(ctx, c); err != nil {
+			return err
+		}
+	} else if err := r.deleteShoot(ctx, c); err != nil {
+		return err
+	} else if err := r.deleteAuthentication(ctx, c); err != nil { // the Shoot is gone
+		return err
+	}
+	if err := r.releaseSubscription(ctx, c); err != nil {
+		return err
+	}
+	r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, operatorv1alpha1.ReasonDeprovisioning, "Delete", "deprovisioned")
+	return Finalizer.Release(ctx, r.Client, c)
+}
+
+// waitForRequests holds the deletion while KubeconfigRequests of namespaces the Cluster
+// grants still name it or hold grants in it (like PVC protection); the KubeconfigRequest
+// watch brings the Cluster back. A request of a namespace it does not grant holds nothing
+// for certain, whatever its status says (KubeconfigRequest.Holds); see waitForClaims.
+func (r *Reconciler) waitForRequests(ctx context.Context, c *operatorv1alpha1.Cluster) error {
+	requests := &operatorv1alpha1.KubeconfigRequestList{}
+	key := types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
+	if err := r.Client.List(ctx, requests, client.MatchingFields{clustertarget.RequestsByCluster: key.String()}); err != nil {
+		return fmt.Errorf("listing the KubeconfigRequests of the Cluster: %w", err)
+	}
+	var holding, claiming []string
+	for i := range requests.Items {
+		switch kr := &requests.Items[i]; {
+		case kr.Holds(c):
+			holding = append(holding, requestName(kr, c))
+		case kr.ClaimsGrantsIn(c):
+			claiming = append(claiming, requestName(kr, c))
+		}
+	}
+	if len(holding) > 0 {
+		slices.Sort(holding)
+		return status.Waiting(operatorv1alpha1.ReasonInUse, "deletion waits for %d KubeconfigRequests of this cluster to be deleted: %s", len(holding), strings.Join(holding, ", "))
+	}
+	return r.waitForClaims(c, claiming)
+}
+
+// waitForClaims bounds the wait for requests of namespaces the Cluster no longer grants
+// whose status says their grants still live in it. That is so while their withdrawal is
+// under way, and also when a status is forged: only the manager should write one (the
+// admission policy trustplane-status-writers), but this controller does not count on the
+// policy being installed, so a claim never holds the Cluster for good. A Gardener
+// Cluster does not wait at all: deleting its Shoot deletes whatever they hold there. A
+// brought-along cluster outlives its Cluster, so they get the time its own
+// administrators' bindings get (--cluster-deletion-cleanup-timeout after the deletion);
+// then the deletion goes on, with a Warning event naming them.
+func (r *Reconciler) waitForClaims(c *operatorv1alpha1.Cluster, claiming []string) error {
+	if len(claiming) == 0 || c.Spec.KubeconfigSecretRef == nil {
+		return nil
+	}
+	slices.Sort(claiming)
+	deadline := c.DeletionTimestamp.Add(r.Options.DeletionCleanupTimeout)
+	if now := r.now(); now.Before(deadline) {
+		return status.Waiting(operatorv1alpha1.ReasonInUse, "deletion waits until %s for %d KubeconfigRequests of namespaces this cluster no longer grants to withdraw from it: %s",
+			deadline.UTC().Format(time.RFC3339), len(claiming), strings.Join(claiming, ", ")).After(deadline.Sub(now))
+	}
+	r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, operatorv1alpha1.ReasonCleanupAbandoned, "Delete",
+		"stopped waiting after %v for %d KubeconfigRequests of namespaces this cluster no longer grants, whose status says they hold grants in it (what they hold there, if anything, stays in the cluster): %s",
+		r.Options.DeletionCleanupTimeout, len(claiming), strings.Join(claiming, ", "))
+	return nil
+}
+
+// requestName names a request as the Cluster reports it: its name in the Cluster's own
+// namespace, namespace/name from another.
+func requestName(kr *operatorv1alpha1.KubeconfigRequest, c *operatorv1alpha1.Cluster) string {
+	if kr.Namespace == c.Namespace {
+		return kr.Name
+	}
+	return kr.Namespace + "/" + kr.Name
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Options.Clock != nil {
+		return r.Options.Clock.Now()
+	}
+	return time.Now()
+}
+
+// releaseSubscription deletes the Cluster's SubscriptionRequest, which releases the
+// credential, and waits until it is gone (its watch brings the Cluster back).
+func (r *Reconciler) releaseSubscription(ctx context.Context, c *operatorv1alpha1.Cluster) error {
+	sr := &cp.SubscriptionRequest{}
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: c.Name}, sr)
+	if apierrors.IsNotFound(err) || (err == nil && !metav1.IsControlledBy(sr, c)) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading SubscriptionRequest %s: %w", c.Name, err)
+	}
+	if sr.DeletionTimestamp.IsZero() {
+		if err := client.IgnoreNotFound(r.Client.Delete(ctx, sr)); err != nil {
+			return status.WriteFailed("delete", sr, err)
+		}
+	}
+	return status.Waiting(operatorv1alpha1.ReasonDeprovisioning, "releasing the hyperscaler credential")
+}
+
+// unbindBroughtAlong removes the administrators' bindings from a brought-along cluster,
+// which outlives its Cluster. A kubeconfig that is gone, broken or refused cannot be
+// used; that is reported and the deletion goes on. A cluster that cannot be reached is
+// tried again with backoff until --cluster-deletion-cleanup-timeout after the deletion,
+// then the deletion goes on with a Warning event saying what was left: a tenant's dead
+// cluster must not keep its Cluster (and namespace) forever.
+func (r *Reconciler) unbindBroughtAlong(ctx context.Context, c *operatorv1alpha1.Cluster) error {
+	cfg, err := clustertarget.BroughtAlongConfig(ctx, r.APIReader, c, r.Options.Kubeconfig)
+	if clustertarget.IsKubeconfigUnusable(err) {
+		reason := operatorv1alpha1.ReasonKubeconfigMissing
+		if refused := (*tenantkubeconfig.RefusedError)(nil); errors.As(err, &refused) {
+			reason = operatorv1alpha1.ReasonInsecureKubeconfig
+		}
+		r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, reason, "Delete", "administrator bindings left in the cluster: %v", err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	err = r.sweepOrphans(ctx, cfg, c)
+	if err == nil {
+		err = bindAdministrators(ctx, cfg, access.AdministratorsOf(c.Namespace, c.Name), nil)
+	}
+	if err == nil {
+		return nil
+	}
+	failed := targetFailed("removing administrator bindings and what KubeconfigRequests that no longer exist left", true, cfg, err)
+	if r.now().Before(c.DeletionTimestamp.Add(r.Options.DeletionCleanupTimeout)) {
+		return failed
+	}
+	r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, operatorv1alpha1.ReasonCleanupAbandoned, "Delete",
+		"gave up removing the cluster-admin bindings of %d administrators (label %s=%s) from the cluster after %v: %v",
+		len(c.Spec.Administrators), access.AdministratorLabel, access.AdministratorsOf(c.Namespace, c.Name), r.Options.DeletionCleanupTimeout, failed)
+	return nil
+}
+
+// sweepOrphans deletes what KubeconfigRequests that no longer exist were granted through
+// c (clustertarget.SweepOrphans): the requests that still exist withdrew before the
+// deletion went on (waitForRequests), and a brought-along cluster outlives its Cluster.
+func (r *Reconciler) sweepOrphans(ctx context.Context, cfg *rest.Config, c *operatorv1alpha1.Cluster) error {
+	target, closeIdle, err := clustertarget.Dial(cfg)
+	if err != nil {
+		return err
+	}
+	defer closeIdle()
+	deleted, err := clustertarget.SweepOrphans(ctx, target, r.APIReader, c)
+	if len(deleted) > 0 {
+		r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, operatorv1alpha1.ReasonOrphansDeleted, "Delete",
+			"deleted %d objects granted to KubeconfigRequests that no longer exist: %s", len(deleted), status.Truncate(clustertarget.Sorted(deleted), 800))
+	}
+	return err
+}
+
+// deleteShoot confirms and deletes the Cluster's Shoot and waits until it is gone (the
+// Shoot watch brings the Cluster back). A Shoot of that name that belongs to something
+// else is never touched.
+func (r *Reconciler) deleteShoot(ctx context.Context, c *operatorv1alpha1.Cluster) error {
+	if r.Garden == nil {
+		if c.Status.ShootName == "" {
+			return nil // never provisioned
+		}
+		return status.Stalled(operatorv1alpha1.ReasonGardenNotConfigured, "shoot %s cannot be deleted: the operator runs without --garden-kubeconfig", c.Status.ShootName)
+	}
+	if err := r.keepLegacyShoot(ctx, c); err != nil {
+		return err
+	}
+	name := r.Garden.Params.NameOf(c)
+	live, err := clustertarget.ShootOf(ctx, r.Garden.Client, r.Garden, c, name)
+	var notOwned *clustertarget.NotOwnedError
+	switch {
+	case live == nil && err == nil, errors.As(err, &notOwned):
+		return nil // gone, or never this Cluster's
+	case err != nil:
+		return gardenUnreachable(c, err)
+	}
+	if live.GetDeletionTimestamp() == nil {
+		// Gardener refuses to delete a Shoot that does not carry the confirmation.
+		confirm := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+shoot.ConfirmDeletionAnnotation+`":"true"}}}`))
+		if err := r.Garden.Client.Patch(ctx, live, confirm); err != nil {
+			return gardenWriteFailed(c, "confirm the deletion of", live, err)
+		}
+		if err := client.IgnoreNotFound(r.Garden.Client.Delete(ctx, live)); err != nil {
+			return gardenWriteFailed(c, "delete", live, err)
+		}
+		r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, operatorv1alpha1.ReasonDeprovisioning, "Delete", "deleting shoot %s", name)
+	}
+	msg := "deleting shoot " + name
+	if p := shoot.ProgressOf(live); p.Phase == shoot.PhaseDeleting {
+		msg += ": " + p.Message()
+	}
+	return waiting(c, operatorv1alpha1.ReasonDeprovisioning, msg)
+}

@@ -1,0 +1,378 @@
+package clustertarget
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
+	"github.com/trustplane/trustplane/internal/provisioning/access"
+	"github.com/trustplane/trustplane/internal/provisioning/garden"
+	"github.com/trustplane/trustplane/internal/provisioning/shoot"
+	"github.com/trustplane/trustplane/internal/provisioning/tenantkubeconfig"
+	"github.com/trustplane/trustplane/internal/status"
+)
+
+// defaultTimeout bounds each request to a target whose config sets none (a Gardener admin
+// kubeconfig; a brought-along one carries the policy's --cluster-target-timeout).
+const defaultTimeout = 15 * time.Second
+
+// UnreachableFor is how long a target found unreachable is not tried again: every
+// reconcile meanwhile gets what was found at once (a DownError from Target.Prepare or
+// Target.Down), instead of each holding a worker for a timeout. Short, so a target back up is used again within seconds.
+const UnreachableFor = 10 * time.Second
+
+var (
+	// ErrPreparing: another reconcile is preparing the target now; retry shortly.
+	ErrPreparing = errors.New("another reconcile is preparing this cluster; retrying")
+	// ErrClusterGone: the Cluster does not exist (any more).
+	ErrClusterGone = errors.New("cluster not found")
+	// ErrNoWayIn: the Cluster is going and its kubeconfig went first (its namespace is
+	// being deleted, say): nothing will let us into the target again.
+	ErrNoWayIn = errors.New("no way into the target cluster any more")
+)
+
+// Target is a connection to a Cluster's target cluster.
+type Target struct {
+	// Name is the Cluster's name, UID its UID.
+	Name   string
+	UID    types.UID
+	Config *rest.Config
+	Client client.Client
+	Kube   kubernetes.Interface
+	// TenantServer: the server is the tenant's choice (a brought-along Cluster): its
+	// answers never reach a status (Redact).
+	TenantServer bool
+
+	version   string    // of the kubeconfig Secret it was made from (brought along)
+	refreshAt time.Time // when a fresh admin kubeconfig is due (Gardener)
+	clock     clock.PassiveClock
+
+	mu        sync.Mutex
+	prepared  bool      // prepare succeeded
+	preparing bool      // a prepare runs now
+	downUntil time.Time // found unreachable: answering downErr until then
+	downErr   error
+}
+
+// Endpoint is where the connection reaches the target and what it trusts there: what an
+// issued kubeconfig must say to work as the connection does.
+func (t *Target) Endpoint() access.Endpoint {
+	return access.Endpoint{Server: t.Config.Host, CAData: t.Config.CAData, TLSServerName: t.Config.ServerName}
+}
+
+// Redact is what a tenant may read of err, a failed call to this target.
+func (t *Target) Redact(err error) error { return Redact(t.Config, t.TenantServer, err) }
+
+// Prepare runs prepare once per connection (again after a failure): what a controller
+// sets up in a target before its first use there. It never makes a worker wait on
+// another: while one reconcile prepares, the others get ErrPreparing at once; and for
+// UnreachableFor after the target was found unreachable (by prepare or by Unreachable),
+// every caller gets that failure at once. So a dead target costs one timeout per
+// UnreachableFor, not one per reconcile, and holds no worker while it is down.
+func (t *Target) Prepare(prepare func() error) error {
+	t.mu.Lock()
+	if err := t.downLocked(); err != nil {
+		t.mu.Unlock()
+		return err
+	}
+	if t.prepared {
+		t.mu.Unlock()
+		return nil
+	}
+	if t.preparing {
+		t.mu.Unlock()
+		return ErrPreparing
+	}
+	t.preparing = true
+	t.mu.Unlock()
+
+	err := prepare()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.preparing = false
+	if err != nil {
+		t.observeLocked(err)
+		return err
+	}
+	t.prepared = true
+	return nil
+}
+
+// Unreachable records a failed call to the target: when it failed for want of an answer
+// (no connection, a timeout), the target is not tried again for UnreachableFor (Prepare
+// fails at once) and is prepared again afterwards. Other failures change nothing.
+func (t *Target) Unreachable(err error) {
+	if err == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.observeLocked(err)
+}
+
+// DownError is the failure a target was found unreachable with, while it is not tried
+// again: RetryIn says when it will be.
+type DownError struct {
+	Err     error
+	At      time.Time
+	RetryIn time.Duration
+}
+
+func (e *DownError) Error() string {
+	return fmt.Sprintf("%v (found so at %s; tried again in %s)", e.Err, e.At.UTC().Format(time.RFC3339), e.RetryIn.Round(time.Second))
+}
+
+func (e *DownError) Unwrap() error { return e.Err }
+
+func (t *Target) observeLocked(err error) {
+	var down *DownError
+	if errors.As(err, &down) || !IsUnreachable(err) { // a DownError is what was seen before
+		return
+	}
+	t.prepared = false
+	t.downErr = err
+	t.downUntil = t.now().Add(UnreachableFor)
+}
+
+// Down is the failure the target was found unreachable with, while it is not tried
+// again (UnreachableFor); nil otherwise.
+func (t *Target) Down() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.downLocked()
+}
+
+func (t *Target) downLocked() error {
+	if t.downErr == nil || !t.now().Before(t.downUntil) {
+		return nil
+	}
+	return &DownError{Err: t.downErr, At: t.downUntil.Add(-UnreachableFor), RetryIn: t.downUntil.Sub(t.now())}
+}
+
+func (t *Target) now() time.Time {
+	if t.clock == nil {
+		return time.Now()
+	}
+	return t.clock.Now()
+}
+
+// IsUnreachable says whether err, from a call to a target, means no answer came: no
+// connection, or none in time. Only the error's types count, never its text.
+func IsUnreachable(err error) bool {
+	var te *tenantkubeconfig.TargetError
+	if errors.As(tenantkubeconfig.Failure("", err), &te) {
+		return te.Class == tenantkubeconfig.Unreachable
+	}
+	return false
+}
+
+// Connections caches a connection per Cluster: a new one costs a TLS handshake and API
+// discovery. A brought-along Cluster's is reused while its kubeconfig Secret is
+// unchanged, a Gardener Cluster's for half the lifetime of its admin kubeconfig.
+type Connections struct {
+	// Client reads Clusters and (as metadata) kubeconfig Secrets from the cache.
+	Client client.Client
+	// APIReader reads kubeconfig Secrets uncached: they hold cluster-admin credentials.
+	APIReader client.Reader
+	// Garden is nil when no garden is configured: only brought-along Clusters work then.
+	Garden *garden.Garden
+	// Policy is what a brought-along kubeconfig may use.
+	Policy tenantkubeconfig.Policy
+	Clock  clock.PassiveClock
+	// Moved, if set, is told of a Gardener Cluster whose fresh admin kubeconfig reaches
+	// another server or trusts another CA than the one before: nothing else says so (no
+	// watch shows an admin kubeconfig). A brought-along Cluster's move is seen by a watch
+	// on its kubeconfig Secret.
+	Moved func(ctx context.Context, cluster *operatorv1alpha1.Cluster)
+
+	cache sync.Map // Cluster UID → *Target
+}
+
+// Get connects to the Cluster at key: a brought-along one through its kubeconfig Secret,
+// a Gardener one through a short-lived admin kubeconfig kept in memory only. A Cluster
+// that cannot be connected to yet is waited for (a status.Waiting error): a watch on the
+// Cluster (and on its kubeconfig Secret) says when that changes. A Cluster that is gone
+// wraps ErrClusterGone, one going with no way in left ErrNoWayIn.
+func (c *Connections) Get(ctx context.Context, key types.NamespacedName) (*Target, error) {
+	cluster := &operatorv1alpha1.Cluster{}
+	if err := c.Client.Get(ctx, key, cluster); apierrors.IsNotFound(err) {
+		return nil, status.Waiting(operatorv1alpha1.ReasonClusterNotReady, "cluster %s: %w", key, ErrClusterGone)
+	} else if err != nil {
+		return nil, fmt.Errorf("reading Cluster %s: %w", key, err)
+	}
+	if cluster.Spec.KubeconfigSecretRef != nil {
+		return c.broughtAlong(ctx, cluster)
+	}
+	return c.shoot(ctx, cluster)
+}
+
+// broughtAlong reuses the connection while the kubeconfig Secret is unchanged; its
+// version comes from the metadata cache, its content is read uncached only on change.
+func (c *Connections) broughtAlong(ctx context.Context, cluster *operatorv1alpha1.Cluster) (*Target, error) {
+	ref := types.NamespacedName{Namespace: cluster.Namespace, Name: cluster.Spec.KubeconfigSecretRef.Name}
+	secretMeta := &metav1.PartialObjectMetadata{}
+	secretMeta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	if err := c.Client.Get(ctx, ref, secretMeta); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("reading the kubeconfig Secret %s of cluster %q: %w", ref.Name, cluster.Name, err)
+		}
+		if cluster.DeletionTimestamp.IsZero() {
+			return nil, status.Waiting(operatorv1alpha1.ReasonClusterNotReady, "cluster %q: its kubeconfig Secret %s does not exist", cluster.Name, ref.Name)
+		}
+		if t, ok := c.cached(cluster); ok {
+			return t, nil // the connection made before still gets in to clean up
+		}
+		return nil, status.Waiting(operatorv1alpha1.ReasonClusterNotReady, "cluster %q is being deleted and its kubeconfig Secret is gone: %w", cluster.Name, ErrNoWayIn)
+	}
+	if t, ok := c.cached(cluster); ok && t.version == secretMeta.ResourceVersion {
+		return t, nil
+	}
+	cfg, err := BroughtAlongConfig(ctx, c.APIReader, cluster, c.Policy)
+	if IsKubeconfigUnusable(err) {
+		// The Cluster reports it (and stalls); fixing the Secret brings the request back.
+		return nil, status.Waiting(operatorv1alpha1.ReasonClusterNotReady, "cluster %q: %w", cluster.Name, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cluster %q: %w", cluster.Name, err)
+	}
+	return c.connect(cluster, secretMeta.ResourceVersion, cfg, time.Time{}, true)
+}
+
+// shoot asks Gardener for an admin kubeconfig and reuses it for half its lifetime.
+func (c *Connections) shoot(ctx context.Context, cluster *operatorv1alpha1.Cluster) (*Target, error) {
+	if c.Garden == nil {
+		return nil, status.Stalled(operatorv1alpha1.ReasonClusterNotReady, "cluster %q is a Gardener cluster and the operator runs without --garden-kubeconfig", cluster.Name)
+	}
+	provisioned := meta.FindStatusCondition(cluster.Status.Conditions, operatorv1alpha1.ConditionClusterProvisioned)
+	if provisioned == nil || provisioned.Status != metav1.ConditionTrue || cluster.Status.ShootName == "" {
+		return nil, status.Waiting(operatorv1alpha1.ReasonClusterNotReady, "cluster %q is not provisioned yet", cluster.Name)
+	}
+	// The Shoot is the one the Cluster controller names for this Cluster, never what the
+	// status says: a status can be forged by whoever may write clusters/status, and the
+	// garden project is shared by every tenant.
+	shootName := c.Garden.Params.NameOf(cluster)
+	if cluster.Status.ShootName != shootName {
+		return nil, status.Stalled(operatorv1alpha1.ReasonShootMismatch, "cluster %s/%s: status.shootName %q is not this Cluster's shoot %q: no kubeconfig is issued for another shoot",
+			cluster.Namespace, cluster.Name, cluster.Status.ShootName, shootName)
+	}
+	now := c.Clock.Now()
+	if t, ok := c.cached(cluster); ok && now.Before(t.refreshAt) {
+		return t, nil
+	}
+	if err := c.checkShoot(ctx, cluster, shootName); err != nil {
+		return nil, err
+	}
+	cfg, expires, err := c.Garden.AdminConfig(ctx, shootName)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %q: %w", cluster.Name, err)
+	}
+	previous, hadOne := c.cached(cluster)
+	t, err := c.connect(cluster, "", cfg, now.Add(expires.Sub(now)/2), false)
+	if err == nil && hadOne && c.Moved != nil && previous.Endpoint().Moved(t.Endpoint()) != "" {
+		c.Moved(ctx, cluster)
+	}
+	return t, err
+}
+
+// checkShoot: the Shoot exists and carries the owner labels the Cluster controller puts
+// on the Shoot of this Cluster; it is read uncached, as an admin kubeconfig is about to be
+// asked for it.
+func (c *Connections) checkShoot(ctx context.Context, cluster *operatorv1alpha1.Cluster, shootName string) error {
+	live, err := ShootOf(ctx, c.Garden.APIReader, c.Garden, cluster, shootName)
+	var notOwned *NotOwnedError
+	switch {
+	case errors.As(err, &notOwned):
+		return status.Stalled(operatorv1alpha1.ReasonShootMismatch, "cluster %s/%s: shoot %s is labelled %s=%q, %s=%q: it is not this Cluster's shoot, no kubeconfig is issued for it",
+			cluster.Namespace, cluster.Name, shootName, shoot.ClusterNamespaceLabel, notOwned.Namespace, shoot.ClusterNameLabel, notOwned.Name)
+	case err != nil:
+		return fmt.Errorf("cluster %q: %w", cluster.Name, err)
+	case live == nil:
+		return status.Waiting(operatorv1alpha1.ReasonClusterNotReady, "cluster %q: shoot %s does not exist (yet)", cluster.Name, shootName)
+	}
+	return nil
+}
+
+// Forget drops the connection to a Cluster that is gone (its UID): a deleted Cluster's
+// credentials are not kept for ever (its idle sockets close after client-go's idle
+// timeout, 90 s).
+func (c *Connections) Forget(uid types.UID) { c.cache.Delete(uid) }
+
+// Connected says whether a connection to the Cluster with uid is kept.
+func (c *Connections) Connected(uid types.UID) bool {
+	_, ok := c.cache.Load(uid)
+	return ok
+}
+
+// Len is the number of Clusters connected to.
+func (c *Connections) Len() int {
+	n := 0
+	c.cache.Range(func(any, any) bool { n++; return true })
+	return n
+}
+
+func (c *Connections) cached(cluster *operatorv1alpha1.Cluster) (*Target, bool) {
+	t, ok := c.cache.Load(cluster.UID)
+	if !ok {
+		return nil, false
+	}
+	return t.(*Target), true
+}
+
+// connect makes the connection to cluster and caches it in place of the one before; a
+// zero refreshAt never expires.
+func (c *Connections) connect(cluster *operatorv1alpha1.Cluster, version string, cfg *rest.Config, refreshAt time.Time, tenantServer bool) (*Target, error) {
+	if cfg.Timeout == 0 {
+		cfg.Timeout = defaultTimeout
+	}
+	// client-go's default of 5 requests/s would serialise a burst of requests. As for its
+	// own connection (controller-runtime's default), client-side rate limiting is off: the
+	// target API server protects itself with priority and fairness.
+	cfg.QPS = -1
+	cl, err := client.New(cfg, client.Options{Scheme: c.Client.Scheme()})
+	if err != nil {
+		return nil, err
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if refreshAt.IsZero() {
+		refreshAt = time.Unix(1<<62, 0)
+	}
+	t := &Target{Name: cluster.Name, UID: cluster.UID, Config: cfg, Client: cl, Kube: kube, TenantServer: tenantServer, version: version, refreshAt: refreshAt, clock: c.Clock}
+	c.cache.Store(cluster.UID, t)
+	return t, nil
+}
+
+// Dial is a client of the target at cfg for one reconcile; close closes its connections.
+// A brought-along config's own dialer and proxy keep client-go from sharing its transport
+// between clients, so a connection not closed would stay idle after every reconcile.
+func Dial(cfg *rest.Config) (target client.Client, closeIdle func(), err error) {
+	cfg = rest.CopyConfig(cfg)
+	if cfg.Timeout == 0 {
+		cfg.Timeout = defaultTimeout
+	}
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	target, err = client.New(cfg, client.Options{HTTPClient: httpClient})
+	if err != nil {
+		httpClient.CloseIdleConnections()
+		return nil, nil, err
+	}
+	return target, httpClient.CloseIdleConnections, nil
+}

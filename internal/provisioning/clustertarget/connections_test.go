@@ -1,0 +1,134 @@
+package clustertarget
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	testingclock "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
+	"github.com/trustplane/trustplane/internal/provisioning/tenantkubeconfig"
+	"github.com/trustplane/trustplane/internal/scheme"
+)
+
+// TestAForgottenClusterIsConnectedAfresh: a connection is cached per Cluster UID until the
+// Cluster is forgotten (deleted), and only that Cluster's.
+func TestAForgottenClusterIsConnectedAfresh(t *testing.T) {
+	kubeconfig := []byte(`apiVersion: v1
+kind: Config
+current-context: c
+contexts: [{name: c, context: {cluster: k, user: u}}]
+clusters: [{name: k, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t0ken}}]
+`)
+	var objs []*operatorv1alpha1.Cluster
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).Build()
+	ctx := context.Background()
+	for _, name := range []string{"a", "b"} {
+		if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: name + "-kubeconfig"}, Data: map[string][]byte{"kubeconfig": kubeconfig}}); err != nil {
+			t.Fatal(err)
+		}
+		cluster := &operatorv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: name, UID: types.UID("uid-" + name)},
+			Spec: operatorv1alpha1.ClusterSpec{KubeconfigSecretRef: &operatorv1alpha1.SecretKeyReference{Name: name + "-kubeconfig"}}}
+		if err := c.Create(ctx, cluster); err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, cluster)
+	}
+	conns := &Connections{Client: c, APIReader: c, Policy: tenantkubeconfig.DefaultPolicy(), Clock: clock.RealClock{}}
+	first := map[string]*Target{}
+	for _, cluster := range objs {
+		target, err := conns.Get(ctx, types.NamespacedName{Namespace: "team", Name: cluster.Name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first[cluster.Name] = target
+	}
+	if conns.Len() != 2 {
+		t.Fatalf("%d connections cached, want 2", conns.Len())
+	}
+	conns.Forget(objs[0].UID)
+	if conns.Len() != 1 {
+		t.Errorf("%d connections cached after forgetting one, want 1", conns.Len())
+	}
+	again, err := conns.Get(ctx, types.NamespacedName{Namespace: "team", Name: "b"})
+	if err != nil || again != first["b"] {
+		t.Errorf("the other Cluster's connection was not kept: %v", err)
+	}
+	if again, err := conns.Get(ctx, types.NamespacedName{Namespace: "team", Name: "a"}); err != nil || again == first["a"] {
+		t.Errorf("a forgotten Cluster's connection was reused: %v", err)
+	}
+}
+
+// TestPrepareNeverMakesAWorkerWait: while one reconcile prepares a target, the others are
+// told so at once; a target found unreachable fails every caller at once until
+// UnreachableFor has passed, and is prepared again then. Other failures are retried at once.
+func TestPrepareNeverMakesAWorkerWait(t *testing.T) {
+	now := testingclock.NewFakePassiveClock(time.Unix(1_800_000_000, 0))
+	target := &Target{Name: "dead", clock: now}
+
+	started, finish := make(chan struct{}), make(chan error)
+	first := make(chan error)
+	go func() {
+		first <- target.Prepare(func() error { close(started); return <-finish })
+	}()
+	<-started
+	if err := target.Prepare(func() error { t.Error("prepared twice at once"); return nil }); !errors.Is(err, ErrPreparing) {
+		t.Fatalf("a second Prepare while one runs = %v, want ErrPreparing", err)
+	}
+	unreachable := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("i/o timeout")}
+	finish <- unreachable
+	if err := <-first; !errors.Is(err, unreachable) {
+		t.Fatalf("the first Prepare = %v", err)
+	}
+
+	calls := 0
+	prepare := func() error { calls++; return nil }
+	now.SetTime(now.Now().Add(UnreachableFor - time.Second))
+	if err := target.Prepare(prepare); !errors.Is(err, unreachable) || calls != 0 {
+		t.Fatalf("Prepare within UnreachableFor = %v after %d calls, want the failure at once", err, calls)
+	}
+	if err := target.Down(); !errors.Is(err, unreachable) {
+		t.Errorf("Down() = %v", err)
+	}
+	now.SetTime(now.Now().Add(time.Second))
+	if err := target.Prepare(prepare); err != nil || calls != 1 || target.Down() != nil {
+		t.Fatalf("Prepare after UnreachableFor = %v after %d calls", err, calls)
+	}
+
+	// A later call finding it unreachable makes it prepared again after the pause.
+	target.Unreachable(unreachable)
+	if err := target.Prepare(prepare); !errors.Is(err, unreachable) || calls != 1 {
+		t.Fatalf("Prepare right after Unreachable = %v after %d calls", err, calls)
+	}
+	now.SetTime(now.Now().Add(UnreachableFor))
+	if err := target.Prepare(prepare); err != nil || calls != 2 {
+		t.Fatalf("Prepare after the pause = %v after %d calls, want prepared again", err, calls)
+	}
+
+	// A refusal is an answer: the target is up, and nothing waits.
+	target.Unreachable(apierrors.NewForbidden(schema.GroupResource{Resource: "namespaces"}, "x", errors.New("no")))
+	if err := target.Down(); err != nil {
+		t.Errorf("a 403 made the target down: %v", err)
+	}
+	broken := &Target{Name: "refusing", clock: now}
+	refused := apierrors.NewForbidden(schema.GroupResource{Resource: "namespaces"}, "x", errors.New("no"))
+	for range 2 {
+		if err := broken.Prepare(func() error { calls++; return refused }); !errors.Is(err, refused) {
+			t.Fatalf("Prepare = %v", err)
+		}
+	}
+	if calls != 4 {
+		t.Errorf("a refused prepare was not tried again at once: %d calls", calls)
+	}
+}
