@@ -97,7 +97,7 @@ func (r *Reconciler) reconcileCA(ctx context.Context, _ reconcile.Request) (reco
 		rot = next
 	}
 	observeCA(r.opts.SignerName, rot)
-	if err := r.applyBundle(ctx, rot.Bundle()); err != nil {
+	if err := r.publishLocked(ctx, rot); err != nil {
 		return reconcile.Result{}, err
 	}
 	if at := rot.NextChange(r.opts.rotationPolicy()); !at.IsZero() {
@@ -208,13 +208,20 @@ func (r *Reconciler) persistLocked(ctx context.Context, rot *podcert.Rotation) e
 	return nil
 }
 
-// applyBundle server-side applies the signer's ClusterTrustBundle.
-func (r *Reconciler) applyBundle(ctx context.Context, bundle string) error {
+// publishLocked server-side applies the signer's ClusterTrustBundle with rot's CAs and
+// records them as published. r.mu is held.
+func (r *Reconciler) publishLocked(ctx context.Context, rot *podcert.Rotation) error {
 	ctb := certificatesv1ac.ClusterTrustBundle(BundleName(r.opts.SignerName)).
 		WithLabels(map[string]string{"app.kubernetes.io/managed-by": "trustplane"}).
-		WithSpec(certificatesv1ac.ClusterTrustBundleSpec().WithSignerName(r.opts.SignerName).WithTrustBundle(bundle))
+		WithSpec(certificatesv1ac.ClusterTrustBundleSpec().WithSignerName(r.opts.SignerName).WithTrustBundle(rot.Bundle()))
 	if err := r.Client.Apply(ctx, ctb, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying ClusterTrustBundle: %w", err)
+	}
+	r.published = map[string]bool{}
+	for _, e := range append([]*podcert.CAEntry{rot.Current, rot.Next}, rot.Previous...) {
+		if e != nil {
+			r.published[e.Fingerprint()] = true
+		}
 	}
 	return nil
 }
@@ -236,6 +243,14 @@ func (r *Reconciler) reserve(ctx context.Context, notAfter func(*CA) (time.Time,
 	}
 	if rot == nil {
 		return nil, fmt.Errorf("no usable CA in Secret %s/%s", r.opts.CANamespace, r.opts.CASecretName)
+	}
+	// A CA signs only once relying parties can know it: the first signature after start
+	// (or after a CA Secret written by hand) may come before reconcileCA has published
+	// the bundle, so it publishes first.
+	if !r.published[rot.Current.Fingerprint()] {
+		if err := r.publishLocked(ctx, rot); err != nil {
+			return nil, err
+		}
 	}
 	ca := &CA{Cert: rot.Current.Cert, Key: rot.Current.Key}
 	until, err := notAfter(ca)

@@ -47,6 +47,9 @@ type Reconciler struct {
 	secret                     *corev1.Secret
 	caVersion                  string
 	badVersion, badNextVersion string
+	// published are the fingerprints of the CAs in the ClusterTrustBundle this signer
+	// last applied: a CA signs only once it is among them.
+	published map[string]bool
 }
 
 // +kubebuilder:rbac:groups=certificates.k8s.io,resources=podcertificaterequests,verbs=get;list;watch

@@ -10,8 +10,10 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/trustplane/trustplane/internal/testenv"
 )
@@ -165,5 +167,28 @@ func TestRotationThroughTheAPIServer(t *testing.T) {
 	}
 	if secret.Annotations["podcert.trustplane.io/reserved-until"] == "" || len(secret.Data["previous.crt"]) == 0 {
 		t.Errorf("rotation not persisted: %v", secret.Annotations)
+	}
+}
+
+// TestNoLeafBeforeItsCAIsPublished: the first request may reach the signer before its CA
+// reconcile has applied the ClusterTrustBundle (here it never runs): the CA that signs
+// is published first, so no relying party ever holds a leaf it cannot verify.
+func TestNoLeafBeforeItsCAIsPublished(t *testing.T) {
+	opts := DefaultOptions()
+	opts.SignerName = "first.example.com/pods"
+	opts.CANamespace, opts.CASecretName = "default", "first-ca"
+	r := &Reconciler{Client: env.Client, APIReader: env.Client, Recorder: events.NewFakeRecorder(100), opts: opts, policy: opts.Policy()}
+	node, pod := world(t, "signer-first")
+	pcr := request(t, node, pod, opts.SignerName, "ECDSAP256")
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(pcr)}); err != nil {
+		t.Fatal(err)
+	}
+	leaf := leafOf(t, issuedOK(t, pcr))
+	roots, n := bundleBySigner(t, opts.SignerName)
+	if n == 0 {
+		t.Fatal("a leaf was issued and no ClusterTrustBundle holds its CA")
+	}
+	if err := verifies(roots, leaf); err != nil {
+		t.Errorf("the first leaf does not verify against the published bundle: %v", err)
 	}
 }
