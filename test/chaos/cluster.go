@@ -88,7 +88,7 @@ func (s *clusterSystem) Name() string { return "cluster" }
 // Setup installs Gardener's Shoot CRD, the project and pool namespaces, the pool's
 // credentials and the tenants with their grants, and starts the garden stand-in.
 func (s *clusterSystem) Setup(ctx context.Context, h *Harness) error {
-	crd := filepath.Join(testenv.RepoRoot(), "test", "cluster", "testdata", "shoots.yaml")
+	crd := filepath.Join(testenv.RepoRoot(), "test", "provisioning", "cluster", "testdata", "shoots.yaml")
 	if _, err := envtest.InstallCRDs(h.Env.Config, envtest.CRDInstallOptions{Paths: []string{crd}, ErrorIfPathMissing: true}); err != nil {
 		return fmt.Errorf("installing the Shoot CRD: %w", err)
 	}
