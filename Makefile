@@ -87,6 +87,7 @@ run-program: ## Build bin/trustplane-run, the program behind make run (the trust
 manifests: tools ## Generate deepcopy code, CRDs and RBAC from the Go markers; docs/configuration.md and the chart's values.schema.json from the flags.
 	$(CONTROLLER_GEN) object paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	go run ./hack/crddescriptions config/crd/bases/*.yaml
 	hack/gen-rbac.sh $(CONTROLLER_GEN)
 	cp config/crd/bases/*.yaml charts/trustplane/crds/
 	hack/chart-rbac.sh config/rbac/role.yaml > charts/trustplane/templates/clusterrole.yaml

@@ -67,7 +67,7 @@ const (
 )
 
 // ReasonTooLarge is the Warning event of the tls-expiry controller on a kubernetes.io/tls
-// Secret whose tls.crt is above --secret-max-certificate-bytes: its expiry is not watched.
+// Secret whose tls.crt is above --tls-expiry-secret-max-certificate-bytes: its expiry is not watched.
 const ReasonTooLarge = "CertificateTooLarge"
 
 // How `trustplane get` and `describe` report what has no conditions of trustplane's own.

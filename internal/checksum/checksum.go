@@ -22,7 +22,7 @@ import (
 )
 
 // DefaultVersionAnnotation is where Tengine-Ingress reads a secret's version.
-const DefaultVersionAnnotation = "nginx.ingress.kubernetes.io/version"
+const DefaultVersionAnnotation = tenginev1alpha1.VersionAnnotation
 
 // The Secret data keys Tengine-Ingress reads (store/backend_ssl.go getPemCertificate).
 const (

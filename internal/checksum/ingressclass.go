@@ -13,7 +13,7 @@ import (
 // cmd/nginx/flags.go).
 const (
 	// IngressClassAnnotation is the legacy class annotation (ingressclass.IngressKey).
-	IngressClassAnnotation = "kubernetes.io/ingress.class"
+	IngressClassAnnotation = tenginev1alpha1.IngressClassAnnotation
 	// DefaultIngressClass is --ingress-class's default (ingressclass.DefaultAnnotationValue).
 	DefaultIngressClass = "tengine"
 	// DefaultControllerClass is --controller-class's default, the spec.controller of a

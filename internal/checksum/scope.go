@@ -4,17 +4,16 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	tenginev1alpha1 "github.com/trustplane/trustplane/api/tengine/v1alpha1"
 )
 
-// Annotations and labels trustplane records on the checksum objects it publishes.
+// Annotations trustplane records on the checksum objects it publishes (api/tengine/v1alpha1).
 const (
-	// ScopeAnnotation holds the Scope a published object covers (Scope.String), so a data
-	// plane can tell "we disagree" from "we look at different things".
-	ScopeAnnotation = "checksum.trustplane.io/scope"
-	// IDsOmittedAnnotation is set when the IDs did not fit in one object and were left
-	// out of spec.ids: the checksum still holds, only the diff is unavailable. Its value
-	// says how many IDs there were and the limit.
-	IDsOmittedAnnotation = "checksum.trustplane.io/ids-omitted"
+	// ScopeAnnotation holds the Scope a published object covers (Scope.String).
+	ScopeAnnotation = tenginev1alpha1.ScopeAnnotation
+	// IDsOmittedAnnotation is set when the IDs did not fit in one object.
+	IDsOmittedAnnotation = tenginev1alpha1.IDsOmittedAnnotation
 )
 
 // Scope is what one published checksum covers: the objects of some namespaces (every

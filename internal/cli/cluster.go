@@ -13,15 +13,15 @@ import (
 	crconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/trustplane/trustplane/internal/config"
+	"github.com/trustplane/trustplane/internal/configfile"
 	"github.com/trustplane/trustplane/internal/status"
 )
 
 // clusterCommand is a subcommand that talks to a cluster: it gets --kubeconfig, --config
 // (a file of schema's kind, read before anything else; flags on the command line win) and
-// the logging flags, checks its own options before connecting (so bad flags fail at once,
+// the logging flags (its file's logging section), checks its own options before connecting (so bad flags fail at once,
 // without a cluster), reports its configuration, then sets up logging and runs.
-func clusterCommand(use, short string, schema *config.Schema, validate func() error, run func(ctx context.Context, cfg *rest.Config) error) *cobra.Command {
+func clusterCommand(use, short string, schema *configfile.Schema, validate func() error, run func(ctx context.Context, cfg *rest.Config) error) *cobra.Command {
 	zapOpts := zap.Options{}
 	var configFile string
 	cmd := &cobra.Command{
@@ -41,24 +41,33 @@ func clusterCommand(use, short string, schema *config.Schema, validate func() er
 		// A stalled object (a user's mistake) is logged at info, not as an error with a
 		// stack trace: its conditions and events say what to change.
 		ctrl.SetLogger(status.QuietTerminalErrors(zap.New(zap.UseFlagOptions(&zapOpts))))
-		ctrl.Log.WithName("setup").Info("configuration", "apiVersion", config.APIVersion, "kind", schema.Kind, "file", configFile, "values", schema.Effective())
+		ctrl.Log.WithName("setup").Info("configuration", "apiVersion", configfile.APIVersion, "kind", schema.Kind, "file", configFile, "values", schema.Effective())
 		cfg, err := crconfig.GetConfig()
 		if err != nil {
 			return err
 		}
 		return fromFile(run(cmd.Context(), cfg), schema, configFile)
 	}
-	cmd.Flags().StringVar(&configFile, "config", "", fmt.Sprintf("A %s file (apiVersion %s); a flag given on the command line overrides its field. See docs/configuration.md.", schema.Kind, config.APIVersion))
+	cmd.Flags().StringVar(&configFile, "config", "", fmt.Sprintf("A %s file (apiVersion %s); a flag given on the command line overrides its field. See docs/configuration.md.", schema.Kind, configfile.APIVersion))
 	goflags := goflag.NewFlagSet(use, goflag.ContinueOnError)
 	crconfig.RegisterFlags(goflags)
-	zapOpts.BindFlags(goflags)
 	cmd.Flags().AddGoFlagSet(goflags)
+	section(cmd, schema, "logging", "The process's log: controller-runtime's zap options (--zap-*), read before the logger is made.",
+		func(fs *pflag.FlagSet) { addLoggingFlags(fs, &zapOpts) })
 	return cmd
+}
+
+// addLoggingFlags registers controller-runtime's zap flags (--zap-devel, --zap-encoder,
+// --zap-log-level, --zap-stacktrace-level, --zap-time-encoding) on fs.
+func addLoggingFlags(fs *pflag.FlagSet, opts *zap.Options) {
+	goflags := goflag.NewFlagSet("logging", goflag.ContinueOnError)
+	opts.BindFlags(goflags)
+	fs.AddGoFlagSet(goflags)
 }
 
 // fromFile adds to an error that names a flag the file's field that set it, so an invalid
 // value read from --config is found where it was written.
-func fromFile(err error, schema *config.Schema, file string) error {
+func fromFile(err error, schema *configfile.Schema, file string) error {
 	if err == nil || file == "" {
 		return err
 	}
@@ -73,16 +82,20 @@ func fromFile(err error, schema *config.Schema, file string) error {
 // section registers the flags add binds as one section of schema (and as flags of cmd).
 // The fields are named without the prefix the section's flags share: its name, else the
 // longest shared dash-ended prefix of two or more flags.
-func section(cmd *cobra.Command, schema *config.Schema, name, doc string, add func(fs *pflag.FlagSet)) {
+func section(cmd *cobra.Command, schema *configfile.Schema, name, doc string, add func(fs *pflag.FlagSet)) {
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	add(fs)
 	cmd.Flags().AddFlagSet(fs)
-	schema.Sections = append(schema.Sections, config.Section{Name: camel(name), Prefix: sharedPrefix(fs, name), Doc: doc, Flags: fs})
+	schema.Sections = append(schema.Sections, configfile.Section{Name: camel(name), Prefix: sharedPrefix(fs, name), Doc: doc, Flags: fs})
 }
 
 func sharedPrefix(fs *pflag.FlagSet, name string) string {
 	var names []string
-	fs.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Deprecated == "" { // an old name kept as an alias is no field
+			names = append(names, f.Name)
+		}
+	})
 	if name != "" && allHave(names, name+"-") {
 		return name + "-"
 	}

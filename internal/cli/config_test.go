@@ -4,31 +4,32 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/trustplane/trustplane/internal/config"
+	"github.com/trustplane/trustplane/internal/configfile"
 )
 
-// notInFiles are the flags that are not configuration: where the file is, where the
-// cluster is, and logging, which is set up before any file is read.
+// notInFiles are the flags that are not configuration: where the file is and where the
+// cluster is.
 func notInFiles(name string) bool {
-	return name == "config" || name == "kubeconfig" || name == "help" || strings.HasPrefix(name, "zap-")
+	return name == "config" || name == "kubeconfig" || name == "help"
 }
 
-// TestEveryFlagHasAField: each flag of manager, node-agent and dataplane (but --config,
-// --kubeconfig and the logging flags) is a field of that subcommand's configuration file.
+// TestEveryFlagHasAField: each flag of manager, node-agent, dataplane and jwks-server (but
+// --config and --kubeconfig; the --zap-* logging flags included) is a field of that
+// subcommand's configuration file.
 func TestEveryFlagHasAField(t *testing.T) {
 	manager, m := newManagerCommand()
 	nodeAgent, n := newNodeAgentCommand()
 	dataplane, d := newDataplaneCommand()
+	jwksServer, j := newJWKSServerCommand()
 	for _, tc := range []struct {
 		cmd    *cobra.Command
-		schema *config.Schema
-	}{{manager, m}, {nodeAgent, n}, {dataplane, d}} {
+		schema *configfile.Schema
+	}{{manager, m}, {nodeAgent, n}, {dataplane, d}, {jwksServer, j}} {
 		fields := map[string]bool{}
 		for _, f := range tc.schema.Fields() {
 			if f.Flag == nil {
@@ -81,8 +82,8 @@ func TestReferenceIsCurrent(t *testing.T) {
 // TestSectionPrefixes: a section's fields drop the prefix its flags share.
 func TestSectionPrefixes(t *testing.T) {
 	_, m := newManagerCommand()
-	want := map[string]string{"--jwks-retry-base-delay": "jwks.retryBaseDelay", "--podcert-ca-secret": "podcertificateSigner.caSecret",
-		"--secret-max-certificate-bytes": "tlsExpiry.secretMaxCertificateBytes", "--garden-kubeconfig": "garden.kubeconfig",
+	want := map[string]string{"--jwks-retry-base-delay": "jwks.retryBaseDelay", "--podcertificate-signer-ca-secret": "podcertificateSigner.caSecret",
+		"--tls-expiry-secret-max-certificate-bytes": "tlsExpiry.secretMaxCertificateBytes", "--garden-kubeconfig": "garden.kubeconfig",
 		"--shoot-nodes-cidr": "shoot.nodesCidr", "--controllers": "manager.controllers", "--cluster-target-timeout": "tenantKubeconfig.clusterTargetTimeout"}
 	for _, f := range m.Fields() {
 		if f.Flag == nil {

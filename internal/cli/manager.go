@@ -8,17 +8,20 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 
-	"github.com/trustplane/trustplane/internal/config"
+	"github.com/trustplane/trustplane/internal/configfile"
 	"github.com/trustplane/trustplane/internal/manager"
 )
 
-func newManagerCommand() (*cobra.Command, *config.Schema) {
+func newManagerCommand() (*cobra.Command, *configfile.Schema) {
 	deps := newDependencies()
 	known := controllers(deps)
 	opts := manager.DefaultOptions()
-	schema := &config.Schema{Kind: "ManagerConfiguration", Command: "trustplane manager"}
+	schema := &configfile.Schema{Kind: "ManagerConfiguration", Command: "trustplane manager"}
 	// Before connecting, so a typo in --controllers or a value out of range fails at once.
 	validate := func() error {
+		if err := opts.Validate(); err != nil {
+			return err
+		}
 		selected, err := manager.Select(known, opts.Controllers)
 		if err != nil {
 			return err
@@ -29,6 +32,9 @@ func newManagerCommand() (*cobra.Command, *config.Schema) {
 					return err
 				}
 			}
+		}
+		if err := deps.gardenOpts.Validate(); err != nil {
+			return err
 		}
 		return deps.policy.Validate()
 	}
@@ -51,7 +57,7 @@ func newManagerCommand() (*cobra.Command, *config.Schema) {
 	deps.gardenOpts.AddFlags(gardenFlags)
 	section(cmd, schema, "garden", "The Gardener project of the cluster, kubeconfig and subscription controllers.", only(gardenFlags, "garden-"))
 	section(cmd, schema, "shoot", "What every Shoot the cluster controller applies says.", only(gardenFlags, "shoot-"))
-	schema.Sections = append(schema.Sections, config.Section{Name: "landscape", Object: &deps.gardenOpts.Shoot.Landscape,
+	schema.Sections = append(schema.Sections, configfile.Section{Name: "landscape", Object: &deps.gardenOpts.Shoot.Landscape,
 		Doc: "What a Kyma landscape adds to every Shoot (audit logging, DNS, maintenance per region, exposure classes, EU access): read from the file only."})
 	section(cmd, schema, "tenantKubeconfig", "What a brought-along Cluster's kubeconfig may use (cluster and kubeconfig controllers).", deps.policy.AddFlags)
 	return cmd, schema

@@ -1,4 +1,7 @@
-// Package cli is the trustplane command line: one binary, one subcommand per role.
+// Package cli assembles the trustplane command: one binary, one subcommand per role. It
+// builds the processes that run in the cluster (manager, node-agent, dataplane,
+// jwks-server), binds their flags as sections of their configuration files and registers
+// the manager's controllers; the day-2 verbs for users are internal/usercli's.
 package cli
 
 import (
@@ -9,11 +12,15 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/trustplane/trustplane/internal/checksum/dataplaneagent"
-	"github.com/trustplane/trustplane/internal/config"
+	"github.com/trustplane/trustplane/internal/configfile"
 	"github.com/trustplane/trustplane/internal/jwks/jwksserver"
 	"github.com/trustplane/trustplane/internal/podcert/nodeagent"
+	"github.com/trustplane/trustplane/internal/usercli"
 	"github.com/trustplane/trustplane/internal/version"
 )
+
+// groupProcesses is the group of `trustplane --help` that lists the processes.
+const groupProcesses = "processes"
 
 // NewRootCommand builds `trustplane` and its subcommands.
 func NewRootCommand() *cobra.Command {
@@ -29,20 +36,24 @@ func NewRootCommand() *cobra.Command {
 	nodeAgentCmd, _ := newNodeAgentCommand()
 	dataplaneCmd, _ := newDataplaneCommand()
 	jwksServerCmd, _ := newJWKSServerCommand()
+	usercli.AddCommands(root)
+	root.AddGroup(&cobra.Group{ID: groupProcesses, Title: "Processes (what runs in the cluster):"})
+	for _, c := range []*cobra.Command{managerCmd, nodeAgentCmd, dataplaneCmd, jwksServerCmd} {
+		c.GroupID = groupProcesses
+	}
 	root.AddCommand(managerCmd, nodeAgentCmd, dataplaneCmd, jwksServerCmd, newVersionCommand())
-	addUserCommands(root)
 	return root
 }
 
 // ConfigSchemas are the kinds of configuration file the subcommands read, with every
 // field bound to a fresh command's flags: the source of docs/configuration.md and of the
 // chart's values.schema.json.
-func ConfigSchemas() []*config.Schema {
+func ConfigSchemas() []*configfile.Schema {
 	_, m := newManagerCommand()
 	_, n := newNodeAgentCommand()
 	_, d := newDataplaneCommand()
 	_, j := newJWKSServerCommand()
-	return []*config.Schema{m, n, d, j}
+	return []*configfile.Schema{m, n, d, j}
 }
 
 func newVersionCommand() *cobra.Command {
@@ -57,9 +68,9 @@ func newVersionCommand() *cobra.Command {
 	}
 }
 
-func newNodeAgentCommand() (*cobra.Command, *config.Schema) {
+func newNodeAgentCommand() (*cobra.Command, *configfile.Schema) {
 	opts := nodeagent.DefaultOptions()
-	schema := &config.Schema{Kind: "NodeAgentConfiguration", Command: "trustplane node-agent"}
+	schema := &configfile.Schema{Kind: "NodeAgentConfiguration", Command: "trustplane node-agent"}
 	cmd := clusterCommand("node-agent",
 		"Pod-certificate agent, one per node: requests, refreshes and writes the pod certificates of its node's pods", schema,
 		// Validate has a pointer receiver, so this method value reads the parsed flags.
@@ -69,10 +80,10 @@ func newNodeAgentCommand() (*cobra.Command, *config.Schema) {
 	return cmd, schema
 }
 
-func newJWKSServerCommand() (*cobra.Command, *config.Schema) {
+func newJWKSServerCommand() (*cobra.Command, *configfile.Schema) {
 	opts := jwksserver.DefaultOptions()
 	server := jwksserver.DefaultServerOptions()
-	schema := &config.Schema{Kind: "JWKSServerConfiguration", Command: "trustplane jwks-server"}
+	schema := &configfile.Schema{Kind: "JWKSServerConfiguration", Command: "trustplane jwks-server"}
 	cmd := clusterCommand("jwks-server",
 		"trustplane's JWKS server alone (the manager runs it too, unless --jwks-server-bind-address=0): a Deployment of its own that no client exhausting it can make stop the controllers", schema,
 		server.Validate, // a pointer receiver, as for node-agent
@@ -82,9 +93,9 @@ func newJWKSServerCommand() (*cobra.Command, *config.Schema) {
 	return cmd, schema
 }
 
-func newDataplaneCommand() (*cobra.Command, *config.Schema) {
+func newDataplaneCommand() (*cobra.Command, *configfile.Schema) {
 	opts := dataplaneagent.DefaultOptions()
-	schema := &config.Schema{Kind: "DataplaneConfiguration", Command: "trustplane dataplane"}
+	schema := &configfile.Schema{Kind: "DataplaneConfiguration", Command: "trustplane dataplane"}
 	cmd := clusterCommand("dataplane",
 		"Secret-consistency data-plane agent: writes the TLS and CA Secrets it follows (every namespace, or --namespace/--namespaces) to a directory only while they match a SecretCheckSum", schema,
 		opts.Validate, // a pointer receiver, as for node-agent

@@ -1,12 +1,16 @@
 // Package jwks is the JWKSConfig controller: it publishes the public key of a TLS Secret
 // as a JWK Set in a ConfigMap, rotates keys gracefully, runs nginx to serve the set, and
-// serves every set itself (see server.go).
+// runs trustplane's own JWKS server (internal/jwks/jwkshttp) beside it.
 //
 // controller.go holds the Reconciler and its skeleton: get, finalizer, publish, status.
-// phases.go holds the steps of a publication, a rotation and a deletion; status.go what
-// is reported of them (conditions, status.keys, events); watches.go the indexes and event
-// mappers setup.go wires; issuer.go and signing.go the issuer claims and the signing
-// Secret.
+// phases.go lists the phases of a publication over one scope; each phase lives, with its
+// helpers, in the file of what it reads or writes: spec.go (checkSpec), issuer.go
+// (claimIssuer, over internal/jwks/issuerclaim), secret.go (readSecret), configmap.go
+// (readPublished, writeSet, removeRenamed), signing.go (readSigning, promote), plan.go
+// (planSet), nginx.go (applyNginx), status.go (recordKeys, checkServed). finalize.go
+// deletes; writes.go holds the writes every phase shares; resources.go the desired
+// objects (pure). watches.go holds the indexes and event mappers setup.go wires;
+// options.go the flags.
 package jwks
 
 import (
@@ -24,6 +28,7 @@ import (
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	"github.com/trustplane/trustplane/internal/finalizer"
+	"github.com/trustplane/trustplane/internal/jwks/issuerclaim"
 	"github.com/trustplane/trustplane/internal/jwks/jwkset"
 	"github.com/trustplane/trustplane/internal/status"
 )
@@ -57,13 +62,11 @@ type Reconciler struct {
 	Clock clock.PassiveClock
 	// Throttle spaces out ConfigMap updates of one set.
 	Throttle *Throttle
-	// Metrics records what happened; may be nil in tests of pure paths.
-	Metrics *Metrics
 	// NginxImage is the image of every nginx Deployment: the operator's choice, never a
 	// tenant's (--jwks-nginx-image).
 	NginxImage string
-	// Claims records which JWKSConfig serves an issuer (issuer.go).
-	Claims *IssuerClaims
+	// Claims records which JWKSConfig serves an issuer (internal/jwks/issuerclaim).
+	Claims *issuerclaim.Claims
 	// Limits bound what a JWKSConfig author may ask for: the operator's settings.
 	Limits Limits
 	// PromotionMargin is added to cacheMaxAge before a served key is promoted to
@@ -72,23 +75,6 @@ type Reconciler struct {
 
 	parsed    sync.Map // types.NamespacedName → parsedCert
 	ownWrites ownWrites
-}
-
-// parsedCert caches the last parse of a Secret's tls.crt, so an unchanged certificate
-// (every resync) is not parsed again, nor read again while the Secret watch shows the
-// Secret it was read from unchanged (secret).
-type parsedCert struct {
-	fingerprint [32]byte
-	key         jwkset.Key
-	secret      secretVersion
-}
-
-// secretVersion is which Secret, at which version, under which spec.algorithm, a key was
-// parsed from.
-type secretVersion struct {
-	name, algorithm string
-	uid             types.UID
-	resourceVersion string
 }
 
 // +kubebuilder:rbac:groups=jwks.trustplane.io,resources=jwksconfigs,verbs=get;list;watch;update;patch
@@ -100,7 +86,7 @@ type secretVersion struct {
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
 //
 // The ValidatingAdmissionPolicy trustplane-owner-labels (config/policy/owner-labels.yaml)
-// lets only who holds this permission set OwnerLabel: no such resource exists, the
+// lets only who holds this permission set jwksv1alpha1.OwnerLabel: no such resource exists, the
 // policy asks the authorizer for it.
 //
 // +kubebuilder:rbac:groups=jwks.trustplane.io,resources=ownerlabels,verbs=update
@@ -147,13 +133,14 @@ func (r *Reconciler) reconcile(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig
 // A finalizer once added stays until deletion (and a legacy name is still replaced): a
 // spec that stops needing it may still hold a claim being released.
 func deletionHasWork(cfg *jwksv1alpha1.JWKSConfig) bool {
-	return nginxEnabled(cfg) || cfg.Spec.CleanupOnDelete || cfg.Spec.Issuer != "" || Finalizer.Held(cfg)
+	return jwkset.NginxEnabled(cfg) || cfg.Spec.CleanupOnDelete || cfg.Spec.Issuer != "" || Finalizer.Held(cfg)
 }
 
 func (r *Reconciler) forget(id types.NamespacedName) {
 	r.parsed.Delete(id)
 	r.ownWrites.forget(id)
 	r.Throttle.Forget(id)
-	r.Metrics.forget(id)
+	publishedKeys.DeleteLabelValues(id.Namespace, id.Name)
+	certificateNotAfter.DeleteLabelValues(id.Namespace, id.Name)
 	status.Forget(&jwksv1alpha1.JWKSConfig{}, id)
 }

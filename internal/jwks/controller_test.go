@@ -3,8 +3,12 @@ package jwks
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +18,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
@@ -140,7 +145,7 @@ func TestRetiredKeyIsRemovedOnTimeAndSurvivesRestart(t *testing.T) {
 	kid2, _ := expectedDoc(t, second)
 	putSecret(t, ns, "tls", tlsData(second))
 	testenv.Eventually(t, "two keys", 30*time.Second, func() bool { return getConfig(t, ns, "ttl").Status.KeyCount == 2 })
-	retiredAt := getConfigMap(t, ns, "ttl-jwks").Annotations[RetirementsAnnotation]
+	retiredAt := getConfigMap(t, ns, "ttl-jwks").Annotations[jwksv1alpha1.RetirementsAnnotation]
 	if !strings.Contains(retiredAt, kid1) {
 		t.Fatalf("retirement record %q lacks the old kid", retiredAt)
 	}
@@ -149,7 +154,7 @@ func TestRetiredKeyIsRemovedOnTimeAndSurvivesRestart(t *testing.T) {
 	startManager(t)
 	// The restarted manager reconciles everything at start; the record must not move.
 	time.Sleep(time.Second)
-	if got := getConfigMap(t, ns, "ttl-jwks").Annotations[RetirementsAnnotation]; got != retiredAt {
+	if got := getConfigMap(t, ns, "ttl-jwks").Annotations[jwksv1alpha1.RetirementsAnnotation]; got != retiredAt {
 		t.Fatalf("restart changed the retirement record: %q → %q", retiredAt, got)
 	}
 	testenv.Eventually(t, "the retired key to be removed", 30*time.Second, func() bool { return getConfig(t, ns, "ttl").Status.KeyCount == 1 })
@@ -277,7 +282,7 @@ func TestMissingSecretWaitsForIt(t *testing.T) {
 func TestCorruptPublishedSetIsNotOverwritten(t *testing.T) {
 	startManager(t)
 	ns := newNamespace(t)
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "corrupt-jwks", Labels: map[string]string{OwnerLabel: "corrupt"}},
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "corrupt-jwks", Labels: map[string]string{jwksv1alpha1.OwnerLabel: "corrupt"}},
 		Data: map[string]string{jwkset.DocumentKey: `{"keys":[{"kty":"RSA"`}}
 	if err := env.Client.Create(context.Background(), cm); err != nil {
 		t.Fatal(err)
@@ -309,7 +314,7 @@ func TestAnExistingSetIsTakenOnlyWhenHandedOver(t *testing.T) {
 		t.Fatal("a ConfigMap trustplane did not make was written")
 	}
 
-	cm.Labels = map[string]string{OwnerLabel: "adopt"}
+	cm.Labels = map[string]string{jwksv1alpha1.OwnerLabel: "adopt"}
 	if err := env.Client.Update(context.Background(), cm); err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +349,7 @@ func TestNginxObjectsAndPodRefresh(t *testing.T) {
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, svc); err != nil {
 		t.Fatal(err)
 	}
-	if svc.Spec.Type != corev1.ServiceTypeClusterIP || svc.Spec.Selector[OwnerLabel] != "web" {
+	if svc.Spec.Type != corev1.ServiceTypeClusterIP || svc.Spec.Selector[jwksv1alpha1.OwnerLabel] != "web" {
 		t.Errorf("service: %+v", svc.Spec)
 	}
 	nginxCM := getConfigMap(t, ns, "web-nginx")
@@ -369,12 +374,12 @@ func TestNginxObjectsAndPodRefresh(t *testing.T) {
 	testenv.Eventually(t, "pod content annotation", 30*time.Second, func() bool {
 		got := &corev1.Pod{}
 		_ = env.Client.Get(ctx, client.ObjectKeyFromObject(pod), got)
-		return got.Annotations[PodContentAnnotation] == hashOf(getConfigMap(t, ns, "web-jwks").Data)
+		return got.Annotations[jwksv1alpha1.PodContentAnnotation] == hashOf(getConfigMap(t, ns, "web-jwks").Data)
 	})
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, deploy); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := deploy.Spec.Template.Annotations[PodContentAnnotation]; ok {
+	if _, ok := deploy.Spec.Template.Annotations[jwksv1alpha1.PodContentAnnotation]; ok {
 		t.Error("the pod template changed: that would restart nginx")
 	}
 
@@ -446,5 +451,48 @@ func TestNameValidation(t *testing.T) {
 	}
 	if !bytes.Contains([]byte(err.Error()), []byte("name must be a DNS label")) {
 		t.Errorf("message: %v", err)
+	}
+}
+
+// TestPromotionColumnWhilePending: while a promotion is pending (pendingPromotionTime in
+// the future), `kubectl get jwksconfig -o wide` shows when it happens. A date column would
+// print <invalid> for a time to come (kubectl's, and the API server's Table, humanise a
+// date as its age); the table is read as kubectl reads it, from the API server.
+func TestPromotionColumnWhilePending(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	cfg := newJWKSConfig(t, ns, "pending", "tls", withoutNginx)
+	at := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	cfg.Status.PendingKeyID = "next-kid"
+	cfg.Status.PendingPromotionTime = &metav1.Time{Time: at}
+	if err := env.Client.Status().Update(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+
+	httpClient, err := rest.HTTPClientFor(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := strings.TrimSuffix(env.Config.Host, "/") + "/apis/" + jwksv1alpha1.GroupVersion.String() + "/namespaces/" + ns + "/jwksconfigs/pending"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	table := &metav1.Table{}
+	if err := json.NewDecoder(resp.Body).Decode(table); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the Table of the JWKSConfig: %d %v", resp.StatusCode, err)
+	}
+	column := slices.IndexFunc(table.ColumnDefinitions, func(c metav1.TableColumnDefinition) bool { return c.Name == "Promotion" })
+	if column < 0 || len(table.Rows) != 1 || len(table.Rows[0].Cells) <= column {
+		t.Fatalf("no Promotion cell: columns %+v, rows %+v", table.ColumnDefinitions, table.Rows)
+	}
+	if got, want := fmt.Sprint(table.Rows[0].Cells[column]), at.Format(time.RFC3339); got != want {
+		t.Errorf("Promotion column while a promotion is pending = %q, want %q (when the key is promoted)", got, want)
 	}
 }

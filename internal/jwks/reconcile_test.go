@@ -21,6 +21,7 @@ import (
 
 	"github.com/trustplane/trustplane/api/conditions"
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
+	"github.com/trustplane/trustplane/internal/jwks/issuerclaim"
 	"github.com/trustplane/trustplane/internal/jwks/jwkset"
 	"github.com/trustplane/trustplane/internal/scheme"
 	"github.com/trustplane/trustplane/internal/testcerts"
@@ -97,7 +98,7 @@ func newDirectReconciler(t *testing.T, throttle time.Duration) *directReconciler
 	d.Reconciler = &Reconciler{
 		Client: c, Owned: base, APIReader: base,
 		Recorder: d.events, Clock: d.clock, Throttle: NewThrottle(throttle), NginxImage: DefaultNginxImage,
-		Claims: &IssuerClaims{Namespace: "default", Reader: base},
+		Claims: &issuerclaim.Claims{Namespace: "default", Reader: base},
 	}
 	return d
 }

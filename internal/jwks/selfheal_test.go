@@ -132,7 +132,7 @@ func TestTwoConfigsNamingOneConfigMap(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReady(t, ns, "second", metav1.ConditionTrue, jwksv1alpha1.ReasonPublished)
-	if owner := getConfigMap(t, ns, "shared").Labels[OwnerLabel]; owner != "second" {
+	if owner := getConfigMap(t, ns, "shared").Labels[jwksv1alpha1.OwnerLabel]; owner != "second" {
 		t.Errorf("ConfigMap owner label = %q", owner)
 	}
 }
@@ -170,7 +170,7 @@ func TestRenamingTheConfigMapMovesTheSet(t *testing.T) {
 	updateConfig(t, ns, "moving", func(c *jwksv1alpha1.JWKSConfig) { c.Spec.ConfigMapName = "moved-keys" })
 	waitReady(t, ns, "moving", metav1.ConditionTrue, jwksv1alpha1.ReasonPublished)
 	moved := getConfigMap(t, ns, "moved-keys")
-	if moved.Data[jwkset.DocumentKey] != old.Data[jwkset.DocumentKey] || moved.Annotations[RetirementsAnnotation] != old.Annotations[RetirementsAnnotation] {
+	if moved.Data[jwkset.DocumentKey] != old.Data[jwkset.DocumentKey] || moved.Annotations[jwksv1alpha1.RetirementsAnnotation] != old.Annotations[jwksv1alpha1.RetirementsAnnotation] {
 		t.Errorf("the set did not move as it was:\nold %v %s\nnew %v %s", old.Annotations, old.Data[jwkset.DocumentKey], moved.Annotations, moved.Data[jwkset.DocumentKey])
 	}
 	testenv.Eventually(t, "the old ConfigMap to go", 30*time.Second, func() bool {
@@ -231,7 +231,7 @@ func TestEditsByOthersAreReverted(t *testing.T) {
 	editAs(t, svc, func() { svc.Spec.Selector = map[string]string{"app": "elsewhere"} })
 	testenv.Eventually(t, "the Service to be put back", 30*time.Second, func() bool {
 		s := &corev1.Service{}
-		return env.Client.Get(ctx, key("kept"), s) == nil && s.Spec.Selector[OwnerLabel] == "kept" && s.Spec.Selector["app"] == ""
+		return env.Client.Get(ctx, key("kept"), s) == nil && s.Spec.Selector[jwksv1alpha1.OwnerLabel] == "kept" && s.Spec.Selector["app"] == ""
 	})
 
 	slipKeyIn(t, cfg)
@@ -241,7 +241,7 @@ func TestEditsByOthersAreReverted(t *testing.T) {
 // back without that key, which is never published.
 func slipKeyIn(t *testing.T, cfg *jwksv1alpha1.JWKSConfig) {
 	t.Helper()
-	ns, name := cfg.Namespace, jwksConfigMapName(cfg)
+	ns, name := cfg.Namespace, jwkset.ConfigMapName(cfg)
 	set := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	published := getConfigMap(t, ns, name).Data[jwkset.DocumentKey]
 	rogueKid, rogueDoc := expectedDoc(t, newChain(t, testcerts.P256))
@@ -290,7 +290,7 @@ func TestConfigChangesRollNginx(t *testing.T) {
 		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "rolling"}, d); err != nil {
 			t.Fatal(err)
 		}
-		return d.Spec.Template.Annotations[ConfigHashAnnotation]
+		return d.Spec.Template.Annotations[jwksv1alpha1.ConfigHashAnnotation]
 	}
 	before := templateHash()
 	if before == "" {

@@ -3,12 +3,14 @@ package jwks
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	"github.com/trustplane/trustplane/internal/jwks/jwkset"
@@ -26,6 +28,24 @@ import (
 // promotion; status.pendingPromotionTime is set only once the new key is served, and
 // recomputed later (never earlier) if it was lost.
 
+// readSigning reads which key signs now (the kid in spec.signingSecret, "" without one),
+// and decides which key the plan keeps for signers and whether the current key is
+// promoted as soon as it is served (signingPolicy).
+func (r *Reconciler) readSigning(ctx context.Context, s *scope) (ctrl.Result, error) {
+	signing, err := r.signingState(ctx, s.cfg)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	s.signing = signing
+	s.keep, s.promoteAtOnce = signingPolicy(s.cfg, s.key.KeyID(), signing)
+	if s.keep != "" && !slices.ContainsFunc(s.previous, func(k jwkset.PublishedKey) bool { return k.KeyID() == s.keep }) {
+		// The key signers use is not in the set any more (only a lost ConfigMap and status
+		// can do that): the current key, which is, signs from now on.
+		s.keep, s.promoteAtOnce = "", true
+	}
+	return ctrl.Result{}, nil
+}
+
 // signingState is what signs now: the kid in the signing Secret, "" when there is none.
 func (r *Reconciler) signingState(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig) (string, error) {
 	if cfg.Spec.SigningSecret == "" {
@@ -39,7 +59,7 @@ func (r *Reconciler) signingState(ctx context.Context, cfg *jwksv1alpha1.JWKSCon
 		}
 		return "", fmt.Errorf("getting the signing Secret %s: %w", ref.Name, err)
 	}
-	if owner := secret.Labels[OwnerLabel]; owner != cfg.Name || secret.Type != corev1.SecretTypeTLS {
+	if owner := secret.Labels[jwksv1alpha1.OwnerLabel]; owner != cfg.Name || secret.Type != corev1.SecretTypeTLS {
 		whose := "was not made by trustplane"
 		if owner != "" && owner != cfg.Name {
 			whose = fmt.Sprintf("belongs to JWKSConfig %q", owner)
@@ -48,7 +68,7 @@ func (r *Reconciler) signingState(ctx context.Context, cfg *jwksv1alpha1.JWKSCon
 		}
 		return "", status.Stalled(jwksv1alpha1.ReasonNameInUse,
 			"Secret %q (spec.signingSecret) already exists and %s; it is left untouched: choose another name, delete it, or label it %s=%s to hand it over",
-			ref.Name, whose, OwnerLabel, cfg.Name)
+			ref.Name, whose, jwksv1alpha1.OwnerLabel, cfg.Name)
 	}
 	kid, err := jwkset.KeyIDOf(secret.Data[corev1.TLSCertKey])
 	if err != nil {
@@ -72,8 +92,14 @@ func signingPolicy(cfg *jwksv1alpha1.JWKSConfig, current, signing string) (keep 
 
 // promote runs once the set holding the current key is served (checkServed): it copies
 // the current key to the signing Secret when it is due, and records the state in status.
-// It returns when to come back (0: nothing awaited).
-func (r *Reconciler) promote(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, current, signing string, atOnce bool, now time.Time) (time.Duration, error) {
+// It asks to come back when a promotion is due.
+func (r *Reconciler) promote(ctx context.Context, s *scope) (ctrl.Result, error) {
+	wait, err := r.promoteKey(ctx, s.cfg, s.key.KeyID(), s.signing, s.promoteAtOnce, s.now)
+	return ctrl.Result{RequeueAfter: wait}, err
+}
+
+// promoteKey is promote; it returns when to come back (0: nothing awaited).
+func (r *Reconciler) promoteKey(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, current, signing string, atOnce bool, now time.Time) (time.Duration, error) {
 	st := &cfg.Status
 	if cfg.Spec.SigningSecret == "" {
 		st.SigningKeyID, st.PendingKeyID, st.PendingPromotionTime = "", "", nil
@@ -86,11 +112,11 @@ func (r *Reconciler) promote(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, 
 	if !atOnce {
 		st.SigningKeyID = signing
 		if st.PendingKeyID != current || st.PendingPromotionTime == nil {
-			at := now.Add(cacheMaxAge(cfg) + r.PromotionMargin)
+			at := now.Add(jwkset.CacheMaxAge(cfg) + r.PromotionMargin)
 			st.PendingKeyID, st.PendingPromotionTime = current, &metav1.Time{Time: at}
 			r.Recorder.Eventf(cfg, nil, corev1.EventTypeNormal, jwksv1alpha1.ReasonKeyPublished, "Publish",
 				"Key %s is served; signers get it in %s at %s, when caches of the set (max-age %v) have had time to see it",
-				current, cfg.Spec.SigningSecret, at.UTC().Format(time.RFC3339), cacheMaxAge(cfg))
+				current, cfg.Spec.SigningSecret, at.UTC().Format(time.RFC3339), jwkset.CacheMaxAge(cfg))
 		}
 		if wait := st.PendingPromotionTime.Sub(now); wait > 0 {
 			return wait, nil

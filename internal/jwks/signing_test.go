@@ -230,3 +230,6 @@ func TestEventsARelyingPartyNeeds(t *testing.T) {
 		return len(events) == 1 && strings.Contains(events[0].Note, old0) && strings.Contains(events[0].Note, old1)
 	})
 }
+
+// kidField is a key's kid as go-jose writes it in a document.
+func kidField(kid string) string { return `"kid":"` + kid + `"` }

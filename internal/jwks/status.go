@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
@@ -27,28 +27,41 @@ func (r *Reconciler) stallOnInputError(err error) error {
 	if !errors.As(err, &ie) {
 		return err
 	}
-	r.Metrics.countInputError(ie.Reason)
+	inputErrors.WithLabelValues(ie.Reason).Inc()
 	return status.Stalled(ie.Reason, "%s; the published set is unchanged", ie.Message)
+}
+
+// recordKeys records the set in status.keys and in the set's metrics.
+func (r *Reconciler) recordKeys(_ context.Context, s *scope) (ctrl.Result, error) {
+	setKeyStatus(s.cfg, s.next)
+	publishedKeys.WithLabelValues(s.cfg.Namespace, s.cfg.Name).Set(float64(len(s.next)))
+	certificateNotAfter.WithLabelValues(s.cfg.Namespace, s.cfg.Name).Set(float64(s.next[0].NotAfter.Unix()))
+	return ctrl.Result{}, nil
 }
 
 // checkServed says whether what was published is what is served: trustplane's own server
 // answers from the same cache as it reads here, and, with nginx, every replica of the
 // Deployment is updated and available. Not yet is Waiting: the watch on the ConfigMap and
 // the Deployment brings the JWKSConfig back when that changes.
-func (r *Reconciler) checkServed(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, doc []byte) error {
+func (r *Reconciler) checkServed(ctx context.Context, s *scope) (ctrl.Result, error) {
+	return ctrl.Result{}, r.served(ctx, s.cfg, s.doc)
+}
+
+func (r *Reconciler) served(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, doc []byte) error {
+	name := jwkset.ConfigMapName(cfg)
 	cm := &corev1.ConfigMap{}
-	err := r.Owned.Get(ctx, types.NamespacedName{Namespace: cfg.Namespace, Name: jwksConfigMapName(cfg)}, cm)
+	err := r.Owned.Get(ctx, types.NamespacedName{Namespace: cfg.Namespace, Name: name}, cm)
 	if client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("getting ConfigMap %s: %w", jwksConfigMapName(cfg), err)
+		return fmt.Errorf("getting ConfigMap %s: %w", name, err)
 	}
 	serves, serr := r.Claims.Serves(ctx, cfg)
 	if serr != nil {
 		return serr
 	}
-	if err != nil || !serves || cm.Data[jwkset.DocumentKey] != string(doc) || cm.Labels[OwnerLabel] != cfg.Name {
-		return status.Waiting(jwksv1alpha1.ReasonServerSyncing, "the set is written to ConfigMap %q; waiting for trustplane's server to answer it", jwksConfigMapName(cfg)).KeepReady()
+	if err != nil || !serves || cm.Data[jwkset.DocumentKey] != string(doc) || cm.Labels[jwksv1alpha1.OwnerLabel] != cfg.Name {
+		return status.Waiting(jwksv1alpha1.ReasonServerSyncing, "the set is written to ConfigMap %q; waiting for trustplane's server to answer it", name).KeepReady()
 	}
-	if !nginxEnabled(cfg) {
+	if !jwkset.NginxEnabled(cfg) {
 		return nil
 	}
 	d := &appsv1.Deployment{}
@@ -103,38 +116,7 @@ func rolledOut(d *appsv1.Deployment) bool {
 		d.Status.AvailableReplicas >= want && d.Status.Replicas-d.Status.UpdatedReplicas <= 0
 }
 
-// announce emits events for what changed in the set.
-func (r *Reconciler) announce(cfg *jwksv1alpha1.JWKSConfig, previous, next []jwkset.PublishedKey) {
-	nextKids := map[string]bool{}
-	for _, k := range next {
-		nextKids[k.KeyID()] = true
-	}
-	current := next[0].KeyID()
-	// A first publication is told by the Ready condition (reason Published, the kid in its
-	// message) the status write brings anyway: an event too would be one more API request
-	// per JWKSConfig for nothing new.
-	switch {
-	case len(previous) == 0:
-	case previous[0].KeyID() != current:
-		r.Recorder.Eventf(cfg, nil, corev1.EventTypeNormal, jwksv1alpha1.ReasonKeyRotated, "Rotate", "Current key is now %s (was %s)", current, previous[0].KeyID())
-	default:
-		r.Recorder.Eventf(cfg, nil, corev1.EventTypeNormal, jwksv1alpha1.ReasonUpdated, "Publish", "Updated key %s", current)
-	}
-	var removed []string
-	for _, k := range previous {
-		if !nextKids[k.KeyID()] {
-			removed = append(removed, k.KeyID())
-		}
-	}
-	if len(removed) > 0 {
-		r.Recorder.Eventf(cfg, nil, corev1.EventTypeNormal, jwksv1alpha1.ReasonKeyRemoved, "Remove", "Removed retired key(s) %s", strings.Join(removed, ", "))
-	}
-	if cfg.Spec.Issuer != "" && next[0].JWK.Algorithm == "EdDSA" {
-		r.Recorder.Eventf(cfg, nil, corev1.EventTypeWarning, jwksv1alpha1.ReasonAlgorithmUnsupported, "Publish",
-			"Key %s is published for EdDSA, which kube-apiserver's JWT authenticator cannot verify (it takes RS*, ES* and PS*): use an RSA or ECDSA key for an issuer kube-apiserver trusts", current)
-	}
-}
-
+// setKeyStatus records the published keys in status, current first.
 func setKeyStatus(cfg *jwksv1alpha1.JWKSConfig, keys []jwkset.PublishedKey) {
 	cfg.Status.LastKeyID = keys[0].KeyID()
 	cfg.Status.KeyCount = int32(len(keys)) //nolint:gosec // a set holds a handful of keys

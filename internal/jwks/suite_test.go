@@ -59,7 +59,7 @@ func startManager(t *testing.T, mutate ...func(*Options)) *runningManager {
 	}
 	// No kube-controller-manager or kubelet here: a stand-in says the nginx Deployments
 	// rolled out (namespaces labelled testenv.NoRolloutLabel excepted).
-	env.RollOutDeployments(t, OwnerLabel)
+	env.RollOutDeployments(t, jwksv1alpha1.OwnerLabel)
 	var r *Reconciler
 	var informers cache.Cache
 	stop := env.RunManager(t, func(mgr ctrl.Manager) (err error) {

@@ -2,17 +2,16 @@ package jwks
 
 import (
 	"context"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
+	"github.com/trustplane/trustplane/internal/jwks/issuerclaim"
+	"github.com/trustplane/trustplane/internal/jwks/jwkset"
 )
 
 // The indexes and event mappers of the controller's watches (wired in setup.go): each
@@ -27,9 +26,6 @@ const (
 	// when one JWKSConfig frees a name (deleted, renamed), another that stalled on it
 	// (NameInUse) is reconciled at once.
 	objectNameIndex = ".spec.objectNames"
-	// issuerKeyIndex indexes JWKSConfigs by jwks.IssuerKey of spec.issuer, so that a claim's
-	// change wakes the JWKSConfigs waiting for that issuer.
-	issuerKeyIndex = ".spec.issuer.key"
 )
 
 // ownerIndex indexes the ConfigMaps of the controller's private cache (Owned) by the
@@ -40,7 +36,7 @@ const ownerIndex = ".metadata.labels.owner"
 
 // ownerIndexOf is the ownerIndex value of an object.
 func ownerIndexOf(o client.Object) []string {
-	if owner, ok := o.GetLabels()[OwnerLabel]; ok {
+	if owner, ok := o.GetLabels()[jwksv1alpha1.OwnerLabel]; ok {
 		return []string{owner}
 	}
 	return nil
@@ -58,21 +54,13 @@ func secretIndexOf(o client.Object) []string {
 // objectNameIndexOf is the objectNameIndex value of a JWKSConfig: its ConfigMaps' names.
 func objectNameIndexOf(o client.Object) []string {
 	c := o.(*jwksv1alpha1.JWKSConfig)
-	return []string{jwksConfigMapName(c), nginxConfigMapName(c)}
-}
-
-// IssuerKeyIndexOf is the issuerKeyIndex value of a JWKSConfig.
-func IssuerKeyIndexOf(o client.Object) []string {
-	if key := issuerKeyOf(o.(*jwksv1alpha1.JWKSConfig)); key != "" {
-		return []string{key}
-	}
-	return nil
+	return []string{jwkset.ConfigMapName(c), jwkset.NginxConfigMapName(c)}
 }
 
 // configOfOwned maps an event of an object the controller made (a Deployment, a Service)
 // to the JWKSConfig its OwnerLabel names.
 func configOfOwned(_ context.Context, o client.Object) []reconcile.Request {
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetLabels()[OwnerLabel]}}}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetLabels()[jwksv1alpha1.OwnerLabel]}}}
 }
 
 // configsForSecret maps a Secret event to the JWKSConfigs that read it.
@@ -93,7 +81,7 @@ func (r *Reconciler) configsForSecret(ctx context.Context, secret client.Object)
 // JWKSConfig and to every other one in the namespace that names the ConfigMap (and waits,
 // NameInUse, for the name to be freed).
 func (r *Reconciler) configsForConfigMap(ctx context.Context, cm client.Object) []reconcile.Request {
-	reqs := []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: cm.GetNamespace(), Name: cm.GetLabels()[OwnerLabel]}}}
+	reqs := []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: cm.GetNamespace(), Name: cm.GetLabels()[jwksv1alpha1.OwnerLabel]}}}
 	list := &jwksv1alpha1.JWKSConfigList{}
 	if err := r.Client.List(ctx, list, client.InNamespace(cm.GetNamespace()), client.MatchingFields{objectNameIndex: cm.GetName()}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing JWKSConfigs for a ConfigMap", "configMap", cm.GetName())
@@ -109,12 +97,12 @@ func (r *Reconciler) configsForConfigMap(ctx context.Context, cm client.Object) 
 
 // configsForClaim maps a claim's event to the JWKSConfigs naming its issuer.
 func (r *Reconciler) configsForClaim(ctx context.Context, cm client.Object) []reconcile.Request {
-	key := cm.(*corev1.ConfigMap).Data[claimIssuer]
+	key := issuerclaim.IssuerOf(cm.(*corev1.ConfigMap))
 	if key == "" {
 		return nil
 	}
 	list := &jwksv1alpha1.JWKSConfigList{}
-	if err := r.Client.List(ctx, list, client.MatchingFields{issuerKeyIndex: key}); err != nil {
+	if err := r.Client.List(ctx, list, client.MatchingFields{issuerclaim.KeyIndex: key}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing JWKSConfigs for an issuer claim", "issuer", key)
 		return nil
 	}
@@ -123,50 +111,4 @@ func (r *Reconciler) configsForClaim(ctx context.Context, cm client.Object) []re
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Name}})
 	}
 	return reqs
-}
-
-// ownWrites remembers, per JWKSConfig, the version of its JWKS ConfigMap that its
-// reconcile has just written (awaitOwnedCache). The watch event of that version is the
-// echo of the write: the reconcile that made it waits until its cache shows the version,
-// so it has acted on everything the echo shows, and a second reconcile would find nothing
-// to do (one reconcile per published set, not two). Any other version, a deletion, or
-// an echo the reconcile stopped waiting for still brings the JWKSConfig back.
-type ownWrites struct {
-	versions sync.Map // types.NamespacedName (the JWKSConfig) → ownWrite
-}
-
-// ownWrite is one ConfigMap version a reconcile wrote.
-type ownWrite struct {
-	name, resourceVersion string
-}
-
-func writeOf(cm client.Object) ownWrite {
-	return ownWrite{name: cm.GetName(), resourceVersion: cm.GetResourceVersion()}
-}
-
-// expect records that the reconcile of id wrote cm, at cm's resourceVersion.
-func (w *ownWrites) expect(id types.NamespacedName, cm client.Object) {
-	w.versions.Store(id, writeOf(cm))
-}
-
-// unexpect takes expect back, unless the echo has come already.
-func (w *ownWrites) unexpect(id types.NamespacedName, cm client.Object) {
-	w.versions.CompareAndDelete(id, writeOf(cm))
-}
-
-// echo says whether cm is the version expected, and forgets it: an echo is dropped once.
-func (w *ownWrites) echo(cm client.Object) bool {
-	id := types.NamespacedName{Namespace: cm.GetNamespace(), Name: cm.GetLabels()[OwnerLabel]}
-	return w.versions.CompareAndDelete(id, writeOf(cm))
-}
-
-func (w *ownWrites) forget(id types.NamespacedName) { w.versions.Delete(id) }
-
-// notAnEcho passes every event of a JWKS ConfigMap but the echo of the controller's own
-// write (ownWrites); deletions always pass.
-func (w *ownWrites) notAnEcho() predicate.Predicate {
-	return predicate.Funcs{
-		CreateFunc: func(e event.CreateEvent) bool { return !w.echo(e.Object) },
-		UpdateFunc: func(e event.UpdateEvent) bool { return !w.echo(e.ObjectNew) },
-	}
 }

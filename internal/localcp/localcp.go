@@ -36,23 +36,13 @@ type ControlPlane struct {
 	cm  *controllerManager
 }
 
-// Options change how the control plane serves.
-type Options struct {
-	// Node prepares the control plane for a real node (internal/localnode): the API
-	// server binds the node's address (pods reach it there through the kubernetes
-	// Service), authorizes kubelets with the Node authorizer and NodeRestriction,
-	// reaches kubelets with a client certificate of KubeletClientCA, and admits
-	// ServiceAccounts as a cluster does; kube-controller-manager runs the workload
-	// controllers too.
-	Node bool
-	// BindAddress is the API server's address; loopback unless Node.
-	BindAddress string
-}
-
 // Start starts etcd with its data under dir/etcd and a kube-apiserver in front of it,
 // writes an admin kubeconfig to dir/kubeconfig and runs kube-controller-manager with
 // ControllerManagerControllers through it. binDir holds the binaries.
 func Start(dir, binDir string, opts Options) (*ControlPlane, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
 	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err

@@ -131,3 +131,12 @@ func TestSampleClusterKubeconfigAcrossRestarts(t *testing.T) {
 		}
 	}
 }
+
+// TestOptionsValidate: a bind address that is no IP address fails before etcd starts.
+func TestOptionsValidate(t *testing.T) {
+	for addr, ok := range map[string]bool{"": true, "127.0.0.1": true, "10.200.0.1": true, "::1": true, "localhost": false, "10.0.0.1:6443": false} {
+		if err := (Options{BindAddress: addr}).Validate(); (err == nil) != ok {
+			t.Errorf("BindAddress %q: Validate() = %v", addr, err)
+		}
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -18,55 +17,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/trustplane/trustplane/internal/scheme"
+	"github.com/trustplane/trustplane/internal/status"
 )
-
-// Options are the manager-wide settings (flags of `trustplane manager`).
-type Options struct {
-	// Controllers is the --controllers selection, e.g. ["*", "-jwks"].
-	Controllers []string
-	// MetricsBindAddress serves Prometheus metrics; "0" turns them off.
-	MetricsBindAddress string
-	// MetricsSecure serves metrics over HTTPS, guarded by TokenReview/SubjectAccessReview.
-	MetricsSecure bool
-	// HealthProbeBindAddress serves /healthz and /readyz.
-	HealthProbeBindAddress string
-	// LeaderElect makes only one replica run the controllers at a time.
-	LeaderElect bool
-	// LeaderElectionNamespace holds the Lease; empty means the pod's own namespace.
-	LeaderElectionNamespace string
-	// LeaderElectionID names the Lease.
-	LeaderElectionID string
-	// GracefulShutdownTimeout bounds how long runnables may take to stop.
-	GracefulShutdownTimeout time.Duration
-}
-
-// DefaultOptions are the defaults of the manager flags. Leader election is on when
-// running inside a cluster, where several replicas may run, and off on a laptop. Plain
-// /metrics answers anyone who reaches it, so by default only this host can: the shipped
-// manifests serve it on all interfaces with --metrics-secure instead.
-func DefaultOptions() Options {
-	return Options{
-		Controllers:             []string{"*"},
-		MetricsBindAddress:      "127.0.0.1:8080",
-		HealthProbeBindAddress:  ":8081",
-		LeaderElect:             inCluster(),
-		LeaderElectionID:        "trustplane-manager",
-		GracefulShutdownTimeout: 30 * time.Second,
-	}
-}
-
-// AddFlags registers the options as flags.
-func (o *Options) AddFlags(fs *pflag.FlagSet, known []Controller) {
-	fs.StringSliceVar(&o.Controllers, "controllers", o.Controllers,
-		"Controllers to run: '*' runs every controller that is on by default, 'name' adds one, '-name' removes one. Known controllers:\n"+Describe(known))
-	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of the Prometheus /metrics endpoint; '0' disables it.")
-	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "Serve /metrics over HTTPS, allowing only callers authorized to 'get' the /metrics non-resource URL.")
-	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address of the /healthz and /readyz endpoints.")
-	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Run controllers only while holding the leader Lease (default on inside a cluster).")
-	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "Namespace of the leader Lease (default: the pod's namespace).")
-	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader Lease.")
-	fs.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", o.GracefulShutdownTimeout, "How long controllers and servers may take to stop.")
-}
 
 // New builds a manager with the selected controllers set up, ready to Start.
 func New(cfg *rest.Config, opts Options, known []Controller) (ctrl.Manager, error) {
@@ -105,7 +57,16 @@ func New(cfg *rest.Config, opts Options, known []Controller) (ctrl.Manager, erro
 	if err := AddProbes(mgr, CachesSynced(mgr)); err != nil {
 		return nil, err
 	}
+	// Every controller reports its objects' kstatus (trustplane_object_*) and its own
+	// collectors; the manager registers both for the controllers it runs, so no package
+	// registers a collector when it loads or sets up (test/layout checks it).
+	if err := RegisterMetrics(status.Metrics()...); err != nil {
+		return nil, fmt.Errorf("registering the status metrics: %w", err)
+	}
 	for _, c := range selected {
+		if err := RegisterMetrics(c.Collectors...); err != nil {
+			return nil, fmt.Errorf("registering the metrics of controller %s: %w", c.Name, err)
+		}
 		if err := c.Setup(mgr); err != nil {
 			return nil, fmt.Errorf("setting up controller %s: %w", c.Name, err)
 		}

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,13 +12,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/trustplane/trustplane/internal/status"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
 
@@ -38,9 +42,12 @@ func TestManagerRunsSelectedControllersWithProbesMetricsAndLeaderElection(t *tes
 				}))
 		}
 	}
+	// Each controller's collectors: the manager registers those of the controllers it runs.
+	watcherGauge := prometheus.NewGauge(prometheus.GaugeOpts{Name: "trustplane_test_watcher_gauge", Help: "The watcher's."})
+	otherGauge := prometheus.NewGauge(prometheus.GaugeOpts{Name: "trustplane_test_other_gauge", Help: "The deselected controller's."})
 	known := []Controller{
-		{Name: "watcher", Setup: watchConfigMaps(&seen, "watcher")},
-		{Name: "other", Setup: watchConfigMaps(&deselectedRan, "other")},
+		{Name: "watcher", Setup: watchConfigMaps(&seen, "watcher"), Collectors: []prometheus.Collector{watcherGauge}},
+		{Name: "other", Setup: watchConfigMaps(&deselectedRan, "other"), Collectors: []prometheus.Collector{otherGauge}},
 	}
 	opts := DefaultOptions()
 	opts.Controllers = []string{"*", "-other"}
@@ -83,6 +90,16 @@ func TestManagerRunsSelectedControllersWithProbesMetricsAndLeaderElection(t *tes
 	body := httpBody(t, opts.MetricsBindAddress, "/metrics")
 	if !strings.Contains(body, `controller_runtime_reconcile_total{controller="watcher"`) {
 		t.Errorf("/metrics lacks the watcher controller's reconcile counter")
+	}
+	if !strings.Contains(body, "trustplane_test_watcher_gauge 0") {
+		t.Errorf("/metrics lacks the selected controller's own collector")
+	}
+	if strings.Contains(body, "trustplane_test_other_gauge") {
+		t.Errorf("/metrics exports the deselected controller's collector")
+	}
+	var already prometheus.AlreadyRegisteredError // an empty vector has no line at /metrics
+	if err := metrics.Registry.Register(status.Metrics()[0]); !errors.As(err, &already) {
+		t.Errorf("the status metrics every controller reports are not registered (registering again: %v)", err)
 	}
 }
 

@@ -43,3 +43,16 @@ func RegisterMetrics(collectors ...prometheus.Collector) error {
 	}
 	return nil
 }
+
+// ReplaceMetrics registers c in place of a collector already registered with the same
+// descriptors: a collector that reads one agent's state at scrape time reports the newest
+// agent of the process (tests run several).
+func ReplaceMetrics(c prometheus.Collector) error {
+	err := metrics.Registry.Register(c)
+	var already prometheus.AlreadyRegisteredError
+	if errors.As(err, &already) {
+		metrics.Registry.Unregister(already.ExistingCollector)
+		err = metrics.Registry.Register(c)
+	}
+	return err
+}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	ctrl "sigs.k8s.io/controller-runtime"
 )
@@ -25,6 +26,9 @@ type Controller struct {
 	// Validate checks the controller's options once the flags (and --config) are read,
 	// before anything connects; may be nil.
 	Validate func() error
+	// Collectors are the controller's Prometheus collectors (its package's Collectors()),
+	// registered by the manager when the controller is selected, before Setup.
+	Collectors []prometheus.Collector
 	// Setup wires the controller into the manager.
 	Setup func(mgr ctrl.Manager) error
 }
@@ -89,4 +93,19 @@ func Describe(cs []Controller) string {
 		fmt.Fprintf(&b, "  %-26s %s%s\n", c.Name, c.Help, def)
 	}
 	return b.String()
+}
+
+// DeprecatedAlias registers old as another name of the flag current, marked deprecated:
+// it sets the same value, is left out of --help and the configuration reference, and
+// pflag says once, when it is used, which name replaced it. A flag renamed to carry its
+// controller's prefix keeps working under its old name this way.
+func DeprecatedAlias(fs *pflag.FlagSet, old, current string) {
+	f := fs.Lookup(current)
+	if f == nil {
+		panic("DeprecatedAlias: no flag --" + current) // a programming error, found by any test
+	}
+	fs.AddFlag(&pflag.Flag{Name: old, Usage: f.Usage, Value: f.Value, DefValue: f.DefValue, NoOptDefVal: f.NoOptDefVal})
+	if err := fs.MarkDeprecated(old, "use --"+current); err != nil {
+		panic(err)
+	}
 }

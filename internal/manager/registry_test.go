@@ -3,6 +3,8 @@ package manager
 import (
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 )
 
 func names(cs []Controller) string {
@@ -55,5 +57,58 @@ func TestDescribeListsEveryController(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("Describe output %q lacks %q", out, want)
 		}
+	}
+}
+
+// TestDeprecatedAliasSetsTheSameValue: a flag's old name sets the renamed flag's value,
+// says which name replaced it, and is left out of the usage text.
+func TestDeprecatedAliasSetsTheSameValue(t *testing.T) {
+	var workers int
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	var out strings.Builder
+	fs.SetOutput(&out)
+	fs.IntVar(&workers, "signer-workers", 16, "Concurrent signings.")
+	DeprecatedAlias(fs, "podcert-signer-workers", "signer-workers")
+	if err := fs.Parse([]string{"--podcert-signer-workers=3"}); err != nil {
+		t.Fatal(err)
+	}
+	if workers != 3 {
+		t.Errorf("--podcert-signer-workers=3 set %d", workers)
+	}
+	if !strings.Contains(out.String(), "--podcert-signer-workers has been deprecated, use --signer-workers") {
+		t.Errorf("no deprecation warning: %q", out.String())
+	}
+	if strings.Contains(fs.FlagUsages(), "podcert-signer-workers") {
+		t.Errorf("the alias is listed in the usage:\n%s", fs.FlagUsages())
+	}
+}
+
+// TestOptionsValidate: the manager's flags are checked before anything connects.
+func TestOptionsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(o *Options)
+		want   string // "" when valid
+	}{
+		{"defaults", func(*Options) {}, ""},
+		{"metrics off", func(o *Options) { o.MetricsBindAddress = "0" }, ""},
+		{"no controllers", func(o *Options) { o.Controllers = nil }, "--controllers is empty"},
+		{"metrics address without a port", func(o *Options) { o.MetricsBindAddress = "127.0.0.1" }, "--metrics-bind-address"},
+		{"probe address without a port", func(o *Options) { o.HealthProbeBindAddress = "localhost" }, "--health-probe-bind-address"},
+		{"leader election without a Lease name", func(o *Options) { o.LeaderElect, o.LeaderElectionID, o.LeaderElectionNamespace = true, "", "x" }, "--leader-election-id"},
+		{"no shutdown time", func(o *Options) { o.GracefulShutdownTimeout = 0 }, "--graceful-shutdown-timeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := DefaultOptions()
+			o.LeaderElect = false
+			tc.change(&o)
+			err := o.Validate()
+			if tc.want == "" && err != nil {
+				t.Errorf("Validate() = %v, want nil", err)
+			}
+			if tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("Validate() = %v, want an error naming %s", err, tc.want)
+			}
+		})
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"math/big"
 	"time"
+
+	"github.com/trustplane/trustplane/api/certificates"
 )
 
 // Keys and annotations of the CA Secret (a kubernetes.io/tls Secret) that carry a rotation.
@@ -31,11 +33,10 @@ const (
 	// they signed may still be live.
 	PreviousCertKey = "previous.crt"
 
-	AnnotationSigningSince = "podcert.trustplane.io/signing-since"
-	AnnotationNextSignsAt  = "podcert.trustplane.io/next-signs-at"
-	// AnnotationReservedUntil is a JSON object from CA fingerprint (SHA-256 of the DER,
-	// hex) to an RFC 3339 time no earlier than the notAfter of any leaf that CA signed.
-	AnnotationReservedUntil = "podcert.trustplane.io/reserved-until"
+	// The CA Secret's annotations (api/certificates).
+	AnnotationSigningSince  = certificates.AnnotationSigningSince
+	AnnotationNextSignsAt   = certificates.AnnotationNextSignsAt
+	AnnotationReservedUntil = certificates.AnnotationReservedUntil
 )
 
 // ReserveAhead is how far past the longest possible leaf a reservation reaches, so that a
@@ -88,11 +89,11 @@ type RotationPolicy struct {
 func (p RotationPolicy) Validate() error {
 	switch {
 	case p.Overlap < 0:
-		return fmt.Errorf("--podcert-ca-overlap must not be negative, not %v", p.Overlap)
+		return fmt.Errorf("--podcertificate-signer-ca-overlap must not be negative, not %v", p.Overlap)
 	case p.Every < 0:
-		return fmt.Errorf("--podcert-ca-rotation must not be negative, not %v", p.Every)
+		return fmt.Errorf("--podcertificate-signer-ca-rotation must not be negative, not %v", p.Every)
 	case p.Every > 0 && p.Every <= p.Overlap:
-		return fmt.Errorf("--podcert-ca-rotation (%v) must be longer than --podcert-ca-overlap (%v)", p.Every, p.Overlap)
+		return fmt.Errorf("--podcertificate-signer-ca-rotation (%v) must be longer than --podcertificate-signer-ca-overlap (%v)", p.Every, p.Overlap)
 	}
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -12,7 +14,9 @@ import (
 // what and why) is logged at info, without the stack trace an error carries: it is the
 // user's mistake, not the program's. controller-runtime logs every error a reconcile
 // returns as "Reconciler error"; a terminal one comes back only when the object or its
-// input changes, so it is logged once per change. Other errors pass unchanged.
+// input changes, so it is logged once per change. A write refused because its namespace
+// is being deleted (an Event about an object going with it) is logged at V(1). Other
+// errors pass unchanged.
 func QuietTerminalErrors(l logr.Logger) logr.Logger {
 	sink := l.GetSink()
 	if sink == nil {
@@ -30,6 +34,15 @@ func (s *quietSink) Error(err error, msg string, keysAndValues ...any) {
 	if errors.Is(err, reconcile.TerminalError(nil)) {
 		if s.Enabled(0) {
 			s.Info(0, msg+" (stalled: only a change can help)", append(keysAndValues, "reason", Reason(err), "error", err.Error())...)
+		}
+		return
+	}
+	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		// An Event (or any object) written into a namespace that is being deleted: the
+		// API server refuses it, and there is nothing to do or to tell (client-go's event
+		// broadcaster logs each refusal as an error, stack trace included).
+		if s.Enabled(1) {
+			s.Info(1, msg+" (its namespace is being deleted)", append(keysAndValues, "error", err.Error())...)
 		}
 		return
 	}

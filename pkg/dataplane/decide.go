@@ -24,7 +24,7 @@ const (
 	// confirms that its last verified files may go: until then (or until the Secret is
 	// deleted) a data plane keeps serving them, as losing the annotation is usually a
 	// careless edit, not a decision.
-	RemoveUnversionedAnnotation = "dataplane.trustplane.io/remove-unversioned"
+	RemoveUnversionedAnnotation = tenginev1alpha1.RemoveUnversionedAnnotation
 )
 
 // ScopeOf is the scope string of a data plane that watches namespaces (none: every

@@ -1,4 +1,4 @@
-package aggregation
+package aggregation_test
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"github.com/trustplane/trustplane/internal/aggregation/rbac"
 	"github.com/trustplane/trustplane/internal/aggregation/roleaggregation"
 	"github.com/trustplane/trustplane/internal/testenv"
+	"github.com/trustplane/trustplane/test/aggregation/sidebyside"
 )
 
 func rule(verb, resource string) rbacv1.PolicyRule {
@@ -120,7 +121,7 @@ func converged(t *testing.T, cl client.Client, name string) *rbacv1.ClusterRole 
 // trustplane as with kube-controller-manager (both byte for byte the same); and the same
 // for an aggregated Role, under trustplane's own field manager.
 func TestForceTakesRulesFromOtherManagers(t *testing.T) {
-	kcm, err := StartSide("kube-controller-manager", t.TempDir(), KubeControllerManager(filepath.Join(testenv.RepoRoot(), "bin/k8s")))
+	kcm, err := sidebyside.StartSide("kube-controller-manager", t.TempDir(), sidebyside.KubeControllerManager(filepath.Join(testenv.RepoRoot(), "bin/k8s")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package aggregation
+package aggregation_test
 
 import (
 	"context"

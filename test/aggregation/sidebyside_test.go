@@ -1,4 +1,4 @@
-package aggregation
+package aggregation_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/trustplane/trustplane/internal/testenv"
+	"github.com/trustplane/trustplane/test/aggregation/sidebyside"
 )
 
 // TestSideBySideWithKubeControllerManager feeds the same seeded corpus and churn to
@@ -23,29 +24,29 @@ func TestSideBySideWithKubeControllerManager(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", binary, filepath.Join(root, "cmd/trustplane")).CombinedOutput(); err != nil {
 		t.Fatalf("building trustplane: %v\n%s", err, out)
 	}
-	kcm, err := StartSide("kube-controller-manager", dir, KubeControllerManager(filepath.Join(root, "bin/k8s")))
+	kcm, err := sidebyside.StartSide("kube-controller-manager", dir, sidebyside.KubeControllerManager(filepath.Join(root, "bin/k8s")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer kcm.Stop()
-	tp, err := StartSide("trustplane", dir, Trustplane(binary))
+	tp, err := sidebyside.StartSide("trustplane", dir, sidebyside.Trustplane(binary))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tp.Stop()
-	sides := []*Side{kcm, tp}
+	sides := []*sidebyside.Side{kcm, tp}
 	ctx := context.Background()
 
 	for _, seed := range []int64{1, 2, 3} {
-		corpus := NewCorpus(seed, "s"+string(rune('0'+seed))+"-")
+		corpus := sidebyside.NewCorpus(seed, "s"+string(rune('0'+seed))+"-")
 		corpus.EmptyTop = seed == 1 // one {} selector per cluster: two would select each other
 		// Initial world, then churn in bursts with short pauses, so both controllers see
 		// events both batched and one at a time.
 		ops := corpus.Initial(80, 12)
-		for _, burst := range [][]Op{ops, corpus.Churn(150), corpus.Churn(150)} {
+		for _, burst := range [][]sidebyside.Op{ops, corpus.Churn(150), corpus.Churn(150)} {
 			for _, op := range burst {
 				for _, s := range sides {
-					if err := Apply(ctx, s.Client, op); err != nil {
+					if err := sidebyside.Apply(ctx, s.Client, op); err != nil {
 						t.Fatalf("seed %d: %s on %s: %v", seed, op.Name, s.Name, err)
 					}
 				}
@@ -53,7 +54,7 @@ func TestSideBySideWithKubeControllerManager(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 		}
 		for _, s := range sides {
-			if _, err := WaitConverged(ctx, s.Client, 2*time.Minute); err != nil {
+			if _, err := sidebyside.WaitConverged(ctx, s.Client, 2*time.Minute); err != nil {
 				t.Fatalf("seed %d: %s: %v (logs in %s)", seed, s.Name, err, dir)
 			}
 		}
@@ -61,26 +62,26 @@ func TestSideBySideWithKubeControllerManager(t *testing.T) {
 		// mask an update that the fan-out failed to deliver.
 		for i, op := range corpus.Churn(40) {
 			for _, s := range sides {
-				if err := Apply(ctx, s.Client, op); err != nil {
+				if err := sidebyside.Apply(ctx, s.Client, op); err != nil {
 					t.Fatalf("seed %d: %s on %s: %v", seed, op.Name, s.Name, err)
 				}
 			}
 			for _, s := range sides {
-				if _, err := WaitConverged(ctx, s.Client, 15*time.Second); err != nil {
+				if _, err := sidebyside.WaitConverged(ctx, s.Client, 15*time.Second); err != nil {
 					t.Fatalf("seed %d, isolated change %d (%s %v): %s: %v", seed, i, op.Name, op.Patch, s.Name, err)
 				}
 			}
 		}
-		want, err := Snapshot(ctx, kcm.Client)
+		want, err := sidebyside.Snapshot(ctx, kcm.Client)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := Snapshot(ctx, tp.Client)
+		got, err := sidebyside.Snapshot(ctx, tp.Client)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := Diff(want, got); len(diff) > 0 {
-			t.Fatalf("seed %d: %d ClusterRoles differ (kube-controller-manager first):\n%s", seed, len(diff), strings.Join(head(diff), "\n"))
+		if diff := sidebyside.Diff(want, got); len(diff) > 0 {
+			t.Fatalf("seed %d: %d ClusterRoles differ (kube-controller-manager first):\n%s", seed, len(diff), strings.Join(sidebyside.Head(diff), "\n"))
 		}
 		aggregated := 0
 		for name, rules := range got {

@@ -417,7 +417,7 @@ func (s *clusterSystem) checkShoots(ctx context.Context, h *Harness, v *poolView
 	for i := range v.shoots.Items {
 		sh := &v.shoots.Items[i]
 		labels := sh.GetLabels()
-		owner := types.NamespacedName{Namespace: labels[shoot.ClusterNamespaceLabel], Name: labels[shoot.ClusterNameLabel]}
+		owner := types.NamespacedName{Namespace: labels[operatorv1alpha1.ClusterNamespaceLabel], Name: labels[operatorv1alpha1.ClusterNameLabel]}
 		h.Check("cluster: shoot ownership", shoot.Name(owner.Namespace, owner.Name) == sh.GetName(),
 			"Shoot %s (rv %s) is labelled for Cluster %s, whose Shoot is %s", sh.GetName(), sh.GetResourceVersion(), owner, shoot.Name(owner.Namespace, owner.Name))
 		if poolTenants[owner.Namespace] != nil && clusters[owner] == nil {
@@ -548,7 +548,7 @@ func (s *clusterSystem) Settle(ctx context.Context, h *Harness) {
 		}
 		for _, sh := range v.shoots.Items {
 			l := sh.GetLabels()
-			if owner := l[shoot.ClusterNamespaceLabel] + "/" + l[shoot.ClusterNameLabel]; !live[owner] {
+			if owner := l[operatorv1alpha1.ClusterNamespaceLabel] + "/" + l[operatorv1alpha1.ClusterNameLabel]; !live[owner] {
 				left = append(left, fmt.Sprintf("Shoot %s of Cluster %s", sh.GetName(), owner))
 			}
 		}

@@ -120,7 +120,7 @@ func (s *jwksSystem) Setup(ctx context.Context, h *Harness) error {
 	if err != nil {
 		return err
 	}
-	owned := []client.ListOption{client.InNamespace(jwksNamespace), client.HasLabels{jwksctrl.OwnerLabel}}
+	owned := []client.ListOption{client.InNamespace(jwksNamespace), client.HasLabels{jwksv1alpha1.OwnerLabel}}
 	s.cms = &ckRevWatch{h: h, c: wc, what: "JWKS ConfigMaps", list: func() client.ObjectList { return &corev1.ConfigMapList{} }, opts: owned, onObject: s.observe}
 	s.signing = &ckRevWatch{h: h, c: wc, what: "signing Secrets", list: func() client.ObjectList { return &corev1.SecretList{} }, opts: owned, onObject: s.observe}
 	watchCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
@@ -353,7 +353,7 @@ func (s *jwksSystem) checkRevision(ctx context.Context, h *Harness, rv int64) er
 // counts them); its retirement is at least the time recorded for it before, or the time of
 // the write before when it was not retired yet.
 func (s *jwksSystem) checkRetired(h *Harness, cfg *jwksv1alpha1.JWKSConfig, cm *corev1.ConfigMap, kids []string, rv int64) {
-	retired, _ := jwkset.DecodeRetirements(cm.Annotations[jwksctrl.RetirementsAnnotation])
+	retired, _ := jwkset.DecodeRetirements(cm.Annotations[jwksv1alpha1.RetirementsAnnotation])
 	cur := jwksChecked{rv: rv, kids: kids, retired: retired, managedTime: jwksManagedTime(cm)}
 	s.mu.Lock()
 	prev, ok := s.checked[string(cfg.UID)]
@@ -436,7 +436,7 @@ func (s *jwksSystem) checkServers(ctx context.Context, h *Harness) {
 				continue // not published yet, 503 while repairing, or the replica is down
 			}
 			list := &corev1.ConfigMapList{}
-			if err := h.Client.List(ctx, list, client.InNamespace(jwksNamespace), client.HasLabels{jwksctrl.OwnerLabel}); err != nil {
+			if err := h.Client.List(ctx, list, client.InNamespace(jwksNamespace), client.HasLabels{jwksv1alpha1.OwnerLabel}); err != nil {
 				continue
 			}
 			s.mu.Lock()

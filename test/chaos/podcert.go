@@ -45,7 +45,7 @@ const (
 	podcertNamespace = "chaos-podcert"
 	podcertSigner    = "trustplane.io/pod-identity" // the manager's default signer
 	podcertAccount   = "chaos"
-	podcertCASecret  = "trustplane-pod-identity-ca" // --podcert-ca-secret's default
+	podcertCASecret  = "trustplane-pod-identity-ca" // --podcertificate-signer-ca-secret's default
 	agentNamespace   = "trustplane-node-agent"
 	agentAccount     = "trustplane-node-agent"
 	// podcertMaxPods bounds the live pods, so that the workload keeps deleting as well.
@@ -121,7 +121,7 @@ func (s *podcertSystem) Name() string { return "podcert" }
 // minutes whose overlap is longer than the minute a leaf's notBefore is backdated, so a
 // new CA is in the bundle before any leaf it signs is valid.
 func (s *podcertSystem) ManagerArgs(*Harness) []string {
-	return []string{"--podcert-max-lifetime=1h", "--podcert-ca-rotation=3m", "--podcert-ca-overlap=75s"}
+	return []string{"--podcertificate-signer-max-lifetime=1h", "--podcertificate-signer-ca-rotation=3m", "--podcertificate-signer-ca-overlap=75s"}
 }
 
 func (s *podcertSystem) Setup(ctx context.Context, h *Harness) error {

@@ -138,7 +138,7 @@ func (h *Harness) startManagers(t *testing.T, manager []*unstructured.Unstructur
 		args := testenv.ArgsOf(t, container, nil, append([]string{
 			"--kubeconfig=" + kubeconfig,
 			// A pod reads these from its token mount; a process is told.
-			"--leader-election-namespace=" + ManagerNamespace, "--podcert-ca-namespace=" + ManagerNamespace,
+			"--leader-election-namespace=" + ManagerNamespace, "--podcertificate-signer-ca-namespace=" + ManagerNamespace,
 			"--secret-checksum-publish-namespace=" + ManagerNamespace, "--secret-checksum-scopes=cluster,namespace",
 			"--metrics-bind-address=" + metrics, "--health-probe-bind-address=" + probes, "--jwks-server-bind-address=" + jwks,
 		}, extra...)...)

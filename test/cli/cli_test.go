@@ -1,10 +1,10 @@
-// Package cli runs the day-2 verbs of trustplane (get, describe, kubeconfig, rotate,
+// Package cli_test runs the day-2 verbs of trustplane (get, describe, kubeconfig, rotate,
 // revoke, reconcile, jwks, checksum, podcert) as users run them: the binary built from
 // ./cmd/trustplane, also as the kubectl plugin kubectl-trustplane, against a real API
 // server with trustplane's CRDs. Objects and statuses are written directly, except where
 // a verb's point is a controller's reaction (reconcile, rotate and revoke --wait, pod
 // certificates): those controllers run in the test process.
-package cli
+package cli_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package cli
+package cli_test
 
 import (
 	"strings"
@@ -124,4 +124,37 @@ func TestDescribeCluster(t *testing.T) {
 	contains(t, out, "credential (CredentialsBinding in the Gardener project): aws-shared-2")
 
 	tp(t, "describe", "cluster", "nosuch", "-n", ns).fails(t, `cluster "nosuch" not found in namespace "`+ns+`"`)
+}
+
+// TestDescribeJWKSConfigKeyRoles: during a rotation with a signing Secret, describe names
+// each published key by its role as the status says: the previous key still signs, the
+// new one is next (promoted at pendingPromotionTime), an older one is retiring. None is
+// called "current" twice.
+func TestDescribeJWKSConfigKeyRoles(t *testing.T) {
+	ns := env.Namespace(t, "describe")
+	cfg := &jwksv1alpha1.JWKSConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "issuer"},
+		Spec: jwksv1alpha1.JWKSConfigSpec{CertificateSecret: "issuer-tls", SigningSecret: "issuer-signing", Nginx: jwksv1alpha1.NginxSpec{Enabled: ptr.To(false)}}}
+	create(t, cfg)
+	now := time.Now()
+	day := metav1.NewTime(now.Add(24 * time.Hour))
+	cfg.Status = jwksv1alpha1.JWKSConfigStatus{Conditions: readyCondition(metav1.ConditionTrue, jwksv1alpha1.ReasonPublished, "Publishing 3 key(s)"),
+		ObservedGeneration: cfg.Generation, LastKeyID: "kid-new", KeyCount: 3, SigningKeyID: "kid-previous",
+		PendingKeyID: "kid-new", PendingPromotionTime: &metav1.Time{Time: now.Add(30 * time.Minute)},
+		Keys: []jwksv1alpha1.PublishedKey{
+			{KeyID: "kid-new", Algorithm: "ES256", NotAfter: &day},
+			{KeyID: "kid-previous", Algorithm: "ES256", NotAfter: &day},
+			{KeyID: "kid-old", Algorithm: "ES256", NotAfter: &day, RetiredAt: &metav1.Time{Time: now.Add(-2 * time.Hour)}},
+		}}
+	setStatus(t, cfg)
+
+	out := tp(t, "describe", "jwksconfig", "issuer", "-n", ns).ok(t)
+	contains(t, out,
+		"├─Published keys",
+		"│ ├─kid-new ES256, next: published, promoted to the signing Secret in 29m",
+		"│ ├─kid-previous ES256, signing (previous: the signing Secret holds it until the next key is promoted), certificate expires in 23h",
+		"│ └─kid-old ES256, retiring: retired 120m ago, kept for the tokens it signed",
+		"pending: kid-new")
+	if strings.Contains(out, ", current,") {
+		t.Errorf("describe calls a key current:\n%s", out)
+	}
 }

@@ -1,4 +1,4 @@
-package cli
+package cli_test
 
 import (
 	"encoding/base64"
@@ -10,8 +10,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trustplane/trustplane/api/conditions"
 	controlplanev1alpha1 "github.com/trustplane/trustplane/api/controlplane/v1alpha1"
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
@@ -150,4 +153,53 @@ func TestGetAggregatedClusterRoles(t *testing.T) {
 	contains(t, out, "RulesOutOfDate", "0 rules; aggregating the 1 matching roles now gives 1 (cli-test/aggregate=true)")
 	// Objects that are not aggregating are not trustplane's.
 	tp(t, "get", "clusterrole", "cli-test-piece").fails(t, `clusterrole "cli-test-piece" not found`)
+}
+
+// TestGetRevokedRequestIsNoFailure: a KubeconfigRequest revoked on purpose is shown as
+// Revoked, and get exits 0 for it: a revocation asked for is no failure.
+func TestGetRevokedRequestIsNoFailure(t *testing.T) {
+	ns := env.Namespace(t, "revoked")
+	kr := kubeconfigRequest(ns, "leaver", "prod")
+	kr.Annotations = map[string]string{operatorv1alpha1.RevokeAnnotation: "true"}
+	create(t, kr)
+	kr.Status = operatorv1alpha1.KubeconfigRequestStatus{ObservedGeneration: kr.Generation,
+		Conditions: readyCondition(metav1.ConditionFalse, operatorv1alpha1.ReasonRevoked, `revoked; set operator.kyma-project.io/revoke to "false" to issue a new kubeconfig`)}
+	setStatus(t, kr)
+
+	out := tp(t, "get", "-n", ns).ok(t)
+	if rows := lines(out); len(rows) != 2 || !strings.HasPrefix(rows[1], "kubeconfigrequest/leaver   False   Revoked ") {
+		t.Errorf("get -n %s:\n%s", ns, out)
+	}
+	out = tp(t, "get", "kcr", "leaver", "-n", ns).ok(t)
+	contains(t, out, "leaver   False   Revoked")
+
+	// Taken back (revoke "false"), it is not Ready until a new credential is issued.
+	if err := env.Client.Patch(ctx, kr, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"operator.kyma-project.io/revoke":"false"}}}`))); err != nil {
+		t.Fatal(err)
+	}
+	tp(t, "get", "-n", ns).fails(t, "1 of 1 objects are not Ready")
+}
+
+// TestGetUpdateThrottled: while a JWKSConfig's update waits for the minimum update
+// interval (Ready=True Published for the set still served, Reconciling=True
+// UpdateThrottled), get shows UpdateThrottled and when the change is published.
+func TestGetUpdateThrottled(t *testing.T) {
+	ns := env.Namespace(t, "throttled")
+	cfg := &jwksv1alpha1.JWKSConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "issuer"},
+		Spec: jwksv1alpha1.JWKSConfigSpec{CertificateSecret: "issuer-tls", Nginx: jwksv1alpha1.NginxSpec{Enabled: ptr.To(false)}}}
+	create(t, cfg)
+	throttled := "the set changed within 5m0s of its last update; the change is published at 2030-01-01T00:05:00Z, the previous set is served until then"
+	cfg.Status = jwksv1alpha1.JWKSConfigStatus{ObservedGeneration: cfg.Generation, LastKeyID: "kid-0123456789abcdefghij", KeyCount: 1,
+		Conditions: append(readyCondition(metav1.ConditionTrue, jwksv1alpha1.ReasonPublished, "Publishing 1 key(s)"),
+			metav1.Condition{Type: conditions.Reconciling, Status: metav1.ConditionTrue, Reason: jwksv1alpha1.ReasonUpdateThrottled, Message: throttled, LastTransitionTime: metav1.Now()})}
+	setStatus(t, cfg)
+
+	out := tp(t, "get", "jwksconfig", "-n", ns).ok(t)
+	if rows := lines(out); len(rows) != 2 || !strings.HasPrefix(rows[1], "issuer   True    UpdateThrottled   kid-01234567…") {
+		t.Errorf("get jwksconfig:\n%s", out)
+	}
+	out = tp(t, "get", "jwksconfig", "-n", ns, "-o", "wide").ok(t)
+	contains(t, out, "UpdateThrottled", throttled)
+	out = tp(t, "describe", "jwksconfig", "issuer", "-n", ns).ok(t)
+	contains(t, out, "JWKSConfig "+ns+"/issuer Ready=True UpdateThrottled", "Reconciling=True UpdateThrottled: "+throttled)
 }

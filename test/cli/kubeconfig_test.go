@@ -1,4 +1,4 @@
-package cli
+package cli_test
 
 import (
 	"os"
@@ -131,13 +131,20 @@ func TestKubeconfigRotateRevoke(t *testing.T) {
 	tp(t, "rotate", "cluster", "self", "-n", ns).fails(t, "only a kubeconfigrequest can be rotated, not a cluster")
 }
 
-func TestReconcileJWKSConfig(t *testing.T) {
-	ns := env.Namespace(t, "reconcile")
+// issuerToPublish creates JWKSConfig ns/issuer (without nginx) and its certificate
+// Secret issuer-tls, for the jwks controller to publish.
+func issuerToPublish(t *testing.T, ns string) {
+	t.Helper()
 	chain := newChain(t)
 	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "issuer-tls"}, Type: corev1.SecretTypeTLS,
 		Data: map[string][]byte{corev1.TLSCertKey: chain.PEM(), corev1.TLSPrivateKeyKey: chain.KeyPEM()}},
 		&jwksv1alpha1.JWKSConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "issuer"},
 			Spec: jwksv1alpha1.JWKSConfigSpec{CertificateSecret: "issuer-tls", Nginx: jwksv1alpha1.NginxSpec{Enabled: ptr.To(false)}}})
+}
+
+func TestReconcileJWKSConfig(t *testing.T) {
+	ns := env.Namespace(t, "reconcile")
+	issuerToPublish(t, ns)
 
 	// No controller: the request is made, and --wait says nobody handled it.
 	tp(t, "reconcile", "jwksconfig", "issuer", "-n", ns, "--timeout", "2s").fails(t, "jwksconfig/issuer: timed out after 2s: the controller has not handled the request")

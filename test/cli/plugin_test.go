@@ -1,17 +1,24 @@
-package cli
+package cli_test
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/go-jose/go-jose/v4/jwt"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
+	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
+	tenginev1 "github.com/trustplane/trustplane/api/tengine/v1"
+	"github.com/trustplane/trustplane/internal/checksum"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
 
@@ -29,8 +36,16 @@ func plugin(t *testing.T) string {
 // kubectl runs bin/k8s/kubectl with PATH starting at dir.
 func kubectl(t *testing.T, dir string, args ...string) result {
 	t.Helper()
+	return kubectlWith(t, dir, nil, nil, args...)
+}
+
+// kubectlWith runs bin/k8s/kubectl with PATH starting at dir, env added to the
+// environment and stdin from in.
+func kubectlWith(t *testing.T, dir string, env []string, in []byte, args ...string) result {
+	t.Helper()
 	cmd := exec.Command(filepath.Join(testenv.RepoRoot(), "bin", "k8s", "kubectl"), args...)
-	cmd.Env = append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	cmd.Env = append(append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH")), env...)
+	cmd.Stdin = bytes.NewReader(in)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -63,11 +78,12 @@ func TestKubectlPlugin(t *testing.T) {
 	if !strings.HasPrefix(r.stdout, "NAMESPACE") || !found {
 		t.Errorf("kubectl trustplane get -A lacks %s's JWKSConfig:\n%s", ns, r.stdout)
 	}
-	// Not-Ready objects first, and the exit status says whether there are any.
+	// Not-Ready objects first, and the exit status says whether there are any; a request
+	// revoked on purpose (False Revoked) is no failure.
 	sawReady, notReady := false, 0
 	for _, l := range lines(r.stdout)[1:] {
 		f := strings.Fields(l)
-		isReady := len(f) > 2 && (f[1] == "True" || f[2] == "True")
+		isReady := len(f) > 3 && (f[1] == "True" || f[2] == "True" || f[2] == "Revoked" || f[3] == "Revoked")
 		if !isReady {
 			notReady++
 			if sawReady {
@@ -148,4 +164,131 @@ func TestCompletion(t *testing.T) {
 	}
 	out := complete(t, "__complete", "get", "")
 	contains(t, out, "jwksconfig\tJWKSConfig (JWKS)", "signerca\t", "subscriptionrequest\t", ":4")
+}
+
+// day2Verbs are the verbs `--help` lists in its Day 2 group, with the subcommands of
+// those that only group others ("jwks inspect").
+func day2Verbs(t *testing.T, help func(args ...string) string) []string {
+	t.Helper()
+	var verbs []string
+	listed := func(text, heading string) []string {
+		var names []string
+		in := false
+		for _, l := range lines(text) {
+			switch {
+			case strings.HasPrefix(l, heading):
+				in = true
+			case in && strings.TrimSpace(l) == "":
+				return names
+			case in:
+				names = append(names, strings.Fields(l)[0])
+			}
+		}
+		return names
+	}
+	for _, verb := range listed(help("--help"), "Day 2") {
+		subs := listed(help(verb, "--help"), "Available Commands:")
+		if len(subs) == 0 {
+			verbs = append(verbs, verb)
+		}
+		for _, sub := range subs {
+			if sub != "help" && sub != "completion" {
+				verbs = append(verbs, verb+" "+sub)
+			}
+		}
+	}
+	if len(verbs) < 10 {
+		t.Fatalf("the help lists only the day-2 verbs %v", verbs)
+	}
+	return verbs
+}
+
+// TestKubectlPluginEveryVerb runs every day-2 verb the help lists as kubectl runs the
+// plugin (`kubectl trustplane VERB`, the binary found on PATH as kubectl-trustplane, the
+// cluster from $KUBECONFIG), against real objects, with the Cluster and Kubeconfig
+// controllers running: output and exit status of each.
+func TestKubectlPluginEveryVerb(t *testing.T) {
+	runOperators(t)
+	ns := env.Namespace(t, "plugin-verbs")
+	broughtAlong(t, ns)
+	chain := newChain(t)
+	cfg := &jwksv1alpha1.JWKSConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "issuer"},
+		Spec: jwksv1alpha1.JWKSConfigSpec{CertificateSecret: "issuer-tls", Issuer: "https://idp.example", Nginx: jwksv1alpha1.NginxSpec{Enabled: ptr.To(false)}}}
+	create(t, cfg)
+	kid := publishSet(t, cfg, chain)
+	site := tlsSecret(t, ns, "site-1", "1")
+	create(t, site, kubeconfigRequest(ns, "reader", "self"),
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}})
+	publish(t, ns, &tenginev1.SecretCheckSum{}, []string{secretID(t, site)})
+	publish(t, ns, &tenginev1.IngressCheckSum{}, nil)
+	waitKubeconfigReady(t, ns, "reader", metav1.ConditionTrue, operatorv1alpha1.ReasonIssued)
+
+	dir := plugin(t)
+	kubeconfig := []string{"KUBECONFIG=" + admin(t)}
+	run := func(in []byte, args ...string) result {
+		t.Helper()
+		return kubectlWith(t, dir, kubeconfig, in, append([]string{"trustplane"}, args...)...)
+	}
+	tested := map[string]bool{}
+	verb := func(name string, in []byte, args ...string) result {
+		t.Helper()
+		tested[name] = true
+		return run(in, args...)
+	}
+
+	out := verb("get", nil, "get", "-n", ns).ok(t)
+	contains(t, out, "cluster/self", "AdministratorsBound", "jwksconfig/issuer", "kid="+kid[:12],
+		"kubeconfigrequest/reader", "Issued", "secretchecksum/published-")
+	verb("get", nil, "get", "jwksconfig", "nosuch", "-n", ns).fails(t, `jwksconfig "nosuch" not found in namespace "`+ns+`"`)
+
+	out = verb("describe", nil, "describe", "kcr", "reader", "-n", ns).ok(t)
+	contains(t, out, "KubeconfigRequest "+ns+"/reader Ready=True Issued", "├─Cluster "+ns+"/self: Ready=True AdministratorsBound",
+		"write it to a file: kubectl trustplane kubeconfig reader -n "+ns+" -o FILE")
+
+	file := filepath.Join(t.TempDir(), "reader.kubeconfig")
+	r := verb("kubeconfig", nil, "kubeconfig", "reader", "-n", ns, "-o", file)
+	if r.ok(t) != "" || !strings.HasPrefix(r.stderr, "wrote the kubeconfig of KubeconfigRequest "+ns+"/reader (Cluster "+ns+"/self, expires in ") {
+		t.Errorf("kubeconfig -o: %+v", r)
+	}
+	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the kubeconfig written: %v", err)
+	}
+
+	out = verb("rotate", nil, "rotate", "kcr", "reader", "-n", ns, "--wait").ok(t)
+	contains(t, out, "kubeconfigrequest/reader: rotated; new credential issued")
+
+	out = verb("reconcile", nil, "reconcile", "cluster", "self", "-n", ns).ok(t)
+	contains(t, out, "cluster/self: reconciled; Ready=True AdministratorsBound")
+	verb("reconcile", nil, "reconcile", "secretchecksum", "x", "-n", ns).fails(t, "a secretchecksum has no reconcile to ask for")
+
+	out = verb("jwks inspect", chain.PEM(), "jwks", "inspect", "-").ok(t)
+	contains(t, out, `"kid": "`+kid+`"`, `"alg": "ES256"`)
+
+	claims := jwt.Claims{Issuer: "https://idp.example", Subject: "alice", Expiry: jwt.NewNumericDate(time.Now().Add(time.Hour))}
+	out = verb("jwks verify", []byte(token(t, chain.LeafKey, kid, claims)), "jwks", "verify", "-", "--jwksconfig", "issuer", "-n", ns).ok(t)
+	contains(t, out, "valid: signed by kid "+kid+" (ES256) of JWKSConfig "+ns+"/issuer; issuer https://idp.example, subject alice")
+	verb("jwks verify", []byte("not-a-jwt"), "jwks", "verify", "-", "--jwksconfig", "issuer", "-n", ns).fails(t, "not a JWT")
+
+	out = verb("checksum diff", nil, "checksum", "diff", "-n", ns).ok(t)
+	contains(t, out, "Scope: namespaces="+ns, "Secrets: match: checksum "+checksum.Sum([]string{secretID(t, site)})+" of 1 IDs", "Ingresses: match")
+
+	out = verb("podcert inspect", nil, "podcert", "inspect", "web", "-n", ns).ok(t)
+	contains(t, out, "Pod "+ns+"/web", "no podCertificate projection", "Warnings: none")
+	verb("podcert inspect", nil, "podcert", "inspect", "nosuch", "-n", ns).fails(t, `pod "nosuch" not found in namespace "`+ns+`"`)
+
+	// Revoked on purpose: the credential is refused, and get is content (exit 0).
+	out = verb("revoke", nil, "revoke", "kcr", "reader", "-n", ns, "--wait").ok(t)
+	contains(t, out, "kubeconfigrequest/reader: revoked")
+	verb("kubeconfig", nil, "kubeconfig", "reader", "-n", ns).fails(t, "KubeconfigRequest "+ns+"/reader is revoked")
+	out = run(nil, "get", "kcr", "-n", ns).ok(t)
+	contains(t, out, "reader   False   Revoked")
+
+	help := func(args ...string) string { t.Helper(); return run(nil, args...).ok(t) }
+	for _, v := range day2Verbs(t, help) {
+		if !tested[v] {
+			t.Errorf("the plugin's verb %q is not run by this test", v)
+		}
+	}
+	out = run(nil, "version").ok(t)
+	contains(t, out, "trustplane ")
 }

@@ -1,4 +1,4 @@
-package cli
+package cli_test
 
 import (
 	"context"
@@ -18,6 +18,24 @@ import (
 	"github.com/trustplane/trustplane/internal/testenv"
 )
 
+// issuePodCertificates runs the CA-backed signer (its CA in ns) and a node agent for
+// node until the test ends, and waits until a PodCertificateRequest of ns is issued.
+func issuePodCertificates(t *testing.T, ns, node string) {
+	t.Helper()
+	signerOpts := podcertsigner.DefaultOptions()
+	signerOpts.CANamespace = ns
+	env.RunManager(t, func(mgr ctrl.Manager) error { _, err := podcertsigner.Setup(mgr, signerOpts); return err })
+	agentOpts := nodeagent.DefaultOptions()
+	agentOpts.NodeName, agentOpts.Dir = node, t.TempDir()
+	agentOpts.RefreshInterval = 100 * time.Millisecond
+	agentOpts.MetricsBindAddress, agentOpts.HealthProbeBindAddress = "0", "0"
+	agentOpts.Jitter = func() time.Duration { return 0 }
+	testenv.Background(t, func(c context.Context) error { return nodeagent.Run(c, env.Config, agentOpts) })
+	testenv.Eventually(t, "an issued PodCertificateRequest", 60*time.Second, func() bool {
+		return strings.Contains(tp(t, "get", "pcr", "-n", ns).stdout, podcert.StateFresh)
+	})
+}
+
 // TestPodcertInspect runs the CA-backed signer and a node agent, so a pod gets a real
 // certificate, and inspects it.
 func TestPodcertInspect(t *testing.T) {
@@ -33,18 +51,7 @@ func TestPodcertInspect(t *testing.T) {
 				Sources: []corev1.VolumeProjection{projection(signer, "bundle.pem"), projection("example.com/nobody", "other.pem")}}}}}}}
 	create(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cli-node"}}, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}, pod)
 
-	signerOpts := podcertsigner.DefaultOptions()
-	signerOpts.CANamespace = ns
-	env.RunManager(t, func(mgr ctrl.Manager) error { _, err := podcertsigner.Setup(mgr, signerOpts); return err })
-	agentOpts := nodeagent.DefaultOptions()
-	agentOpts.NodeName, agentOpts.Dir = "cli-node", t.TempDir()
-	agentOpts.RefreshInterval = 100 * time.Millisecond
-	agentOpts.MetricsBindAddress, agentOpts.HealthProbeBindAddress = "0", "0"
-	agentOpts.Jitter = func() time.Duration { return 0 }
-	testenv.Background(t, func(c context.Context) error { return nodeagent.Run(c, env.Config, agentOpts) })
-	testenv.Eventually(t, "an issued PodCertificateRequest", 60*time.Second, func() bool {
-		return strings.Contains(tp(t, "get", "pcr", "-n", ns).stdout, podcert.StateFresh)
-	})
+	issuePodCertificates(t, ns, "cli-node")
 	// A warning as the node agent sends it when a refresh is overdue.
 	create(t, &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web.overdue"},
 		InvolvedObject: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: ns, Name: "web", UID: pod.UID},
@@ -70,4 +77,31 @@ func TestPodcertInspect(t *testing.T) {
 	contains(t, out, "True    BundlePublished   trustplane.io/pod-identity   1", "in 9y")
 
 	tp(t, "podcert", "inspect", "nosuch", "-n", ns).fails(t, `pod "nosuch" not found in namespace "`+ns+`"`)
+}
+
+// TestPodcertInspectAnnotatedPod: a pod opted in by annotation (no projected volume; the
+// node agent serves its certificate) is inspected as the agent serves it, its request and
+// state, by podcert inspect and describe pod.
+func TestPodcertInspectAnnotatedPod(t *testing.T) {
+	const signer, node = "trustplane.io/pod-identity", "cli-node-annotated"
+	ns := env.Namespace(t, "podcert")
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "api", Annotations: map[string]string{certificates.SignerAnnotation: signer}},
+		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: "api", Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+	create(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "api"}}, pod)
+
+	issuePodCertificates(t, ns, node)
+
+	out := tp(t, "podcert", "inspect", "api", "-n", ns).ok(t)
+	contains(t, out,
+		"Pod "+ns+"/api node "+node+", ServiceAccount api",
+		"├─annotation "+certificates.SignerAnnotation+" (served by the node agent, no volume): "+signer+" ECDSAP256 state fresh",
+		"certificate notAfter ", "beginRefreshAt ",
+		"PodCertificateRequest ", ": Issued")
+	out = tp(t, "describe", "pod", "api", "-n", ns).ok(t)
+	contains(t, out, "annotation "+certificates.SignerAnnotation+" (served by the node agent, no volume): "+signer+" ECDSAP256 state fresh")
+	for _, o := range []string{out, tp(t, "podcert", "inspect", "api", "-n", ns).stdout} {
+		if strings.Contains(o, "no podCertificate projection") {
+			t.Errorf("an annotated pod with its certificate is said to have none:\n%s", o)
+		}
+	}
 }

@@ -21,7 +21,6 @@ import (
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	"github.com/trustplane/trustplane/internal/checksum"
-	jwksctrl "github.com/trustplane/trustplane/internal/jwks"
 	"github.com/trustplane/trustplane/internal/jwks/jwkset"
 	"github.com/trustplane/trustplane/internal/podcert/nodeagent"
 	"github.com/trustplane/trustplane/internal/testcerts"
@@ -54,14 +53,14 @@ func TestProcessesAsDeployed(t *testing.T) {
 	}
 	storeWithOldSchema(t)
 	// No kube-controller-manager or kubelet: a stand-in rolls the nginx Deployments out.
-	env.RollOutDeployments(t, jwksctrl.OwnerLabel)
+	env.RollOutDeployments(t, jwksv1alpha1.OwnerLabel)
 
 	bin := testenv.Binary(t)
 	managerProbes, managerMetrics, managerJWKSServer := testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t)
 	mgr := testenv.StartProcess(t, bin, argsOf(t, container(t, podSpecOf(t, manager, "Deployment", "trustplane-manager"), "manager"), nil,
 		"--kubeconfig="+env.ServiceAccountKubeconfig(t, managerNamespace, "trustplane-manager"),
 		// A pod reads these from its token mount and ports; a process on a laptop is told.
-		"--leader-election-namespace="+managerNamespace, "--podcert-ca-namespace="+managerNamespace,
+		"--leader-election-namespace="+managerNamespace, "--podcertificate-signer-ca-namespace="+managerNamespace,
 		"--secret-checksum-publish-namespace="+managerNamespace, "--jwks-issuer-claim-namespace="+managerNamespace,
 		// The gateway's sidecar follows its own namespace only, so it matches only a
 		// per-namespace checksum; the default "cluster" scope alone publishes one over all

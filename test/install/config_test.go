@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/trustplane/trustplane/internal/cli"
-	"github.com/trustplane/trustplane/internal/config"
+	"github.com/trustplane/trustplane/internal/configfile"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
 
@@ -43,7 +43,7 @@ func TestChartConfigReachesEveryProcess(t *testing.T) {
 		}
 	}
 	processes := []struct {
-		schema    *config.Schema
+		schema    *configfile.Schema
 		configMap string
 		args      []string
 	}{
@@ -64,7 +64,11 @@ func TestChartConfigReachesEveryProcess(t *testing.T) {
 			for _, a := range p.args {
 				args = append(args, strings.Replace(a, "--config=/etc/trustplane/config/config.yaml", "--config="+file, 1))
 			}
-			got := reportedConfiguration(t, args)
+			got, ts := reportedConfiguration(t, args)
+			// The file's logging section made the logger: rfc3339 times, not epoch seconds.
+			if _, err := time.Parse(time.RFC3339, ts); err != nil {
+				t.Errorf("the configuration line's ts is %q, not RFC 3339: logging.timeEncoding did not reach the logger", ts)
+			}
 			for path, value := range want {
 				if got[path] != value {
 					t.Errorf("%s: the process reports %q, the file says %q", path, got[path], value)
@@ -76,7 +80,7 @@ func TestChartConfigReachesEveryProcess(t *testing.T) {
 
 // expected is what a process reading file reports, with a check that the file sets every
 // field away from its default.
-func expected(t *testing.T, schema *config.Schema, file string) map[string]string {
+func expected(t *testing.T, schema *configfile.Schema, file string) map[string]string {
 	t.Helper()
 	defaults := schema.Effective()
 	if err := schema.Load(file, func(string) bool { return false }); err != nil {
@@ -91,20 +95,24 @@ func expected(t *testing.T, schema *config.Schema, file string) map[string]strin
 	return want
 }
 
-// reportedConfiguration runs trustplane with args until it logs its configuration.
-func reportedConfiguration(t *testing.T, args []string) map[string]string {
+// reportedConfiguration runs trustplane with args until it logs its configuration, and
+// returns the values and the line's time stamp as written.
+func reportedConfiguration(t *testing.T, args []string) (map[string]string, string) {
 	t.Helper()
 	p := testenv.StartProcess(t, testenv.Binary(t), args...)
 	defer func() { _, _ = p.Stop(10 * time.Second) }()
 	var values map[string]string
+	var ts string
 	testenv.Eventually(t, "the configuration log line", 30*time.Second, func() bool {
 		for _, line := range strings.Split(p.Output(), "\n") {
 			var entry struct {
 				Msg    string            `json:"msg"`
 				Values map[string]string `json:"values"`
+				TS     json.RawMessage   `json:"ts"`
 			}
 			if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == "configuration" {
 				values = entry.Values
+				_ = json.Unmarshal(entry.TS, &ts) // a number (epoch) leaves it empty
 				return true
 			}
 		}
@@ -113,7 +121,7 @@ func reportedConfiguration(t *testing.T, args []string) map[string]string {
 		}
 		return false
 	})
-	return values
+	return values, ts
 }
 
 // containerArgs are the args of the first container of the rendered workload of kind

@@ -76,8 +76,8 @@ func startPodCertLifecycle(t *testing.T) *podCertLifecycle {
 	signer := testenv.StartProcess(t, testenv.Binary(t), "manager", "--kubeconfig", kubeconfig,
 		"--controllers", "podcertificate-signer", "--leader-elect=false",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--jwks-server-bind-address", "0",
-		"--podcert-signer-name", lifecycleSigner, "--podcert-ca-namespace", lc.ns, "--podcert-ca-secret", "stopped-ca",
-		"--podcert-refresh-fraction", signerEarliestRefresh["refreshFraction"], "--podcert-backdate", signerEarliestRefresh["backdate"])
+		"--podcertificate-signer-signer-name", lifecycleSigner, "--podcertificate-signer-ca-namespace", lc.ns, "--podcertificate-signer-ca-secret", "stopped-ca",
+		"--podcertificate-signer-refresh-fraction", signerEarliestRefresh["refreshFraction"], "--podcertificate-signer-backdate", signerEarliestRefresh["backdate"])
 	create(t, chainServingPod(lc.ns, "refreshed", podIdentity))
 	create(t, chainServingPod(lc.ns, "stranded", lifecycleSigner))
 	lc.firstRefreshed = servedLeaf(t, lc.ns, "refreshed")

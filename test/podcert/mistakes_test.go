@@ -1,4 +1,4 @@
-package podcert
+package podcert_test
 
 import (
 	"context"

@@ -2,7 +2,7 @@
 // agent requests, the signer issues, bundles verify against the CA, refresh comes before
 // notAfter, and with the signer stopped the overdue and expired events reach the Pod once
 // each while the metric states change.
-package podcert
+package podcert_test
 
 import (
 	"bytes"

@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
-	jwksctrl "github.com/trustplane/trustplane/internal/jwks"
 	"github.com/trustplane/trustplane/internal/jwks/jwkset"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
@@ -298,7 +297,7 @@ func ownerLabelledConfigMaps(t *testing.T, alice *tenant) {
 		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: alice.name}}})
 	big := strings.Repeat("x", 900<<10)
 	labelled := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: alice.namespace, Name: "bloat",
-		Labels: map[string]string{jwksctrl.OwnerLabel: "anything"}}, Data: map[string]string{"jwks.json": big}}
+		Labels: map[string]string{jwksv1alpha1.OwnerLabel: "anything"}}, Data: map[string]string{"jwks.json": big}}
 	var err error
 	testenv.Eventually(t, "the RoleBinding to let alice create ConfigMaps", 30*time.Second, func() bool {
 		err = alice.client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: alice.namespace, Name: "plain"}})
@@ -311,7 +310,7 @@ func ownerLabelledConfigMaps(t *testing.T, alice *tenant) {
 	if err := alice.client.Get(ctx, client.ObjectKey{Namespace: alice.namespace, Name: "plain"}, plain); err != nil {
 		t.Fatal(err)
 	}
-	plain.Labels = map[string]string{jwksctrl.OwnerLabel: "anything"}
+	plain.Labels = map[string]string{jwksv1alpha1.OwnerLabel: "anything"}
 	if err := alice.client.Update(ctx, plain); err == nil || !strings.Contains(err.Error(), "only the trustplane manager sets the label") {
 		t.Errorf("adding the owner label to her ConfigMap: %v, want refused", err)
 	}

@@ -71,7 +71,7 @@ func takeOverConfigMap(t *testing.T, alice *tenant) {
 			alice.client.Get(ctx, client.ObjectKeyFromObject(cfg), &jwksv1alpha1.JWKSConfig{}) != nil
 	})
 	unchanged(t, platform)
-	if platform.Labels[jwksctrl.OwnerLabel] != "" {
+	if platform.Labels[jwksv1alpha1.OwnerLabel] != "" {
 		t.Errorf("the platform's ConfigMap was labelled %v", platform.Labels)
 	}
 }

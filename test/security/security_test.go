@@ -22,7 +22,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	jwksctrl "github.com/trustplane/trustplane/internal/jwks"
+	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	"github.com/trustplane/trustplane/internal/scheme"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
@@ -105,12 +105,12 @@ func startManager(t *testing.T, extra ...string) *managerProcess {
 	manifests := testenv.Rendered(t, "config/default")
 	env.Install(t, manifests)
 	// No kube-controller-manager or kubelet: a stand-in rolls the nginx Deployments out.
-	env.RollOutDeployments(t, jwksctrl.OwnerLabel)
+	env.RollOutDeployments(t, jwksv1alpha1.OwnerLabel)
 	probes, jwksServer := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	args := testenv.ArgsOf(t, testenv.ContainerOf(t, testenv.PodSpecOf(t, manifests, "Deployment", "trustplane-manager"), "manager"), nil,
 		append([]string{
 			"--kubeconfig=" + env.ServiceAccountKubeconfig(t, managerNamespace, "trustplane-manager"),
-			"--leader-election-namespace=" + managerNamespace, "--podcert-ca-namespace=" + managerNamespace,
+			"--leader-election-namespace=" + managerNamespace, "--podcertificate-signer-ca-namespace=" + managerNamespace,
 			"--secret-checksum-publish-namespace=" + managerNamespace,
 			"--metrics-bind-address=" + testenv.FreeAddr(t), "--health-probe-bind-address=" + probes, "--jwks-server-bind-address=" + jwksServer,
 		}, extra...)...)

@@ -1,4 +1,4 @@
-package status
+package status_test
 
 // Tests of what `kubectl get` shows: every trustplane kind is in the kubectl category
 // "trustplane", and every kind with conditions has Ready and Reason columns, so that

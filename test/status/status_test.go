@@ -3,7 +3,7 @@
 // is Ready, and kstatus (what Flux and Argo CD health checks use) computes Current for a
 // Ready object, InProgress for one that waits, and Failed for one that is stalled. All four
 // controllers run against one real API server, which is also the brought-along cluster.
-package status
+package status_test
 
 import (
 	"context"
@@ -53,7 +53,7 @@ func runControllers(t *testing.T) string {
 		t.Fatal(err)
 	}
 	// No kube-controller-manager or kubelet: a stand-in rolls the nginx Deployments out.
-	env.RollOutDeployments(t, jwksctrl.OwnerLabel)
+	env.RollOutDeployments(t, jwksv1alpha1.OwnerLabel)
 	env.RunManager(t, func(mgr ctrl.Manager) error {
 		jwksOpts := jwksctrl.DefaultOptions()
 		jwksOpts.ServerBindAddress = "0"

@@ -93,7 +93,7 @@ type SubscriptionRequestStatus struct {
 // SubscriptionRequest claims a hyperscaler credential from the pool.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:categories=trustplane
+// +kubebuilder:resource:shortName=sr,categories=trustplane
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.provider`
 // +kubebuilder:printcolumn:name="Selector",type=string,JSONPath=`.spec.subscriptionSelector`

@@ -275,7 +275,7 @@ type JWKSConfigStatus struct {
 // +kubebuilder:printcolumn:name="Keys",type=integer,JSONPath=`.status.keyCount`
 // +kubebuilder:printcolumn:name="Signing",type=string,JSONPath=`.status.signingKeyID`,priority=1
 // +kubebuilder:printcolumn:name="Pending",type=string,JSONPath=`.status.pendingKeyID`,priority=1
-// +kubebuilder:printcolumn:name="Promotion",type=date,JSONPath=`.status.pendingPromotionTime`,priority=1
+// +kubebuilder:printcolumn:name="Promotion",type=string,JSONPath=`.status.pendingPromotionTime`,priority=1,description="When pendingKeyID is copied to spec.signingSecret (RFC 3339); empty while no promotion is pending"
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type JWKSConfig struct {

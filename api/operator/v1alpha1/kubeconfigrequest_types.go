@@ -275,7 +275,7 @@ func (c *Cluster) GrantsKubeconfigRequestsFrom(namespace string) bool {
 // KubeconfigRequest is an expiring, RBAC-scoped kubeconfig for a Cluster.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:categories=trustplane
+// +kubebuilder:resource:shortName=kcr,categories=trustplane
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.cluster`
 // +kubebuilder:printcolumn:name="Cluster Namespace",type=string,JSONPath=`.spec.clusterNamespace`,priority=1

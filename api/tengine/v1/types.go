@@ -32,7 +32,7 @@ type SecretCheckSumSpec struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:storageversion
-// +kubebuilder:resource:categories=trustplane
+// +kubebuilder:resource:shortName=scs,categories=trustplane
 // +kubebuilder:printcolumn:name="Checksum",type=string,JSONPath=`.spec.checksum`
 // +kubebuilder:printcolumn:name="Timestamp",type=string,JSONPath=`.spec.timestamp`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -82,7 +82,7 @@ type IngressCheckSumSpec struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:storageversion
-// +kubebuilder:resource:categories=trustplane
+// +kubebuilder:resource:shortName=ics,categories=trustplane
 // +kubebuilder:printcolumn:name="Checksum",type=string,JSONPath=`.spec.checksum`
 // +kubebuilder:printcolumn:name="Timestamp",type=string,JSONPath=`.spec.timestamp`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

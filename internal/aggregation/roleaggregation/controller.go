@@ -36,9 +36,8 @@ import (
 const (
 	// FieldOwner owns the rules this controller writes.
 	FieldOwner = "trustplane-role-aggregation"
-	// SelectorAnnotation holds the label selector, in kubectl syntax
-	// (e.g. "rbac.example.com/aggregate-to-dev=true,tier in (a,b)").
-	SelectorAnnotation = "rbac.trustplane.io/aggregate-from"
+	// SelectorAnnotation holds the label selector (api/aggregation).
+	SelectorAnnotation = aggregation.SelectorAnnotation
 )
 
 // Reconciler aggregates the rules of one annotated Role.

@@ -40,7 +40,9 @@ var defaultMetrics = func() *Metrics {
 	return m
 }()
 
-// collectors are registered when the controller is set up: only the manager sets them.
+// Collectors are the controller's collectors, for the manager to register.
+func Collectors() []prometheus.Collector { return defaultMetrics.collectors() }
+
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.ids, m.idsOmitted, m.leftOut, m.publications, m.parsed, m.versionsRemoved}
 }

@@ -22,8 +22,13 @@ import (
 	"github.com/trustplane/trustplane/internal/checksum"
 )
 
-// generateNames are the name prefixes of published objects, as Tengine-Ingress's own.
-var generateNames = map[checksum.Track]string{checksum.TrackSecrets: "secret-", checksum.TrackIngresses: "ingress-"}
+// generateName is the name prefix of a track's published objects, as Tengine-Ingress's own.
+func generateName(track checksum.Track) string {
+	if track == checksum.TrackIngresses {
+		return "ingress-"
+	}
+	return "secret-"
+}
 
 // publication is one checksum this controller maintains: a track of a scope kind, in the
 // namespace it is published in.
@@ -142,7 +147,7 @@ func (r *Reconciler) publish(ctx context.Context, p publication, ids []string, s
 
 func (r *Reconciler) create(ctx context.Context, p publication, ids []string, sum, omitted string) (client.Object, error) {
 	meta := metav1.ObjectMeta{
-		Namespace: p.namespace, GenerateName: generateNames[p.track],
+		Namespace: p.namespace, GenerateName: generateName(p.track),
 		Labels:      map[string]string{ManagedByLabel: managedByValue, ScopeKindLabel: string(p.kind)},
 		Annotations: map[string]string{ScopeAnnotation: r.scope(p).String()},
 	}

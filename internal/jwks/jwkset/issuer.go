@@ -125,3 +125,19 @@ func (b IssuerBindings) NamespaceFor(key string) (namespace string, bound bool) 
 func covers(prefix, key string) bool {
 	return key == prefix || strings.HasPrefix(key, prefix+"/")
 }
+
+// SplitIssuerKey splits an issuer key into its host and its path ("" at the root).
+func SplitIssuerKey(key string) (host, path string) {
+	if i := strings.IndexByte(key, '/'); i >= 0 {
+		return key[:i], key[i:]
+	}
+	return key, ""
+}
+
+// CanonicalRoute reads a path of exactly two segments, /<namespace>/<name>: the route of
+// a JWKSConfig (/<namespace>/<name>/jwks.json) that the JWKS server answers on every
+// host, and that no issuer of another namespace may name.
+func CanonicalRoute(path string) (namespace, name string, ok bool) {
+	namespace, name, ok = strings.Cut(strings.TrimPrefix(path, "/"), "/")
+	return namespace, name, ok && strings.HasPrefix(path, "/") && namespace != "" && name != "" && !strings.Contains(name, "/")
+}

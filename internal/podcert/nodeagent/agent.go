@@ -37,21 +37,23 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/trustplane/trustplane/api/certificates"
 	"github.com/trustplane/trustplane/internal/manager"
 	"github.com/trustplane/trustplane/internal/podcert"
 	"github.com/trustplane/trustplane/internal/scheme"
 )
 
-// Annotations opting a pod in without a podCertificate projected volume source.
+// Annotations opting a pod in without a podCertificate projected volume source
+// (api/certificates).
 const (
-	SignerAnnotation  = "podcert.trustplane.io/signer-name"
-	KeyTypeAnnotation = "podcert.trustplane.io/key-type"
+	SignerAnnotation  = certificates.SignerAnnotation
+	KeyTypeAnnotation = certificates.KeyTypeAnnotation
 	annotationVolume  = "podcert-annotation"
 	// ServeAnnotation: "agent" asks this agent (not kubelet) to serve the pod's
 	// podCertificate projected volumes.
-	ServeAnnotation = "podcert.trustplane.io/serve"
+	ServeAnnotation = certificates.ServeAnnotation
 	// ServeAgent is ServeAnnotation's value.
-	ServeAgent = "agent"
+	ServeAgent = certificates.ServeAgent
 	// BundleFile is the file name of a credential bundle.
 	BundleFile = "credentialbundle.pem"
 )

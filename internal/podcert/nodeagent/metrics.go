@@ -2,12 +2,12 @@ package nodeagent
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/trustplane/trustplane/internal/manager"
 )
 
 // states is the kubelet metric: projections by signer and state, computed at scrape time.
@@ -20,13 +20,8 @@ func registerStates(a *Agent) error {
 	s := &states{agent: a, desc: prometheus.NewDesc("trustplane_podcertificate_states",
 		"Pod certificate projections on this node by signer_name and state (not_yet_issued, fresh, overdue_for_refresh, expired, denied, failed).",
 		[]string{"signer_name", "state"}, nil)}
-	err := metrics.Registry.Register(s)
-	var already prometheus.AlreadyRegisteredError
-	if errors.As(err, &already) { // a second agent in one process (tests): report the newest
-		metrics.Registry.Unregister(already.ExistingCollector)
-		err = metrics.Registry.Register(s)
-	}
-	return err
+	// A second agent in one process (tests) reports instead of the first.
+	return manager.ReplaceMetrics(s)
 }
 
 func (s *states) Describe(ch chan<- *prometheus.Desc) { ch <- s.desc }

@@ -26,7 +26,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/trustplane/trustplane/api/certificates"
-	"github.com/trustplane/trustplane/internal/manager"
 	"github.com/trustplane/trustplane/internal/podcert"
 )
 
@@ -54,12 +53,12 @@ type Reconciler struct {
 
 // +kubebuilder:rbac:groups=certificates.k8s.io,resources=podcertificaterequests,verbs=get;list;watch
 // +kubebuilder:rbac:groups=certificates.k8s.io,resources=podcertificaterequests/status,verbs=update;patch
-// Signs for its own signerName only (the default of --podcert-signer-name; another name
+// Signs for its own signerName only (the default of --podcertificate-signer-signer-name; another name
 // needs its own grant of sign and attest on signers).
 // +kubebuilder:rbac:groups=certificates.k8s.io,resources=signers,verbs=sign,resourceNames=trustplane.io/pod-identity
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
-// The CA Secret only (the default of --podcert-ca-secret): read through a cache that
+// The CA Secret only (the default of --podcertificate-signer-ca-secret): read through a cache that
 // selects it by name and updated by name. Create cannot be limited by name: RBAC sees no
 // name on a create (it is in the body), so a rule with resourceNames never matches one.
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;update,resourceNames=trustplane-pod-identity-ca
@@ -70,9 +69,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	if err := initMetrics(manager.RegisterMetrics, opts.SignerName); err != nil {
-		return nil, err
-	}
+	initMetrics(opts.SignerName)
 	policy := opts.Policy()
 	cached, err := podsAndNodes(mgr)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/api/certificates"
+	"github.com/trustplane/trustplane/internal/manager"
 	"github.com/trustplane/trustplane/internal/podcert"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
@@ -27,7 +28,14 @@ var (
 	ctx = context.Background()
 )
 
-func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env)) }
+func TestMain(m *testing.M) {
+	// These tests call Setup themselves: register the collectors as the manager does for
+	// the controllers it runs (manager.Controller.Collectors).
+	if err := manager.RegisterMetrics(Collectors()...); err != nil {
+		panic(err)
+	}
+	os.Exit(testenv.Main(m, &env))
+}
 
 // world creates a Node, a ServiceAccount and a Pod bound to the node.
 func world(t *testing.T, ns string) (*corev1.Node, *corev1.Pod) {

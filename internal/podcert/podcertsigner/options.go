@@ -59,17 +59,22 @@ func DefaultOptions() Options {
 
 // AddFlags registers the options as flags.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.SignerName, "podcert-signer-name", o.SignerName, "signerName whose PodCertificateRequests this signer issues.")
-	fs.StringVar(&o.CANamespace, "podcert-ca-namespace", o.CANamespace, "Namespace of the CA Secret (default: the manager's own).")
-	fs.StringVar(&o.CASecretName, "podcert-ca-secret", o.CASecretName, "kubernetes.io/tls Secret holding the CA; created with a new self-signed P-256 CA when absent, never overwritten.")
-	fs.DurationVar(&o.MaxLifetime, "podcert-max-lifetime", o.MaxLifetime, "Longest certificate lifetime issued (at least 1h, as the API requires).")
-	fs.StringSliceVar(&o.KeyTypes, "podcert-key-types", o.KeyTypes, "Key types issued; others are denied UnsupportedKeyType.")
-	fs.StringVar(&o.TrustDomain, "podcert-trust-domain", o.TrustDomain, "Trust domain of the SPIFFE ID URI SAN (spiffe://<domain>/ns/<ns>/sa/<sa>).")
-	fs.IntVar(&o.Workers, "podcert-signer-workers", o.Workers, "Concurrent signings.")
-	fs.DurationVar(&o.CARotation, "podcert-ca-rotation", o.CARotation, "Generate a new CA this often (0: never; a CA written to the Secret's next.crt/next.key still rotates in).")
-	fs.DurationVar(&o.CAOverlap, "podcert-ca-overlap", o.CAOverlap, "How long a new CA is published in the ClusterTrustBundle before it signs.")
-	fs.Float64Var(&o.RefreshFraction, "podcert-refresh-fraction", o.RefreshFraction, "Fraction of a certificate's lifetime after which kubelet refreshes it (beginRefreshAt), kept at least 10m after notBefore and 10m before notAfter as the API requires.")
-	fs.DurationVar(&o.Backdate, "podcert-backdate", o.Backdate, "How far notBefore lies before the signing, for clocks that run behind (at most 4m: the API requires notBefore within 5m of its own clock).")
+	fs.StringVar(&o.SignerName, "podcertificate-signer-signer-name", o.SignerName, "signerName whose PodCertificateRequests this signer issues.")
+	fs.StringVar(&o.CANamespace, "podcertificate-signer-ca-namespace", o.CANamespace, "Namespace of the CA Secret (default: the manager's own).")
+	fs.StringVar(&o.CASecretName, "podcertificate-signer-ca-secret", o.CASecretName, "kubernetes.io/tls Secret holding the CA; created with a new self-signed P-256 CA when absent, never overwritten.")
+	fs.DurationVar(&o.MaxLifetime, "podcertificate-signer-max-lifetime", o.MaxLifetime, "Longest certificate lifetime issued (at least 1h, as the API requires).")
+	fs.StringSliceVar(&o.KeyTypes, "podcertificate-signer-key-types", o.KeyTypes, "Key types issued; others are denied UnsupportedKeyType.")
+	fs.StringVar(&o.TrustDomain, "podcertificate-signer-trust-domain", o.TrustDomain, "Trust domain of the SPIFFE ID URI SAN (spiffe://<domain>/ns/<ns>/sa/<sa>).")
+	fs.IntVar(&o.Workers, "podcertificate-signer-signer-workers", o.Workers, "Concurrent signings.")
+	fs.DurationVar(&o.CARotation, "podcertificate-signer-ca-rotation", o.CARotation, "Generate a new CA this often (0: never; a CA written to the Secret's next.crt/next.key still rotates in).")
+	fs.DurationVar(&o.CAOverlap, "podcertificate-signer-ca-overlap", o.CAOverlap, "How long a new CA is published in the ClusterTrustBundle before it signs.")
+	fs.Float64Var(&o.RefreshFraction, "podcertificate-signer-refresh-fraction", o.RefreshFraction, "Fraction of a certificate's lifetime after which kubelet refreshes it (beginRefreshAt), kept at least 10m after notBefore and 10m before notAfter as the API requires.")
+	fs.DurationVar(&o.Backdate, "podcertificate-signer-backdate", o.Backdate, "How far notBefore lies before the signing, for clocks that run behind (at most 4m: the API requires notBefore within 5m of its own clock).")
+	// The names before the flags carried the controller's name (v0.1): they still work,
+	// and say once that they are deprecated.
+	for _, suffix := range []string{"signer-name", "ca-namespace", "ca-secret", "max-lifetime", "key-types", "trust-domain", "signer-workers", "ca-rotation", "ca-overlap", "refresh-fraction", "backdate"} {
+		manager.DeprecatedAlias(fs, "podcert-"+suffix, Name+"-"+suffix)
+	}
 }
 
 // MaxBackdate leaves a minute of skew between the signer's clock and the API server's,
@@ -81,13 +86,13 @@ const MaxBackdate = 4 * time.Minute
 // longest leaf.
 func (o Options) Validate() error {
 	if o.MaxLifetime < time.Hour {
-		return fmt.Errorf("--podcert-max-lifetime must be at least 1h, not %v", o.MaxLifetime)
+		return fmt.Errorf("--podcertificate-signer-max-lifetime must be at least 1h, not %v", o.MaxLifetime)
 	}
 	if !(o.RefreshFraction > 0 && o.RefreshFraction < 1) {
-		return fmt.Errorf("--podcert-refresh-fraction must be between 0 and 1 (exclusive), not %v", o.RefreshFraction)
+		return fmt.Errorf("--podcertificate-signer-refresh-fraction must be between 0 and 1 (exclusive), not %v", o.RefreshFraction)
 	}
 	if o.Backdate < 0 || o.Backdate > MaxBackdate {
-		return fmt.Errorf("--podcert-backdate must be between 0 and %v, not %v", MaxBackdate, o.Backdate)
+		return fmt.Errorf("--podcertificate-signer-backdate must be between 0 and %v, not %v", MaxBackdate, o.Backdate)
 	}
 	return o.rotationPolicy().Validate()
 }

@@ -119,7 +119,7 @@ func TestValidateMaxCertificateBytes(t *testing.T) {
 	}
 	opts.MaxCertificateBytes = 100
 	err := opts.Validate()
-	if err == nil || !strings.Contains(err.Error(), "--secret-max-certificate-bytes=100") || strings.Contains(err.Error(), "\n") {
+	if err == nil || !strings.Contains(err.Error(), "--tls-expiry-secret-max-certificate-bytes=100") || strings.Contains(err.Error(), "\n") {
 		t.Errorf("a 100-byte limit: %v", err)
 	}
 }

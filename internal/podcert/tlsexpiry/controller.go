@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
@@ -25,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -38,15 +36,6 @@ import (
 // the point it should have happened.
 const overdueAfter = 10 * time.Minute
 
-var (
-	notAfterGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "trustplane_tls_secret_not_after_seconds",
-		Help: "Expiry (Unix time) of each kubernetes.io/tls Secret's leaf certificate."}, []string{"namespace", "name"})
-	stateGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "trustplane_tls_secret_states",
-		Help: "kubernetes.io/tls Secrets by state (fresh, overdue_for_refresh, expired, invalid, too_large)."}, []string{"state"})
-)
-
-func init() { metrics.Registry.MustRegister(notAfterGauge, stateGauge) }
-
 // Reconciler watches one Secret's certificate.
 type Reconciler struct {
 	// Reader reads Secrets: the controller's own cache, which holds them as strip left
@@ -54,7 +43,7 @@ type Reconciler struct {
 	Reader   client.Reader
 	Recorder events.EventRecorder
 	Clock    clock.PassiveClock
-	// MaxCertificateBytes is --secret-max-certificate-bytes.
+	// MaxCertificateBytes is --tls-expiry-secret-max-certificate-bytes.
 	MaxCertificateBytes int
 
 	mu    sync.Mutex
@@ -122,7 +111,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			r.setState(req.NamespacedName, t, &tracked{fingerprint: cert.SHA256, state: stateTooLarge})
 			notAfterGauge.DeleteLabelValues(req.Namespace, req.Name)
 			r.Recorder.Eventf(secret, nil, corev1.EventTypeWarning, certificates.ReasonTooLarge, "Check",
-				"tls.crt is %d bytes, above --secret-max-certificate-bytes=%d: its expiry is not watched", cert.Bytes, r.MaxCertificateBytes)
+				"tls.crt is %d bytes, above --tls-expiry-secret-max-certificate-bytes=%d: its expiry is not watched", cert.Bytes, r.MaxCertificateBytes)
 			return reconcile.Result{}, nil
 		case problemInvalid:
 			r.setState(req.NamespacedName, t, &tracked{fingerprint: cert.SHA256, state: stateInvalid})

@@ -5,6 +5,8 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/utils/clock"
+
+	"github.com/trustplane/trustplane/internal/manager"
 )
 
 const (
@@ -14,7 +16,7 @@ const (
 	Help = "Warning events and metrics when kubernetes.io/tls Secrets are overdue for renewal or expired"
 )
 
-// DefaultMaxCertificateBytes is the --secret-max-certificate-bytes default. A leaf
+// DefaultMaxCertificateBytes is the --tls-expiry-secret-max-certificate-bytes default. A leaf
 // certificate with its chain is a few KiB (an RSA-4096 leaf and two intermediates are
 // about 6 KiB of PEM); 64 KiB leaves ample room and still keeps a tenant from making the
 // manager parse and fingerprint megabytes per Secret.
@@ -40,13 +42,14 @@ func DefaultOptions() Options {
 
 // AddFlags registers the options as flags.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.IntVar(&o.MaxCertificateBytes, "secret-max-certificate-bytes", o.MaxCertificateBytes, "Largest tls.crt of a kubernetes.io/tls Secret whose expiry is watched; a larger one is left out with a Warning event CertificateTooLarge on the Secret.")
+	fs.IntVar(&o.MaxCertificateBytes, "tls-expiry-secret-max-certificate-bytes", o.MaxCertificateBytes, "Largest tls.crt of a kubernetes.io/tls Secret whose expiry is watched; a larger one is left out with a Warning event CertificateTooLarge on the Secret.")
+	manager.DeprecatedAlias(fs, "secret-max-certificate-bytes", Name+"-secret-max-certificate-bytes")
 }
 
 // Validate checks the options before anything connects.
 func (o Options) Validate() error {
 	if o.MaxCertificateBytes < minMaxCertificateBytes {
-		return fmt.Errorf("--secret-max-certificate-bytes=%d: must be at least %d (one RSA-4096 certificate)", o.MaxCertificateBytes, minMaxCertificateBytes)
+		return fmt.Errorf("--tls-expiry-secret-max-certificate-bytes=%d: must be at least %d (one RSA-4096 certificate)", o.MaxCertificateBytes, minMaxCertificateBytes)
 	}
 	return nil
 }

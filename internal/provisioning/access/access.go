@@ -19,6 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
 )
 
 // Ceiling is what no KubeconfigRequest may exceed: otherwise whoever may create one
@@ -150,10 +152,6 @@ var clusterScoped = []string{"nodes", "namespaces", "persistentvolumes", "compon
 	"clustertrustbundles", "flowschemas", "prioritylevelconfigurations", "tokenreviews", "subjectaccessreviews", "selfsubjectaccessreviews",
 	"selfsubjectrulesreviews", "selfsubjectreviews", "ipaddresses", "servicecidrs", "deviceclasses", "resourceslices"}
 
-// PodSecurityEnforceLabel is the namespace label with the Pod Security level the API
-// server enforces there.
-const PodSecurityEnforceLabel = "pod-security.kubernetes.io/enforce"
-
 // writeVerbs are the verbs that change objects.
 var writeVerbs = []string{"create", "update", "patch", "delete", "deletecollection"}
 
@@ -233,7 +231,7 @@ func (c Ceiling) Check(rules []rbacv1.PolicyRule, namespace string) []string {
 // PodSecurity returns, for each rule of a Role in namespace that writes workloads, one
 // line saying why it may not: unless the operator allows the route "workloads", pods run
 // only where the API server enforces Pod Security "baseline" or "restricted" (enforce,
-// the namespace's PodSecurityEnforceLabel), which keeps them off the host (no privileged
+// the namespace's operatorv1alpha1.PodSecurityEnforceLabel), which keeps them off the host (no privileged
 // containers, host namespaces or hostPath volumes); and not where the ceiling lets the
 // namespace's labels be changed (route "namespaces"). Protected namespaces and
 // cluster-wide rules are Check's.
@@ -252,7 +250,7 @@ func (c Ceiling) PodSecurity(rules []rbacv1.PolicyRule, namespace, enforce strin
 				i+1, routeWhat(workloads()), namespace, "workloads"))
 		case enforce != "baseline" && enforce != "restricted":
 			problems = append(problems, fmt.Sprintf("rule %d reaches %s in namespace %s, which does not enforce Pod Security baseline or restricted (%s=%q): its pods could be privileged, share the host's namespaces or mount its filesystem: not allowed (route %q)",
-				i+1, routeWhat(workloads()), namespace, PodSecurityEnforceLabel, enforce, "workloads"))
+				i+1, routeWhat(workloads()), namespace, operatorv1alpha1.PodSecurityEnforceLabel, enforce, "workloads"))
 		}
 	}
 	return problems
@@ -489,13 +487,7 @@ func hostOf(server string) string {
 	return ""
 }
 
-// AdministratorLabel marks the cluster-admin bindings made for a Cluster's administrators;
-// its value identifies the Cluster, so that two Clusters brought along for the same
-// cluster keep their own administrators, and removing an administrator removes exactly
-// its binding and nothing else.
-const AdministratorLabel = "operator.kyma-project.io/administrators-of"
-
-// AdministratorsOf is the AdministratorLabel value of a Cluster.
+// AdministratorsOf is the operatorv1alpha1.AdministratorLabel value of a Cluster.
 func AdministratorsOf(clusterNamespace, clusterName string) string {
 	return shortHash(clusterNamespace + "/" + clusterName)
 }
@@ -509,7 +501,7 @@ func AdminBindings(owner string, administrators []string) []rbacv1.ClusterRoleBi
 		out = append(out, rbacv1.ClusterRoleBinding{
 			TypeMeta: metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRoleBinding"},
 			ObjectMeta: metav1.ObjectMeta{Name: "trustplane-admin-" + owner + "-" + shortHash(user),
-				Labels:      map[string]string{AdministratorLabel: owner, "app.kubernetes.io/managed-by": "trustplane"},
+				Labels:      map[string]string{operatorv1alpha1.AdministratorLabel: owner, "app.kubernetes.io/managed-by": "trustplane"},
 				Annotations: map[string]string{"operator.kyma-project.io/administrator": user}},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
 			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},

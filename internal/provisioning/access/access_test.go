@@ -12,6 +12,8 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/client-go/tools/clientcmd"
+
+	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
 )
 
 func TestCeiling(t *testing.T) {
@@ -305,7 +307,7 @@ func TestAdminBindingsAreScopedToTheirCluster(t *testing.T) {
 		t.Fatalf("names %s %s %s: must differ per user and per Cluster", ofA[0].Name, ofA[1].Name, ofB[0].Name)
 	}
 	crb := ofA[1]
-	if crb.Labels[AdministratorLabel] != a || crb.RoleRef.Name != "cluster-admin" || crb.RoleRef.Kind != "ClusterRole" ||
+	if crb.Labels[operatorv1alpha1.AdministratorLabel] != a || crb.RoleRef.Name != "cluster-admin" || crb.RoleRef.Kind != "ClusterRole" ||
 		len(crb.Subjects) != 1 || crb.Subjects[0].Kind != "User" || crb.Subjects[0].Name != "bob@example.com" {
 		t.Errorf("binding %+v", crb)
 	}

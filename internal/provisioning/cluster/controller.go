@@ -9,16 +9,11 @@ package cluster
 
 import (
 	"context"
-	"fmt"
-	"time"
-
-	"github.com/spf13/pflag"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,11 +27,9 @@ import (
 	cp "github.com/trustplane/trustplane/api/controlplane/v1alpha1"
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
 	"github.com/trustplane/trustplane/internal/finalizer"
-	"github.com/trustplane/trustplane/internal/manager"
-	"github.com/trustplane/trustplane/internal/provisioning/access"
+	"github.com/trustplane/trustplane/internal/provisioning/clustertarget"
 	"github.com/trustplane/trustplane/internal/provisioning/garden"
 	"github.com/trustplane/trustplane/internal/provisioning/slots"
-	"github.com/trustplane/trustplane/internal/provisioning/tenantkubeconfig"
 	"github.com/trustplane/trustplane/internal/status"
 )
 
@@ -52,54 +45,6 @@ const (
 // Finalizer holds a Cluster until its Shoot is gone and its credential released.
 var Finalizer = finalizer.For(Name, "cluster.trustplane.io/deprovision")
 
-// Options configure the controller: its flags (AddFlags) and what it depends on.
-type Options struct {
-	// Workers is the number of concurrent reconciles.
-	Workers int
-	// WorkersPerNamespace caps the reconciles of one namespace's Clusters at a time, so
-	// one tenant's slow or dead targets can never take every worker from the others.
-	WorkersPerNamespace int
-	// RetryBaseDelay and RetryMaxDelay bound each Cluster's own exponential backoff.
-	RetryBaseDelay, RetryMaxDelay time.Duration
-	// DeletionCleanupTimeout is how long a deleted brought-along Cluster keeps trying to
-	// remove its administrators' bindings from a cluster that cannot be reached.
-	DeletionCleanupTimeout time.Duration
-
-	// Garden is the Gardener project, nil without one: only brought-along Clusters work.
-	Garden *garden.Garden
-	// Kubeconfig is what a brought-along kubeconfig may use: the policy the kubeconfig
-	// controller reads it with too, built once with the manager.
-	Kubeconfig tenantkubeconfig.Policy
-	// Clock is the time source of the deletion cleanup deadline.
-	Clock clock.PassiveClock
-}
-
-// DefaultOptions are the flag defaults.
-func DefaultOptions() Options {
-	return Options{Workers: 8, WorkersPerNamespace: 4, RetryBaseDelay: time.Second, RetryMaxDelay: 5 * time.Minute,
-		DeletionCleanupTimeout: 5 * time.Minute, Kubeconfig: tenantkubeconfig.DefaultPolicy(), Clock: clock.RealClock{}}
-}
-
-// AddFlags registers the options as flags.
-func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.IntVar(&o.Workers, "cluster-workers", o.Workers, "Concurrent Cluster reconciles.")
-	fs.IntVar(&o.WorkersPerNamespace, "cluster-workers-per-namespace", o.WorkersPerNamespace, "Most concurrent reconciles of one namespace's Clusters (at most --cluster-workers), so one tenant's unreachable clusters cannot hold the others'.")
-	fs.DurationVar(&o.RetryBaseDelay, "cluster-retry-base-delay", o.RetryBaseDelay, "First retry delay of a Cluster after a failure; doubles with each further failure of that Cluster.")
-	fs.DurationVar(&o.RetryMaxDelay, "cluster-retry-max-delay", o.RetryMaxDelay, "Longest retry delay of a Cluster.")
-	fs.DurationVar(&o.DeletionCleanupTimeout, "cluster-deletion-cleanup-timeout", o.DeletionCleanupTimeout, "How long a deleted brought-along Cluster keeps trying to remove its administrators' bindings from a cluster it cannot reach before it goes anyway (with a Warning event).")
-}
-
-// Validate checks the flags.
-func (o Options) Validate() error {
-	if err := slots.ValidateFlags(Name, o.Workers, o.WorkersPerNamespace, o.RetryBaseDelay, o.RetryMaxDelay); err != nil {
-		return err
-	}
-	if o.DeletionCleanupTimeout < 0 {
-		return fmt.Errorf("--cluster-deletion-cleanup-timeout must not be negative, not %v", o.DeletionCleanupTimeout)
-	}
-	return o.Kubeconfig.Validate()
-}
-
 // Reconciler reconciles Clusters.
 type Reconciler struct {
 	Client    client.Client
@@ -110,7 +55,10 @@ type Reconciler struct {
 	// Options are the flags and dependencies it was set up with.
 	Options Options
 
-	slots slots.PerKey
+	// targets are the connections to the Clusters' target clusters, shared with the
+	// kubeconfig controller when the manager's assembly hands both the same.
+	targets *clustertarget.Connections
+	slots   slots.PerKey
 }
 
 // +kubebuilder:rbac:groups=operator.kyma-project.io,resources=clusters,verbs=get;list;watch;update;patch
@@ -126,11 +74,11 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	if err := manager.RegisterMetrics(append(status.Metrics(), provisionedGauge)...); err != nil {
-		return nil, err
-	}
 	g := opts.Garden
-	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("trustplane-" + Name), Garden: g, Options: opts}
+	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("trustplane-" + Name), Garden: g, Options: opts, targets: opts.Targets}
+	if r.targets == nil {
+		r.targets = &clustertarget.Connections{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Garden: g, Policy: opts.Kubeconfig, Clock: r.clock()}
+	}
 	options := controller.Options{
 		MaxConcurrentReconciles: opts.Workers,
 		// Per Cluster only: controller-runtime's default adds a bucket shared by all
@@ -140,6 +88,8 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	b := ctrl.NewControllerManagedBy(mgr).Named(Name).
 		For(&operatorv1alpha1.Cluster{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, status.ReconcileRequested))).
 		Owns(&cp.SubscriptionRequest{}).
+		// A deleted Cluster's connection (credentials, sockets) goes with it.
+		Watches(&operatorv1alpha1.Cluster{}, r.targets.EvictOnDelete()).
 		// Secrets as metadata only: the operator never caches credentials.
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.clustersUsingSecret), builder.OnlyMetadata).
 		// A deleting Cluster waits for its KubeconfigRequests to go, or to withdraw from it
@@ -189,7 +139,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 func (r *Reconciler) reconcileOrDeprovision(ctx context.Context, c *operatorv1alpha1.Cluster) error {
 	if !c.DeletionTimestamp.IsZero() {
-		return r.deprovision(ctx, c)
+		if !Finalizer.Held(c) {
+			return nil
+		}
+		return run(ctx, r.deprovisionPhases(c), &scope{c: c})
 	}
 	if err := Finalizer.Ensure(ctx, r.Client, c); err != nil {
 		return err
@@ -197,22 +150,7 @@ func (r *Reconciler) reconcileOrDeprovision(ctx context.Context, c *operatorv1al
 	return r.reconcile(ctx, c)
 }
 
+// reconcile provisions (or adopts) the Cluster through its phases (phases.go) in order.
 func (r *Reconciler) reconcile(ctx context.Context, c *operatorv1alpha1.Cluster) error {
-	// Cluster-admin access to the cluster: its own kubeconfig, or Gardener's once provisioned.
-	adminAccess := r.provision
-	if c.Spec.KubeconfigSecretRef != nil {
-		adminAccess = r.broughtAlong
-	}
-	admin, err := adminAccess(ctx, c)
-	if err != nil {
-		return err
-	}
-	if admin != nil {
-		owner := access.AdministratorsOf(c.Namespace, c.Name)
-		if err := bindAdministrators(ctx, admin, owner, c.Spec.Administrators); err != nil {
-			return targetFailed("binding administrators in the cluster", c.Spec.KubeconfigSecretRef != nil, admin, err)
-		}
-	}
-	status.MarkReady(c, operatorv1alpha1.ReasonAdministratorsBound, fmt.Sprintf("administrators bound to cluster-admin: %d", len(c.Spec.Administrators)))
-	return nil
+	return run(ctx, r.phasesFor(c), &scope{c: c})
 }

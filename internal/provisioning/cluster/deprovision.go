@@ -8,11 +8,12 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cp "github.com/trustplane/trustplane/api/controlplane/v1alpha1"
@@ -24,37 +25,12 @@ import (
 	"github.com/trustplane/trustplane/internal/status"
 )
 
-// deprovision runs the deletion: KubeconfigRequests first (they clean up inside the
-// cluster), then the administrators' bindings or the Shoot, then the credential. Each
-// step it waits for ends with a watched change.
-func (r *Reconciler) deprovision(ctx context.Context, c *operatorv1alpha1.Cluster) error {
-	if !Finalizer.Held(c) {
-		return nil
-	}
-	if err := r.waitForRequests(ctx, c); err != nil {
-		return err
-	}
-	if c.Spec.KubeconfigSecretRef != nil {
-		if err := r.unbindBroughtAlong(ctx, c); err != nil {
-			return err
-		}
-	} else if err := r.deleteShoot(ctx, c); err != nil {
-		return err
-	} else if err := r.deleteAuthentication(ctx, c); err != nil { // the Shoot is gone
-		return err
-	}
-	if err := r.releaseSubscription(ctx, c); err != nil {
-		return err
-	}
-	r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, operatorv1alpha1.ReasonDeprovisioning, "Delete", "deprovisioned")
-	return Finalizer.Release(ctx, r.Client, c)
-}
-
 // waitForRequests holds the deletion while KubeconfigRequests of namespaces the Cluster
 // grants still name it or hold grants in it (like PVC protection); the KubeconfigRequest
 // watch brings the Cluster back. A request of a namespace it does not grant holds nothing
 // for certain, whatever its status says (KubeconfigRequest.Holds); see waitForClaims.
-func (r *Reconciler) waitForRequests(ctx context.Context, c *operatorv1alpha1.Cluster) error {
+func (r *Reconciler) waitForRequests(ctx context.Context, s *scope) error {
+	c := s.c
 	requests := &operatorv1alpha1.KubeconfigRequestList{}
 	key := types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
 	if err := r.Client.List(ctx, requests, client.MatchingFields{clustertarget.RequestsByCluster: key.String()}); err != nil {
@@ -110,16 +86,20 @@ func requestName(kr *operatorv1alpha1.KubeconfigRequest, c *operatorv1alpha1.Clu
 	return kr.Namespace + "/" + kr.Name
 }
 
-func (r *Reconciler) now() time.Time {
+func (r *Reconciler) now() time.Time { return r.clock().Now() }
+
+// clock is the configured clock, the real one if none is.
+func (r *Reconciler) clock() clock.PassiveClock {
 	if r.Options.Clock != nil {
-		return r.Options.Clock.Now()
+		return r.Options.Clock
 	}
-	return time.Now()
+	return clock.RealClock{}
 }
 
 // releaseSubscription deletes the Cluster's SubscriptionRequest, which releases the
 // credential, and waits until it is gone (its watch brings the Cluster back).
-func (r *Reconciler) releaseSubscription(ctx context.Context, c *operatorv1alpha1.Cluster) error {
+func (r *Reconciler) releaseSubscription(ctx context.Context, s *scope) error {
+	c := s.c
 	sr := &cp.SubscriptionRequest{}
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: c.Name}, sr)
 	if apierrors.IsNotFound(err) || (err == nil && !metav1.IsControlledBy(sr, c)) {
@@ -142,9 +122,10 @@ func (r *Reconciler) releaseSubscription(ctx context.Context, c *operatorv1alpha
 // tried again with backoff until --cluster-deletion-cleanup-timeout after the deletion,
 // then the deletion goes on with a Warning event saying what was left: a tenant's dead
 // cluster must not keep its Cluster (and namespace) forever.
-func (r *Reconciler) unbindBroughtAlong(ctx context.Context, c *operatorv1alpha1.Cluster) error {
-	cfg, err := clustertarget.BroughtAlongConfig(ctx, r.APIReader, c, r.Options.Kubeconfig)
-	if clustertarget.IsKubeconfigUnusable(err) {
+func (r *Reconciler) unbindBroughtAlong(ctx context.Context, s *scope) error {
+	c := s.c
+	target, err := r.targets.BroughtAlong(ctx, c)
+	if clustertarget.IsKubeconfigUnusable(err) || errors.Is(err, clustertarget.ErrNoWayIn) {
 		reason := operatorv1alpha1.ReasonKubeconfigMissing
 		if refused := (*tenantkubeconfig.RefusedError)(nil); errors.As(err, &refused) {
 			reason = operatorv1alpha1.ReasonInsecureKubeconfig
@@ -155,32 +136,27 @@ func (r *Reconciler) unbindBroughtAlong(ctx context.Context, c *operatorv1alpha1
 	if err != nil {
 		return err
 	}
-	err = r.sweepOrphans(ctx, cfg, c)
+	err = r.sweepOrphans(ctx, target.Client, c)
 	if err == nil {
-		err = bindAdministrators(ctx, cfg, access.AdministratorsOf(c.Namespace, c.Name), nil)
+		err = applyAdministrators(ctx, target.Client, access.AdministratorsOf(c.Namespace, c.Name), nil)
 	}
 	if err == nil {
 		return nil
 	}
-	failed := targetFailed("removing administrator bindings and what KubeconfigRequests that no longer exist left", true, cfg, err)
+	failed := targetFailed("removing administrator bindings and what KubeconfigRequests that no longer exist left", target, err)
 	if r.now().Before(c.DeletionTimestamp.Add(r.Options.DeletionCleanupTimeout)) {
 		return failed
 	}
 	r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, operatorv1alpha1.ReasonCleanupAbandoned, "Delete",
 		"gave up removing the cluster-admin bindings of %d administrators (label %s=%s) from the cluster after %v: %v",
-		len(c.Spec.Administrators), access.AdministratorLabel, access.AdministratorsOf(c.Namespace, c.Name), r.Options.DeletionCleanupTimeout, failed)
+		len(c.Spec.Administrators), operatorv1alpha1.AdministratorLabel, access.AdministratorsOf(c.Namespace, c.Name), r.Options.DeletionCleanupTimeout, failed)
 	return nil
 }
 
 // sweepOrphans deletes what KubeconfigRequests that no longer exist were granted through
 // c (clustertarget.SweepOrphans): the requests that still exist withdrew before the
 // deletion went on (waitForRequests), and a brought-along cluster outlives its Cluster.
-func (r *Reconciler) sweepOrphans(ctx context.Context, cfg *rest.Config, c *operatorv1alpha1.Cluster) error {
-	target, closeIdle, err := clustertarget.Dial(cfg)
-	if err != nil {
-		return err
-	}
-	defer closeIdle()
+func (r *Reconciler) sweepOrphans(ctx context.Context, target client.Client, c *operatorv1alpha1.Cluster) error {
 	deleted, err := clustertarget.SweepOrphans(ctx, target, r.APIReader, c)
 	if len(deleted) > 0 {
 		r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, operatorv1alpha1.ReasonOrphansDeleted, "Delete",
@@ -192,7 +168,8 @@ func (r *Reconciler) sweepOrphans(ctx context.Context, cfg *rest.Config, c *oper
 // deleteShoot confirms and deletes the Cluster's Shoot and waits until it is gone (the
 // Shoot watch brings the Cluster back). A Shoot of that name that belongs to something
 // else is never touched.
-func (r *Reconciler) deleteShoot(ctx context.Context, c *operatorv1alpha1.Cluster) error {
+func (r *Reconciler) deleteShoot(ctx context.Context, s *scope) error {
+	c := s.c
 	if r.Garden == nil {
 		if c.Status.ShootName == "" {
 			return nil // never provisioned
@@ -213,7 +190,7 @@ func (r *Reconciler) deleteShoot(ctx context.Context, c *operatorv1alpha1.Cluste
 	}
 	if live.GetDeletionTimestamp() == nil {
 		// Gardener refuses to delete a Shoot that does not carry the confirmation.
-		confirm := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+shoot.ConfirmDeletionAnnotation+`":"true"}}}`))
+		confirm := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+operatorv1alpha1.ConfirmDeletionAnnotation+`":"true"}}}`))
 		if err := r.Garden.Client.Patch(ctx, live, confirm); err != nil {
 			return gardenWriteFailed(c, "confirm the deletion of", live, err)
 		}
@@ -227,4 +204,13 @@ func (r *Reconciler) deleteShoot(ctx context.Context, c *operatorv1alpha1.Cluste
 		msg += ": " + p.Message()
 	}
 	return waiting(c, operatorv1alpha1.ReasonDeprovisioning, msg)
+}
+
+// release ends the deletion: the connection to the cluster is forgotten (its credentials,
+// its sockets) and the finalizer released.
+func (r *Reconciler) release(ctx context.Context, s *scope) error {
+	c := s.c
+	r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, operatorv1alpha1.ReasonDeprovisioning, "Delete", "deprovisioned")
+	r.targets.Evict(types.NamespacedName{Namespace: c.Namespace, Name: c.Name})
+	return Finalizer.Release(ctx, r.Client, c)
 }

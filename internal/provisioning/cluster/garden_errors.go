@@ -1,10 +1,6 @@
 package cluster
 
 import (
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,64 +9,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/api/conditions"
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
-	"github.com/trustplane/trustplane/internal/provisioning/garden"
 	"github.com/trustplane/trustplane/internal/status"
 )
-
-// DesiredHashAnnotation on a Shoot is a hash of the Shoot the Cluster operator last
-// applied (labels, annotations and spec, from the Cluster's spec, the credential and the
-// operator's settings). The Shoot is applied again only when that hash changes: Gardener
-// updates the Shoot's status at every step of its work, and each would otherwise cost an
-// apply the garden has to process.
-const DesiredHashAnnotation = "cluster.trustplane.io/desired-hash"
-
-// applyShoot writes desired to the garden unless the live Shoot already carries its hash.
-// Either way desired holds the Shoot as the garden has it afterwards (its status
-// included), for the caller to follow.
-func (r *Reconciler) applyShoot(ctx context.Context, c *operatorv1alpha1.Cluster, desired *unstructured.Unstructured) error {
-	hash, err := desiredHash(desired)
-	if err != nil {
-		return fmt.Errorf("hashing the desired shoot %s: %w", desired.GetName(), err)
-	}
-	live := garden.NewShoot()
-	err = r.Garden.Cache.Get(ctx, types.NamespacedName{Namespace: desired.GetNamespace(), Name: desired.GetName()}, live)
-	switch {
-	case err == nil && live.GetAnnotations()[DesiredHashAnnotation] == hash:
-		desired.Object = live.Object
-		return nil
-	case err != nil && !apierrors.IsNotFound(err):
-		return gardenUnreachable(c, fmt.Errorf("reading shoot %s: %w", desired.GetName(), err))
-	}
-	annotations := desired.GetAnnotations()
-	if annotations == nil {
-		annotations = map[string]string{}
-	}
-	annotations[DesiredHashAnnotation] = hash
-	desired.SetAnnotations(annotations)
-	if err := r.Garden.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		return gardenWriteFailed(c, "apply", desired, err)
-	}
-	return nil
-}
-
-// desiredHash is a hash of the Shoot's metadata (labels, annotations) and spec as applied;
-// encoding/json sorts map keys, so equal Shoots hash alike.
-func desiredHash(desired *unstructured.Unstructured) (string, error) {
-	raw, err := json.Marshal(map[string]any{
-		"labels": desired.GetLabels(), "annotations": desired.GetAnnotations(), "spec": desired.Object["spec"],
-	})
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(raw)
-	return hex.EncodeToString(sum[:16]), nil
-}
 
 // gardenWriteFailed classifies the garden's answer to a write of obj:
 //   - 422 Invalid and 400 BadRequest: Gardener (its validation, an admission plugin or

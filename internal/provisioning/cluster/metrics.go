@@ -10,11 +10,15 @@ import (
 )
 
 // provisionedGauge is the Cluster's own condition beside the conditions every kind reports
-// (status.Metrics, trustplane_object_ready among them). It is registered in Setup: only
-// the manager sets it.
+// (status.Metrics, trustplane_object_ready among them).
 var provisionedGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "trustplane_cluster_provisioned",
 	Help: "1 while the Cluster's ClusterProvisioned condition is True (its Shoot is up, or its brought-along kubeconfig works), 0 otherwise; by namespace and name."},
 	[]string{"namespace", "name"})
+
+// Collectors are the controller's Prometheus collectors, every one of them: whoever
+// assembles the manager registers them (with status.Metrics) when the controller is
+// selected; the package never registers them itself.
+func Collectors() []prometheus.Collector { return []prometheus.Collector{provisionedGauge} }
 
 // observe records c's ClusterProvisioned condition, or forgets c once it is going with no
 // finalizer left.

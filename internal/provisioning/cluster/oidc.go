@@ -20,12 +20,6 @@ import (
 	"github.com/trustplane/trustplane/internal/provisioning/shoot"
 )
 
-// AuthenticationHashAnnotation on a Shoot is a hash of the AuthenticationConfiguration in
-// its structured-authentication ConfigMap. A new OIDC setting thus changes the Shoot, which
-// makes Gardener reconcile the shoot's kube-apiserver with it, and an unchanged one lets a
-// reconcile skip writing the ConfigMap.
-const AuthenticationHashAnnotation = "cluster.trustplane.io/authentication-config-hash"
-
 // authentication is the structured-authentication step of one Shoot apply: the Cluster's
 // OIDC goes to the garden as a ConfigMap in the project namespace (Gardener forbids
 // kubeAPIServer.oidcConfig for Kubernetes >= 1.32), which must exist before the Shoot
@@ -42,7 +36,13 @@ type authentication struct {
 // its Shoot is applied (server-side apply, FieldOwner), owned by the Shoot when the Shoot
 // exists already, and marks desired with its hash. Nothing is written when the live Shoot
 // carries that hash: the ConfigMap was applied for it already.
-func (r *Reconciler) applyAuthentication(ctx context.Context, c *operatorv1alpha1.Cluster, desired *unstructured.Unstructured) (*authentication, error) {
+func (r *Reconciler) applyAuthentication(ctx context.Context, s *scope) error {
+	auth, err := r.authentication(ctx, s.c, s.desired)
+	s.auth = auth
+	return err
+}
+
+func (r *Reconciler) authentication(ctx context.Context, c *operatorv1alpha1.Cluster, desired *unstructured.Unstructured) (*authentication, error) {
 	cm, err := shoot.AuthenticationConfigMap(c, r.Garden.Params)
 	var invalid *shoot.InvalidError
 	switch {
@@ -74,9 +74,9 @@ func (r *Reconciler) applyAuthentication(ctx context.Context, c *operatorv1alpha
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
-	annotations[AuthenticationHashAnnotation] = hash
+	annotations[operatorv1alpha1.AuthenticationHashAnnotation] = hash
 	desired.SetAnnotations(annotations)
-	if live != nil && live.GetAnnotations()[AuthenticationHashAnnotation] == hash {
+	if live != nil && live.GetAnnotations()[operatorv1alpha1.AuthenticationHashAnnotation] == hash {
 		return auth, nil
 	}
 	return auth, r.writeAuthentication(ctx, c, desired, cm, auth.shootUID)
@@ -85,7 +85,8 @@ func (r *Reconciler) applyAuthentication(ctx context.Context, c *operatorv1alpha
 // finishAuthentication runs after the Shoot was applied: a ConfigMap written for a new
 // Shoot gets the Shoot as its owner (so the garden's garbage collector removes it with
 // the Shoot), and a ConfigMap the Shoot no longer names is deleted.
-func (r *Reconciler) finishAuthentication(ctx context.Context, c *operatorv1alpha1.Cluster, applied *unstructured.Unstructured, auth *authentication) error {
+func (r *Reconciler) finishAuthentication(ctx context.Context, s *scope) error {
+	c, applied, auth := s.c, s.desired, s.auth
 	if auth.configMap != nil && auth.shootUID == "" && applied.GetUID() != "" {
 		if err := r.writeAuthentication(ctx, c, applied, auth.configMap, applied.GetUID()); err != nil {
 			return err
@@ -112,7 +113,8 @@ func (r *Reconciler) writeAuthentication(ctx context.Context, c *operatorv1alpha
 // deleteAuthentication removes the Cluster's authentication ConfigMap once its Shoot is
 // gone. The garden's garbage collector would too, through the owner reference; this does
 // not wait for it (and covers a ConfigMap whose owner was never set).
-func (r *Reconciler) deleteAuthentication(ctx context.Context, c *operatorv1alpha1.Cluster) error {
+func (r *Reconciler) deleteAuthentication(ctx context.Context, sc *scope) error {
+	c := sc.c
 	if r.Garden == nil {
 		return nil
 	}
@@ -135,7 +137,7 @@ func (r *Reconciler) deleteAuthenticationConfigMap(ctx context.Context, c *opera
 	if err != nil {
 		return gardenUnreachable(c, fmt.Errorf("reading the authentication ConfigMap %s: %w", name, err))
 	}
-	if l := cm.GetLabels(); l[shoot.ClusterNamespaceLabel] != c.Namespace || l[shoot.ClusterNameLabel] != c.Name {
+	if l := cm.GetLabels(); l[operatorv1alpha1.ClusterNamespaceLabel] != c.Namespace || l[operatorv1alpha1.ClusterNameLabel] != c.Name {
 		return nil
 	}
 	uid := cm.GetUID()

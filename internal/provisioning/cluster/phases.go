@@ -3,158 +3,131 @@ package cluster
 import (
 	"context"
 	"errors"
-	"fmt"
-	"slices"
 
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trustplane/trustplane/api/conditions"
 	cp "github.com/trustplane/trustplane/api/controlplane/v1alpha1"
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/trustplane/trustplane/api/conditions"
 	"github.com/trustplane/trustplane/internal/apply"
-	"github.com/trustplane/trustplane/internal/provisioning/access"
 	"github.com/trustplane/trustplane/internal/provisioning/clustertarget"
 	"github.com/trustplane/trustplane/internal/provisioning/shoot"
 	"github.com/trustplane/trustplane/internal/provisioning/tenantkubeconfig"
 	"github.com/trustplane/trustplane/internal/status"
 )
 
-// broughtAlong checks the Cluster's own kubeconfig.
-func (r *Reconciler) broughtAlong(ctx context.Context, c *operatorv1alpha1.Cluster) (*rest.Config, error) {
-	cfg, err := clustertarget.BroughtAlongConfig(ctx, r.APIReader, c, r.Options.Kubeconfig)
+// scope is one reconcile of a Cluster, as its phases share it.
+type scope struct {
+	c *operatorv1alpha1.Cluster
+	// sr is the Cluster's SubscriptionRequest, with its credential.
+	sr *cp.SubscriptionRequest
+	// desired is the Shoot as it is to be (then as the garden has it, once applied).
+	desired *unstructured.Unstructured
+	// auth is the structured-authentication step of the Shoot apply.
+	auth *authentication
+	// admin is the cluster-admin connection to the Cluster's cluster.
+	admin *clustertarget.Target
+	// done ends the reconcile, successfully, after the phase that set it.
+	done bool
+}
+
+// phase is one step of a reconcile. A phase ends the reconcile when it returns an error
+// (a wait is one: status.Waiting) or sets scope.done; otherwise the next one runs.
+type phase struct {
+	name string
+	run  func(ctx context.Context, s *scope) error
+}
+
+// run runs the phases in order.
+func run(ctx context.Context, phases []phase, s *scope) error {
+	for _, p := range phases {
+		if err := p.run(ctx, s); err != nil || s.done {
+			return err
+		}
+	}
+	return nil
+}
+
+// phasesFor are the steps that provision (or adopt) c: a brought-along cluster's own
+// kubeconfig (this file), or Gardener's path — the spec, the credential (this file), the
+// Shoot (shoot.go) with its OIDC (oidc.go) — then the administrators (administrators.go).
+func (r *Reconciler) phasesFor(c *operatorv1alpha1.Cluster) []phase {
+	if c.Spec.KubeconfigSecretRef != nil {
+		return []phase{
+			{"kubeconfig", r.broughtAlong},
+			{"administrators", r.bindAdministrators},
+		}
+	}
+	return []phase{
+		{"spec", r.checkSpec},
+		{"subscription", r.subscription},
+		{"shoot-desired", r.desireShoot},
+		{"authentication", r.applyAuthentication},
+		{"shoot", r.applyShoot},
+		{"authentication-cleanup", r.finishAuthentication},
+		{"provisioned", r.followShoot},
+		{"admin-access", r.adminAccess},
+		{"administrators", r.bindAdministrators},
+	}
+}
+
+// deprovisionPhases are the steps of a deletion (deprovision.go): KubeconfigRequests
+// first (they clean up inside the cluster), then the administrators' bindings or the
+// Shoot, then the credential. Each step it waits for ends with a watched change.
+func (r *Reconciler) deprovisionPhases(c *operatorv1alpha1.Cluster) []phase {
+	phases := []phase{{"wait-for-requests", r.waitForRequests}}
+	if c.Spec.KubeconfigSecretRef != nil {
+		phases = append(phases, phase{"unbind", r.unbindBroughtAlong})
+	} else {
+		phases = append(phases, phase{"delete-shoot", r.deleteShoot}, phase{"delete-authentication", r.deleteAuthentication})
+	}
+	return append(phases, phase{"release-subscription", r.releaseSubscription}, phase{"release", r.release})
+}
+
+// broughtAlong connects to the cluster through the Cluster's own kubeconfig (the
+// connection cache, clustertarget.Connections): a kubeconfig missing, refused or broken
+// stops the Cluster until its Secret changes.
+func (r *Reconciler) broughtAlong(ctx context.Context, s *scope) error {
+	c := s.c
+	target, err := r.targets.BroughtAlong(ctx, c)
 	var missing *clustertarget.MissingSecretError
 	var refused *tenantkubeconfig.RefusedError
 	switch {
 	case errors.As(err, &missing):
 		// The Secret watch brings the Cluster back when it appears.
-		return nil, waiting(c, operatorv1alpha1.ReasonKubeconfigMissing, err.Error())
+		return waiting(c, operatorv1alpha1.ReasonKubeconfigMissing, err.Error())
 	case errors.As(err, &refused):
-		return nil, stall(c, operatorv1alpha1.ReasonInsecureKubeconfig, err.Error())
+		return stall(c, operatorv1alpha1.ReasonInsecureKubeconfig, err.Error())
 	case errors.Is(err, tenantkubeconfig.ErrInvalid):
-		return nil, stall(c, operatorv1alpha1.ReasonKubeconfigInvalid, err.Error())
+		return stall(c, operatorv1alpha1.ReasonKubeconfigInvalid, err.Error())
 	case err != nil:
-		return nil, err
+		return err
 	}
-	setProvisioned(c, metav1.ConditionTrue, operatorv1alpha1.ReasonBroughtAlong, "brought-along cluster at "+cfg.Host)
-	return cfg, nil
+	setProvisioned(c, metav1.ConditionTrue, operatorv1alpha1.ReasonBroughtAlong, "brought-along cluster at "+target.Config.Host)
+	s.admin = target
+	return nil
 }
 
-// provision drives the Gardener path. A nil config without an error means the Cluster is
-// provisioned and this generation's administrators are bound already.
-func (r *Reconciler) provision(ctx context.Context, c *operatorv1alpha1.Cluster) (*rest.Config, error) {
+// checkSpec: a garden is configured, the spec is one Gardener takes, a Shoot an earlier
+// version made keeps its name, and the audit logging the landscape demands is there —
+// before a credential is claimed: a Shoot without it is never made.
+func (r *Reconciler) checkSpec(ctx context.Context, s *scope) error {
+	c := s.c
 	if r.Garden == nil {
-		return nil, stall(c, operatorv1alpha1.ReasonGardenNotConfigured, "the Cluster has no kubeconfigSecretRef and the operator runs without --garden-kubeconfig")
+		return stall(c, operatorv1alpha1.ReasonGardenNotConfigured, "the Cluster has no kubeconfigSecretRef and the operator runs without --garden-kubeconfig")
 	}
 	if err := shoot.Validate(c.Spec, r.Garden.Params); err != nil {
-		return nil, stall(c, operatorv1alpha1.ReasonInvalidSpec, err.Error())
+		return stall(c, operatorv1alpha1.ReasonInvalidSpec, err.Error())
 	}
 	if err := r.keepLegacyShoot(ctx, c); err != nil {
-		return nil, err
+		return err
 	}
-	// Before a credential is claimed: a Shoot without the audit logging the landscape
-	// demands is never made.
 	if err := shoot.CheckAuditLog(c.Spec, r.Garden.Params); err != nil {
-		return nil, stall(c, operatorv1alpha1.ReasonAuditLogTenantMissing, err.Error())
-	}
-	sr, err := r.applySubscription(ctx, c)
-	if err != nil {
-		return nil, err
-	}
-	if err := waitForSubscription(c, sr); err != nil {
-		return nil, err
-	}
-	desired, err := shoot.Desired(c, r.Garden.Params, sr.Status.GardenerSecretName)
-	var missing *shoot.AuditLogTenantMissingError
-	switch {
-	case errors.As(err, &missing):
-		return nil, stall(c, operatorv1alpha1.ReasonAuditLogTenantMissing, err.Error())
-	case err != nil:
-		return nil, stall(c, operatorv1alpha1.ReasonInvalidSpec, err.Error())
-	}
-	if err := r.checkShootOwner(ctx, c, desired.GetName()); err != nil {
-		return nil, err
-	}
-	if err := r.checkShootUpdate(ctx, c, desired); err != nil {
-		return nil, err
-	}
-	// The OIDC ConfigMap first: Gardener refuses a Shoot naming one that does not exist.
-	auth, err := r.applyAuthentication(ctx, c, desired)
-	if err != nil {
-		return nil, err
-	}
-	if err := r.applyShoot(ctx, c, desired); err != nil {
-		return nil, err
-	}
-	if err := r.finishAuthentication(ctx, c, desired, auth); err != nil {
-		return nil, err
-	}
-	c.Status.ShootName = desired.GetName()
-	if err := followShoot(c, desired); err != nil {
-		return nil, err
-	}
-	wasProvisioned := meta.IsStatusConditionTrue(c.Status.Conditions, operatorv1alpha1.ConditionClusterProvisioned)
-	if !wasProvisioned {
-		r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, operatorv1alpha1.ReasonProvisioned, "Provision", "shoot %s is provisioned", desired.GetName())
-	}
-	setProvisioned(c, metav1.ConditionTrue, operatorv1alpha1.ReasonProvisioned, "shoot "+desired.GetName()+": "+shoot.ProgressOf(desired).Message())
-	// Gardener reports every step of its periodic reconciles on the Shoot; none of them
-	// needs a new admin kubeconfig once this generation's administrators are bound.
-	if ready := meta.FindStatusCondition(c.Status.Conditions, conditions.Ready); wasProvisioned && status.IsReadyForGeneration(c) &&
-		ready.Reason == operatorv1alpha1.ReasonAdministratorsBound {
-		return nil, nil
-	}
-	admin, _, err := r.Garden.AdminConfig(ctx, desired.GetName())
-	if err != nil {
-		return nil, gardenCallFailed(c, fmt.Errorf("admin kubeconfig: %w", err))
-	}
-	return admin, nil
-}
-
-// waitForSubscription waits until the Cluster's SubscriptionRequest has a credential; its
-// status change brings the Cluster back.
-func waitForSubscription(c *operatorv1alpha1.Cluster, sr *cp.SubscriptionRequest) error {
-	ready := meta.FindStatusCondition(sr.Status.Conditions, conditions.Ready)
-	if sr.Status.GardenerSecretName != "" && ready != nil && ready.Status == metav1.ConditionTrue {
-		return nil
-	}
-	msg := "waiting for SubscriptionRequest " + sr.Name
-	if ready != nil {
-		msg += ": " + ready.Message
-	}
-	return waiting(c, operatorv1alpha1.ReasonWaitingForSubscription, msg)
-}
-
-// followShoot reports the Shoot's last operation until it is provisioned; the Shoot watch
-// brings the Cluster back at every step.
-func followShoot(c *operatorv1alpha1.Cluster, s *unstructured.Unstructured) error {
-	progress := shoot.ProgressOf(s)
-	switch {
-	case progress.Provisioned():
-		return nil
-	case progress.Phase == shoot.PhaseFailed:
-		return stall(c, operatorv1alpha1.ReasonProvisioningFailed, progress.Message())
-	case progress.Phase == shoot.PhaseError: // Gardener retries
-		return waiting(c, operatorv1alpha1.ReasonProvisioningError, progress.Message())
-	default:
-		return waiting(c, operatorv1alpha1.ReasonProvisioning, progress.Message())
-	}
-}
-
-// checkShootOwner refuses to take over a Shoot of the same name made for something else.
-func (r *Reconciler) checkShootOwner(ctx context.Context, c *operatorv1alpha1.Cluster, name string) error {
-	_, err := clustertarget.ShootOf(ctx, r.Garden.Cache, r.Garden, c, name)
-	var notOwned *clustertarget.NotOwnedError
-	switch {
-	case errors.As(err, &notOwned):
-		return stall(c, operatorv1alpha1.ReasonShootNameTaken, fmt.Sprintf("shoot %s exists and does not belong to this Cluster; not taking it over", notOwned.Shoot))
-	case err != nil:
-		return gardenUnreachable(c, err)
+		return stall(c, operatorv1alpha1.ReasonAuditLogTenantMissing, err.Error())
 	}
 	return nil
 }
@@ -181,6 +154,17 @@ func (r *Reconciler) keepLegacyShoot(ctx context.Context, c *operatorv1alpha1.Cl
 	return nil
 }
 
+// subscription asks for the Cluster's hyperscaler credential and waits until its
+// SubscriptionRequest has one; its status change brings the Cluster back.
+func (r *Reconciler) subscription(ctx context.Context, s *scope) error {
+	sr, err := r.applySubscription(ctx, s.c)
+	if err != nil {
+		return err
+	}
+	s.sr = sr
+	return waitForSubscription(s.c, sr)
+}
+
 // applySubscription asks for the Cluster's hyperscaler credential.
 func (r *Reconciler) applySubscription(ctx context.Context, c *operatorv1alpha1.Cluster) (*cp.SubscriptionRequest, error) {
 	selector := c.Spec.Infrastructure.SubscriptionSelector
@@ -203,36 +187,16 @@ func (r *Reconciler) applySubscription(ctx context.Context, c *operatorv1alpha1.
 	return sr, nil
 }
 
-// bindAdministrators makes the cluster's cluster-admin bindings match the administrators:
-// it applies one per administrator and deletes only bindings it made for former ones.
-func bindAdministrators(ctx context.Context, cfg *rest.Config, owner string, administrators []string) error {
-	target, closeIdle, err := clustertarget.Dial(cfg)
-	if err != nil {
-		return err
+// waitForSubscription waits until the Cluster's SubscriptionRequest has a credential; its
+// status change brings the Cluster back.
+func waitForSubscription(c *operatorv1alpha1.Cluster, sr *cp.SubscriptionRequest) error {
+	ready := meta.FindStatusCondition(sr.Status.Conditions, conditions.Ready)
+	if sr.Status.GardenerSecretName != "" && ready != nil && ready.Status == metav1.ConditionTrue {
+		return nil
 	}
-	defer closeIdle()
-	want := access.AdminBindings(owner, administrators)
-	names := make([]string, len(want))
-	for i := range want {
-		names[i] = want[i].Name
-		if err := apply.Apply(ctx, target, &want[i], FieldOwner); err != nil {
-			return status.WriteFailed("apply", &want[i], err)
-		}
+	msg := "waiting for SubscriptionRequest " + sr.Name
+	if ready != nil {
+		msg += ": " + ready.Message
 	}
-	return removeAdministratorsExcept(ctx, target, owner, names)
-}
-
-func removeAdministratorsExcept(ctx context.Context, target client.Client, owner string, keep []string) error {
-	have := &rbacv1.ClusterRoleBindingList{}
-	if err := target.List(ctx, have, client.MatchingLabels{access.AdministratorLabel: owner}); err != nil {
-		return fmt.Errorf("listing administrator bindings: %w", err)
-	}
-	for i := range have.Items {
-		if !slices.Contains(keep, have.Items[i].Name) {
-			if err := client.IgnoreNotFound(target.Delete(ctx, &have.Items[i])); err != nil {
-				return status.WriteFailed("delete", &have.Items[i], err)
-			}
-		}
-	}
-	return nil
+	return waiting(c, operatorv1alpha1.ReasonWaitingForSubscription, msg)
 }

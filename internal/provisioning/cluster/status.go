@@ -6,7 +6,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
 	"github.com/trustplane/trustplane/internal/provisioning/clustertarget"
@@ -48,8 +47,8 @@ func gardenUnreachable(c *operatorv1alpha1.Cluster, err error) error {
 // (kubeconfig.Failure), never with what the server answered. A 401 or 403 is stalled (the
 // kubeconfig or the cluster's RBAC must change) yet retried with backoff; anything else
 // is retried with backoff, with a Warning event when new.
-func targetFailed(what string, tenantChosen bool, cfg *rest.Config, err error) error {
-	err = fmt.Errorf("%s: %w", what, clustertarget.Redact(cfg, tenantChosen, err))
+func targetFailed(what string, target *clustertarget.Target, err error) error {
+	err = fmt.Errorf("%s: %w", what, target.Redact(err))
 	if te := (*tenantkubeconfig.TargetError)(nil); errors.As(err, &te) && (te.Class == tenantkubeconfig.Unauthorized || te.Class == tenantkubeconfig.Forbidden) {
 		return status.Refused(operatorv1alpha1.ReasonClusterAccessDenied, err)
 	}

@@ -12,7 +12,6 @@ import (
 
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
 	"github.com/trustplane/trustplane/internal/provisioning/clustertarget"
-	"github.com/trustplane/trustplane/internal/provisioning/shoot"
 )
 
 // holdingChanged: the Clusters the request concerns changed, or status.grantedIn did. A
@@ -25,10 +24,10 @@ func holdingChanged(old, updated *operatorv1alpha1.KubeconfigRequest) bool {
 // clusterOfShoot maps a Shoot to its Cluster through the labels Desired sets.
 func clusterOfShoot(_ context.Context, s *unstructured.Unstructured) []reconcile.Request {
 	l := s.GetLabels()
-	if l[shoot.ClusterNamespaceLabel] == "" || l[shoot.ClusterNameLabel] == "" {
+	if l[operatorv1alpha1.ClusterNamespaceLabel] == "" || l[operatorv1alpha1.ClusterNameLabel] == "" {
 		return nil
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l[shoot.ClusterNamespaceLabel], Name: l[shoot.ClusterNameLabel]}}}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l[operatorv1alpha1.ClusterNamespaceLabel], Name: l[operatorv1alpha1.ClusterNameLabel]}}}
 }
 
 // clustersUsingSecret maps a kubeconfig Secret to the brought-along Clusters using it.

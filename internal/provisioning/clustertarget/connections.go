@@ -14,13 +14,16 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
 	"github.com/trustplane/trustplane/internal/provisioning/access"
 	"github.com/trustplane/trustplane/internal/provisioning/garden"
-	"github.com/trustplane/trustplane/internal/provisioning/shoot"
 	"github.com/trustplane/trustplane/internal/provisioning/tenantkubeconfig"
 	"github.com/trustplane/trustplane/internal/status"
 )
@@ -56,15 +59,25 @@ type Target struct {
 	// answers never reach a status (Redact).
 	TenantServer bool
 
-	version   string    // of the kubeconfig Secret it was made from (brought along)
-	refreshAt time.Time // when a fresh admin kubeconfig is due (Gardener)
+	key       types.NamespacedName // the Cluster's
+	version   string               // of the kubeconfig Secret it was made from (brought along)
+	hash      string               // of the kubeconfig it was made from (brought along)
+	refreshAt time.Time            // when a fresh admin kubeconfig is due (Gardener)
 	clock     clock.PassiveClock
+	closeIdle func()
 
 	mu        sync.Mutex
 	prepared  bool      // prepare succeeded
 	preparing bool      // a prepare runs now
 	downUntil time.Time // found unreachable: answering downErr until then
 	downErr   error
+}
+
+// close closes the connection's idle sockets (a nil Target has none).
+func (t *Target) close() {
+	if t != nil && t.closeIdle != nil {
+		t.closeIdle()
+	}
 }
 
 // Endpoint is where the connection reaches the target and what it trusts there: what an
@@ -180,8 +193,12 @@ func IsUnreachable(err error) bool {
 }
 
 // Connections caches a connection per Cluster: a new one costs a TLS handshake and API
-// discovery. A brought-along Cluster's is reused while its kubeconfig Secret is
-// unchanged, a Gardener Cluster's for half the lifetime of its admin kubeconfig.
+// discovery. A brought-along Cluster's is reused while its kubeconfig Secret holds the
+// same kubeconfig, a Gardener Cluster's for half the lifetime of its admin kubeconfig.
+// One Connections serves every controller of a manager that reaches Clusters' targets
+// (the cluster and kubeconfig controllers): one connection per Cluster. A Cluster's
+// connection is forgotten when the Cluster goes (Evict, Forget), when its kubeconfig
+// Secret goes, and when the kubeconfig in it changes.
 type Connections struct {
 	// Client reads Clusters and (as metadata) kubeconfig Secrets from the cache.
 	Client client.Client
@@ -195,10 +212,32 @@ type Connections struct {
 	// Moved, if set, is told of a Gardener Cluster whose fresh admin kubeconfig reaches
 	// another server or trusts another CA than the one before: nothing else says so (no
 	// watch shows an admin kubeconfig). A brought-along Cluster's move is seen by a watch
-	// on its kubeconfig Secret.
+	// on its kubeconfig Secret. OnMoved adds more listeners.
 	Moved func(ctx context.Context, cluster *operatorv1alpha1.Cluster)
 
-	cache sync.Map // Cluster UID → *Target
+	mu      sync.Mutex
+	cache   map[types.UID]*Target
+	onMoved []func(ctx context.Context, cluster *operatorv1alpha1.Cluster)
+	dials   map[types.UID]int
+}
+
+// OnMoved adds a listener told what Moved is told.
+func (c *Connections) OnMoved(f func(ctx context.Context, cluster *operatorv1alpha1.Cluster)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.onMoved = append(c.onMoved, f)
+}
+
+func (c *Connections) moved(ctx context.Context, cluster *operatorv1alpha1.Cluster) {
+	c.mu.Lock()
+	listeners := append([]func(context.Context, *operatorv1alpha1.Cluster){}, c.onMoved...)
+	c.mu.Unlock()
+	if c.Moved != nil {
+		listeners = append(listeners, c.Moved)
+	}
+	for _, f := range listeners {
+		f(ctx, cluster)
+	}
 }
 
 // Get connects to the Cluster at key: a brought-along one through its kubeconfig Secret,
@@ -214,14 +253,29 @@ func (c *Connections) Get(ctx context.Context, key types.NamespacedName) (*Targe
 		return nil, fmt.Errorf("reading Cluster %s: %w", key, err)
 	}
 	if cluster.Spec.KubeconfigSecretRef != nil {
-		return c.broughtAlong(ctx, cluster)
+		t, err := c.BroughtAlong(ctx, cluster)
+		switch {
+		case errors.Is(err, ErrNoWayIn):
+			return nil, status.Waiting(operatorv1alpha1.ReasonClusterNotReady, "cluster %q is being deleted and its kubeconfig Secret is gone: %w", cluster.Name, err)
+		case IsKubeconfigUnusable(err):
+			// The Cluster reports it (and stalls); fixing the Secret brings the request back.
+			return nil, status.Waiting(operatorv1alpha1.ReasonClusterNotReady, "cluster %q: %w", cluster.Name, err)
+		case err != nil:
+			return nil, fmt.Errorf("cluster %q: %w", cluster.Name, err)
+		}
+		return t, nil
 	}
 	return c.shoot(ctx, cluster)
 }
 
-// broughtAlong reuses the connection while the kubeconfig Secret is unchanged; its
-// version comes from the metadata cache, its content is read uncached only on change.
-func (c *Connections) broughtAlong(ctx context.Context, cluster *operatorv1alpha1.Cluster) (*Target, error) {
+// BroughtAlong is the connection to a brought-along Cluster's target. It is reused while
+// the kubeconfig Secret is unchanged: its version comes from the metadata cache, its
+// content is read uncached only on change, and a connection is made anew only when the
+// kubeconfig in it changed. The errors are BroughtAlongConfig's (IsKubeconfigUnusable);
+// a Secret that is gone forgets the connection, unless the Cluster is being deleted: then
+// the connection made before still gets in to clean up, and without one the error wraps
+// ErrNoWayIn.
+func (c *Connections) BroughtAlong(ctx context.Context, cluster *operatorv1alpha1.Cluster) (*Target, error) {
 	ref := types.NamespacedName{Namespace: cluster.Namespace, Name: cluster.Spec.KubeconfigSecretRef.Name}
 	secretMeta := &metav1.PartialObjectMetadata{}
 	secretMeta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
@@ -229,26 +283,39 @@ func (c *Connections) broughtAlong(ctx context.Context, cluster *operatorv1alpha
 		if !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("reading the kubeconfig Secret %s of cluster %q: %w", ref.Name, cluster.Name, err)
 		}
-		if cluster.DeletionTimestamp.IsZero() {
-			return nil, status.Waiting(operatorv1alpha1.ReasonClusterNotReady, "cluster %q: its kubeconfig Secret %s does not exist", cluster.Name, ref.Name)
+		if !cluster.DeletionTimestamp.IsZero() {
+			if t, ok := c.cached(cluster); ok {
+				return t, nil
+			}
+			return nil, fmt.Errorf("kubeconfig Secret %s: %w", ref.Name, ErrNoWayIn)
 		}
-		if t, ok := c.cached(cluster); ok {
-			return t, nil // the connection made before still gets in to clean up
-		}
-		return nil, status.Waiting(operatorv1alpha1.ReasonClusterNotReady, "cluster %q is being deleted and its kubeconfig Secret is gone: %w", cluster.Name, ErrNoWayIn)
+		c.Forget(cluster.UID) // its credentials went with the Secret
+		return nil, &MissingSecretError{fmt.Sprintf("kubeconfig Secret %s does not exist", ref.Name)}
 	}
-	if t, ok := c.cached(cluster); ok && t.version == secretMeta.ResourceVersion {
-		return t, nil
+	cached, ok := c.cached(cluster)
+	if ok && cached.version == secretMeta.ResourceVersion {
+		return cached, nil
 	}
-	cfg, err := BroughtAlongConfig(ctx, c.APIReader, cluster, c.Policy)
-	if IsKubeconfigUnusable(err) {
-		// The Cluster reports it (and stalls); fixing the Secret brings the request back.
-		return nil, status.Waiting(operatorv1alpha1.ReasonClusterNotReady, "cluster %q: %w", cluster.Name, err)
-	}
+	cfg, hash, err := broughtAlongConfig(ctx, c.APIReader, cluster, c.Policy)
 	if err != nil {
-		return nil, fmt.Errorf("cluster %q: %w", cluster.Name, err)
+		if IsKubeconfigUnusable(err) {
+			c.Forget(cluster.UID) // what it was made from is no longer what the Secret says
+		}
+		return nil, err
 	}
-	return c.connect(cluster, secretMeta.ResourceVersion, cfg, time.Time{}, true)
+	if ok && cached.hash == hash {
+		// The Secret changed, not the kubeconfig in it (a label, say): the connection stays.
+		c.mu.Lock()
+		cached.version = secretMeta.ResourceVersion
+		c.mu.Unlock()
+		return cached, nil
+	}
+	t, err := c.connect(cluster, cfg, time.Time{}, true)
+	if err != nil {
+		return nil, err
+	}
+	t.version, t.hash = secretMeta.ResourceVersion, hash
+	return t, nil
 }
 
 // shoot asks Gardener for an admin kubeconfig and reuses it for half its lifetime.
@@ -268,21 +335,35 @@ func (c *Connections) shoot(ctx context.Context, cluster *operatorv1alpha1.Clust
 		return nil, status.Stalled(operatorv1alpha1.ReasonShootMismatch, "cluster %s/%s: status.shootName %q is not this Cluster's shoot %q: no kubeconfig is issued for another shoot",
 			cluster.Namespace, cluster.Name, cluster.Status.ShootName, shootName)
 	}
-	now := c.Clock.Now()
-	if t, ok := c.cached(cluster); ok && now.Before(t.refreshAt) {
+	if t, ok := c.fresh(cluster); ok {
 		return t, nil
 	}
 	if err := c.checkShoot(ctx, cluster, shootName); err != nil {
 		return nil, err
 	}
-	cfg, expires, err := c.Garden.AdminConfig(ctx, shootName)
+	t, err := c.Shoot(ctx, cluster, shootName)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %q: %w", cluster.Name, err)
 	}
+	return t, nil
+}
+
+// Shoot is the connection to a Gardener Cluster's Shoot shootName, which the caller
+// checked is the Cluster's: the one cached while it is fresh (half the lifetime of its
+// admin kubeconfig), else one through a new admin kubeconfig. The error is the garden's.
+func (c *Connections) Shoot(ctx context.Context, cluster *operatorv1alpha1.Cluster, shootName string) (*Target, error) {
+	if t, ok := c.fresh(cluster); ok {
+		return t, nil
+	}
+	now := c.Clock.Now()
+	cfg, expires, err := c.Garden.AdminConfig(ctx, shootName)
+	if err != nil {
+		return nil, err
+	}
 	previous, hadOne := c.cached(cluster)
-	t, err := c.connect(cluster, "", cfg, now.Add(expires.Sub(now)/2), false)
-	if err == nil && hadOne && c.Moved != nil && previous.Endpoint().Moved(t.Endpoint()) != "" {
-		c.Moved(ctx, cluster)
+	t, err := c.connect(cluster, cfg, now.Add(expires.Sub(now)/2), false)
+	if err == nil && hadOne && previous.Endpoint().Moved(t.Endpoint()) != "" {
+		c.moved(ctx, cluster)
 	}
 	return t, err
 }
@@ -296,7 +377,7 @@ func (c *Connections) checkShoot(ctx context.Context, cluster *operatorv1alpha1.
 	switch {
 	case errors.As(err, &notOwned):
 		return status.Stalled(operatorv1alpha1.ReasonShootMismatch, "cluster %s/%s: shoot %s is labelled %s=%q, %s=%q: it is not this Cluster's shoot, no kubeconfig is issued for it",
-			cluster.Namespace, cluster.Name, shootName, shoot.ClusterNamespaceLabel, notOwned.Namespace, shoot.ClusterNameLabel, notOwned.Name)
+			cluster.Namespace, cluster.Name, shootName, operatorv1alpha1.ClusterNamespaceLabel, notOwned.Namespace, operatorv1alpha1.ClusterNameLabel, notOwned.Name)
 	case err != nil:
 		return fmt.Errorf("cluster %q: %w", cluster.Name, err)
 	case live == nil:
@@ -306,34 +387,83 @@ func (c *Connections) checkShoot(ctx context.Context, cluster *operatorv1alpha1.
 }
 
 // Forget drops the connection to a Cluster that is gone (its UID): a deleted Cluster's
-// credentials are not kept for ever (its idle sockets close after client-go's idle
-// timeout, 90 s).
-func (c *Connections) Forget(uid types.UID) { c.cache.Delete(uid) }
+// credentials are not kept for ever. Its idle sockets are closed.
+func (c *Connections) Forget(uid types.UID) {
+	c.mu.Lock()
+	t := c.cache[uid]
+	delete(c.cache, uid)
+	c.mu.Unlock()
+	t.close()
+}
+
+// Evict drops the connection to the Cluster at key, whatever its UID: what the cluster
+// controller's deletion calls last, and the Cluster delete handlers.
+func (c *Connections) Evict(key types.NamespacedName) {
+	c.mu.Lock()
+	var gone []*Target
+	for uid, t := range c.cache {
+		if t.key == key {
+			gone = append(gone, t)
+			delete(c.cache, uid)
+		}
+	}
+	c.mu.Unlock()
+	for _, t := range gone {
+		t.close()
+	}
+}
+
+// EvictOnDelete is a handler of Cluster delete events that evicts the deleted Cluster's
+// connection.
+func (c *Connections) EvictOnDelete() handler.EventHandler {
+	return handler.Funcs{DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		c.Forget(e.Object.GetUID())
+		c.Evict(types.NamespacedName{Namespace: e.Object.GetNamespace(), Name: e.Object.GetName()})
+	}}
+}
 
 // Connected says whether a connection to the Cluster with uid is kept.
 func (c *Connections) Connected(uid types.UID) bool {
-	_, ok := c.cache.Load(uid)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.cache[uid]
 	return ok
 }
 
 // Len is the number of Clusters connected to.
 func (c *Connections) Len() int {
-	n := 0
-	c.cache.Range(func(any, any) bool { n++; return true })
-	return n
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.cache)
+}
+
+// Dials is how many connections were made to the Cluster with uid.
+func (c *Connections) Dials(uid types.UID) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dials[uid]
 }
 
 func (c *Connections) cached(cluster *operatorv1alpha1.Cluster) (*Target, bool) {
-	t, ok := c.cache.Load(cluster.UID)
-	if !ok {
-		return nil, false
-	}
-	return t.(*Target), true
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.cache[cluster.UID]
+	return t, ok
 }
 
-// connect makes the connection to cluster and caches it in place of the one before; a
-// zero refreshAt never expires.
-func (c *Connections) connect(cluster *operatorv1alpha1.Cluster, version string, cfg *rest.Config, refreshAt time.Time, tenantServer bool) (*Target, error) {
+// fresh is the cached connection to cluster while it need not be refreshed.
+func (c *Connections) fresh(cluster *operatorv1alpha1.Cluster) (*Target, bool) {
+	t, ok := c.cached(cluster)
+	if !ok || !c.Clock.Now().Before(t.refreshAt) {
+		return nil, false
+	}
+	return t, true
+}
+
+// connect makes the connection to cluster and caches it in place of the one before
+// (whose idle sockets are closed); a zero refreshAt never expires.
+func (c *Connections) connect(cluster *operatorv1alpha1.Cluster, cfg *rest.Config, refreshAt time.Time, tenantServer bool) (*Target, error) {
+	cfg = rest.CopyConfig(cfg)
 	if cfg.Timeout == 0 {
 		cfg.Timeout = defaultTimeout
 	}
@@ -341,19 +471,36 @@ func (c *Connections) connect(cluster *operatorv1alpha1.Cluster, version string,
 	// own connection (controller-runtime's default), client-side rate limiting is off: the
 	// target API server protects itself with priority and fairness.
 	cfg.QPS = -1
-	cl, err := client.New(cfg, client.Options{Scheme: c.Client.Scheme()})
+	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, err
 	}
-	kube, err := kubernetes.NewForConfig(cfg)
+	cl, err := client.New(cfg, client.Options{Scheme: c.Client.Scheme(), HTTPClient: httpClient})
 	if err != nil {
+		httpClient.CloseIdleConnections()
+		return nil, err
+	}
+	kube, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		httpClient.CloseIdleConnections()
 		return nil, err
 	}
 	if refreshAt.IsZero() {
 		refreshAt = time.Unix(1<<62, 0)
 	}
-	t := &Target{Name: cluster.Name, UID: cluster.UID, Config: cfg, Client: cl, Kube: kube, TenantServer: tenantServer, version: version, refreshAt: refreshAt, clock: c.Clock}
-	c.cache.Store(cluster.UID, t)
+	t := &Target{Name: cluster.Name, UID: cluster.UID, Config: cfg, Client: cl, Kube: kube, TenantServer: tenantServer, refreshAt: refreshAt, clock: c.Clock,
+		key: types.NamespacedName{Namespace: cluster.Namespace, Name: cluster.Name}, closeIdle: httpClient.CloseIdleConnections}
+	c.mu.Lock()
+	if c.cache == nil {
+		c.cache, c.dials = map[types.UID]*Target{}, map[types.UID]int{}
+	}
+	previous := c.cache[cluster.UID]
+	c.cache[cluster.UID] = t
+	c.dials[cluster.UID]++
+	c.mu.Unlock()
+	if previous != nil {
+		previous.close()
+	}
 	return t, nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
@@ -130,5 +131,69 @@ func TestPrepareNeverMakesAWorkerWait(t *testing.T) {
 	}
 	if calls != 4 {
 		t.Errorf("a refused prepare was not tried again at once: %d calls", calls)
+	}
+}
+
+// TestAChangedKubeconfigIsConnectedAfresh: a brought-along Cluster's connection stays
+// while its kubeconfig Secret changes but not the kubeconfig in it (one dial), is made
+// anew when the kubeconfig changes (its content hash), and is forgotten when the Secret
+// goes.
+func TestAChangedKubeconfigIsConnectedAfresh(t *testing.T) {
+	kubeconfig := func(server string) []byte {
+		return []byte(`apiVersion: v1
+kind: Config
+current-context: c
+contexts: [{name: c, context: {cluster: k, user: u}}]
+clusters: [{name: k, cluster: {server: "` + server + `"}}]
+users: [{name: u, user: {token: t0ken}}]
+`)
+	}
+	ctx := context.Background()
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).Build()
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "a-kubeconfig"}, Data: map[string][]byte{"kubeconfig": kubeconfig("https://127.0.0.1:1")}}
+	cluster := &operatorv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "a", UID: "uid-a"},
+		Spec: operatorv1alpha1.ClusterSpec{KubeconfigSecretRef: &operatorv1alpha1.SecretKeyReference{Name: secret.Name}}}
+	for _, obj := range []client.Object{secret, cluster} {
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conns := &Connections{Client: c, APIReader: c, Policy: tenantkubeconfig.DefaultPolicy(), Clock: clock.RealClock{}}
+	key := types.NamespacedName{Namespace: "team", Name: "a"}
+	first, err := conns.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret.Labels = map[string]string{"touched": "yes"}
+	if err := c.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := conns.Get(ctx, key); err != nil || again != first || conns.Dials(cluster.UID) != 1 {
+		t.Errorf("the Secret changed, not its kubeconfig: %v, %d dials, same connection %v", err, conns.Dials(cluster.UID), again == first)
+	}
+	secret.Data["kubeconfig"] = kubeconfig("https://127.0.0.1:2")
+	if err := c.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	moved, err := conns.Get(ctx, key)
+	if err != nil || moved == first || moved.Config.Host != "https://127.0.0.1:2" || conns.Dials(cluster.UID) != 2 {
+		t.Errorf("the kubeconfig changed: %v, %d dials, host %s", err, conns.Dials(cluster.UID), moved.Config.Host)
+	}
+	if err := c.Delete(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conns.Get(ctx, key); err == nil || conns.Connected(cluster.UID) {
+		t.Errorf("the Secret is gone: %v, connection kept %v", err, conns.Connected(cluster.UID))
+	}
+	// Evict by key forgets whatever UID the Cluster had.
+	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "a-kubeconfig"}, Data: map[string][]byte{"kubeconfig": kubeconfig("https://127.0.0.1:3")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conns.Get(ctx, key); err != nil || !conns.Connected(cluster.UID) {
+		t.Fatalf("connected again: %v", err)
+	}
+	conns.Evict(key)
+	if conns.Connected(cluster.UID) || conns.Len() != 0 {
+		t.Errorf("evicted, yet %d connections kept", conns.Len())
 	}
 }

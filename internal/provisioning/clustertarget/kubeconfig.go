@@ -2,6 +2,8 @@ package clustertarget
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 
@@ -35,12 +37,18 @@ func IsKubeconfigUnusable(err error) bool {
 // by name. reader should not be a cache: the Secret holds cluster-admin credentials, and
 // the manager caches no Secret's data.
 func BroughtAlongConfig(ctx context.Context, reader client.Reader, c *operatorv1alpha1.Cluster, policy tenantkubeconfig.Policy) (*rest.Config, error) {
+	cfg, _, err := broughtAlongConfig(ctx, reader, c, policy)
+	return cfg, err
+}
+
+// broughtAlongConfig is BroughtAlongConfig with the SHA-256 of the kubeconfig it read.
+func broughtAlongConfig(ctx context.Context, reader client.Reader, c *operatorv1alpha1.Cluster, policy tenantkubeconfig.Policy) (*rest.Config, string, error) {
 	ref := c.Spec.KubeconfigSecretRef
 	secret := &corev1.Secret{}
 	if err := reader.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: ref.Name}, secret); apierrors.IsNotFound(err) {
-		return nil, &MissingSecretError{fmt.Sprintf("kubeconfig Secret %s not found", ref.Name)}
+		return nil, "", &MissingSecretError{fmt.Sprintf("kubeconfig Secret %s not found", ref.Name)}
 	} else if err != nil {
-		return nil, fmt.Errorf("reading kubeconfig Secret %s: %w", ref.Name, err)
+		return nil, "", fmt.Errorf("reading kubeconfig Secret %s: %w", ref.Name, err)
 	}
 	key := ref.Key
 	if key == "" {
@@ -48,17 +56,18 @@ func BroughtAlongConfig(ctx context.Context, reader client.Reader, c *operatorv1
 	}
 	raw, ok := secret.Data[key]
 	if !ok {
-		return nil, &MissingSecretError{fmt.Sprintf("kubeconfig Secret %s has no key %q", ref.Name, key)}
+		return nil, "", &MissingSecretError{fmt.Sprintf("kubeconfig Secret %s has no key %q", ref.Name, key)}
 	}
 	cfg, err := tenantkubeconfig.RESTConfig(raw, policy)
 	var refused *tenantkubeconfig.RefusedError
 	switch {
 	case errors.As(err, &refused):
-		return nil, fmt.Errorf("kubeconfig Secret %s key %q: %w", ref.Name, key, err)
+		return nil, "", fmt.Errorf("kubeconfig Secret %s key %q: %w", ref.Name, key, err)
 	case err != nil:
-		return nil, fmt.Errorf("%w in Secret %s key %q: %w", tenantkubeconfig.ErrInvalid, ref.Name, key, err)
+		return nil, "", fmt.Errorf("%w in Secret %s key %q: %w", tenantkubeconfig.ErrInvalid, ref.Name, key, err)
 	}
-	return cfg, nil
+	sum := sha256.Sum256(raw)
+	return cfg, hex.EncodeToString(sum[:]), nil
 }
 
 // Redact is what a tenant may read of err, a failed call to the target at cfg: for a

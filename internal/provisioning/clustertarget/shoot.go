@@ -11,7 +11,6 @@ import (
 
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
 	"github.com/trustplane/trustplane/internal/provisioning/garden"
-	"github.com/trustplane/trustplane/internal/provisioning/shoot"
 )
 
 // NotOwnedError: a Shoot of the name a Cluster's Shoot has exists and is not labelled for
@@ -26,7 +25,7 @@ type NotOwnedError struct {
 
 func (e *NotOwnedError) Error() string {
 	return fmt.Sprintf("shoot %s is labelled %s=%q, %s=%q: it does not belong to this Cluster",
-		e.Shoot, shoot.ClusterNamespaceLabel, e.Namespace, shoot.ClusterNameLabel, e.Name)
+		e.Shoot, operatorv1alpha1.ClusterNamespaceLabel, e.Namespace, operatorv1alpha1.ClusterNameLabel, e.Name)
 }
 
 // ShootOf reads the Shoot named name in the garden project through reader (the garden's
@@ -41,8 +40,8 @@ func ShootOf(ctx context.Context, reader client.Reader, g *garden.Garden, c *ope
 	if err != nil {
 		return nil, fmt.Errorf("reading shoot %s: %w", name, err)
 	}
-	if l := live.GetLabels(); l[shoot.ClusterNamespaceLabel] != c.Namespace || l[shoot.ClusterNameLabel] != c.Name {
-		return live, &NotOwnedError{Shoot: g.Params.Namespace + "/" + name, Namespace: l[shoot.ClusterNamespaceLabel], Name: l[shoot.ClusterNameLabel]}
+	if l := live.GetLabels(); l[operatorv1alpha1.ClusterNamespaceLabel] != c.Namespace || l[operatorv1alpha1.ClusterNameLabel] != c.Name {
+		return live, &NotOwnedError{Shoot: g.Params.Namespace + "/" + name, Namespace: l[operatorv1alpha1.ClusterNamespaceLabel], Name: l[operatorv1alpha1.ClusterNameLabel]}
 	}
 	return live, nil
 }

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
+	"github.com/trustplane/trustplane/internal/provisioning/access"
 	"github.com/trustplane/trustplane/internal/provisioning/clustertarget"
 )
 
@@ -81,7 +82,7 @@ func TestAFirstIssueNeverIssuesTwice(t *testing.T) {
 func bindings(t *testing.T, kr *operatorv1alpha1.KubeconfigRequest) int {
 	t.Helper()
 	list := &corev1.SecretList{}
-	if err := env.Client.List(context.Background(), list, client.InNamespace(TargetNamespace), client.MatchingLabels{RequestLabel: targetName(kr)}); err != nil {
+	if err := env.Client.List(context.Background(), list, client.InNamespace(TargetNamespace), client.MatchingLabels{RequestLabel: access.TargetName(kr)}); err != nil {
 		t.Fatal(err)
 	}
 	return len(list.Items)

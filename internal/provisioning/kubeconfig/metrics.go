@@ -21,7 +21,14 @@ var (
 		[]string{"namespace", "name"})
 )
 
-func collectors() []prometheus.Collector {
+// orphansDeleted counts the target objects swept because their request was gone.
+var orphansDeleted = prometheus.NewCounter(prometheus.CounterOpts{Name: "trustplane_kubeconfig_orphans_deleted_total",
+	Help: "Objects in target clusters (ServiceAccounts, token bindings, roles, bindings) deleted because the KubeconfigRequest they were granted to no longer exists."})
+
+// Collectors are the controller's Prometheus collectors, every one of them: whoever
+// assembles the manager registers them (with status.Metrics) when the controller is
+// selected; the package never registers them itself.
+func Collectors() []prometheus.Collector {
 	return []prometheus.Collector{rotationDueGauge, expirationGauge, orphansDeleted}
 }
 

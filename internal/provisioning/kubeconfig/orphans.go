@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -20,10 +19,6 @@ import (
 	"github.com/trustplane/trustplane/internal/provisioning/clustertarget"
 	"github.com/trustplane/trustplane/internal/status"
 )
-
-// orphansDeleted counts the target objects swept because their request was gone.
-var orphansDeleted = prometheus.NewCounter(prometheus.CounterOpts{Name: "trustplane_kubeconfig_orphans_deleted_total",
-	Help: "Objects in target clusters (ServiceAccounts, token bindings, roles, bindings) deleted because the KubeconfigRequest they were granted to no longer exists."})
 
 // setupOrphanSweeper adds the controller kubeconfig-orphans, which deletes what requests
 // that no longer exist left in a Cluster's cluster (clustertarget.SweepOrphans): a safety

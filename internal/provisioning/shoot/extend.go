@@ -50,7 +50,7 @@ func CheckAuditLog(spec operatorv1alpha1.ClusterSpec, p Params) error {
 // kyma-project.io/platform-region) is one the landscape lists, as
 // extender/restrictions/restrictions.go decides it from the Runtime's platform region.
 func EUAccessOnly(cluster *operatorv1alpha1.Cluster, p Params) bool {
-	region := cluster.Labels[PlatformRegionLabel]
+	region := cluster.Labels[operatorv1alpha1.PlatformRegionLabel]
 	return region != "" && slices.Contains(p.Landscape.EUAccess.PlatformRegions, region)
 }
 
@@ -156,19 +156,6 @@ func tolerationsOf(region string, p Params) []any {
 	return out
 }
 
-// The labels and annotations infrastructure-manager puts on a Shoot (extender/labels.go,
-// extender/annotations.go), and the Runtime labels it takes them from
-// (api/v1/runtime_types.go).
-const (
-	KIMAccountLabel                = "account"
-	KIMSubaccountLabel             = "subaccount"
-	KIMRuntimeIDAnnotation         = "infrastructuremanager.kyma-project.io/runtime-id"
-	KIMRuntimeGenerationAnnotation = "infrastructuremanager.kyma-project.io/runtime-generation"
-	RuntimeGlobalAccountLabel      = "kyma-project.io/global-account-id"
-	RuntimeSubaccountLabel         = "kyma-project.io/subaccount-id"
-	RuntimeIDLabel                 = "kyma-project.io/runtime-id"
-)
-
 // kimMetadata adds infrastructure-manager's labels and annotations from what the Cluster
 // has: the seed's globalaccountid/subaccountid labels (or the Runtime's keys), the runtime
 // ID label if there is one, and the generation. Nothing is made up: a Cluster without a
@@ -182,16 +169,16 @@ func kimMetadata(cluster *operatorv1alpha1.Cluster, labels, annotations map[stri
 		}
 		return ""
 	}
-	if v := first("globalaccountid", RuntimeGlobalAccountLabel); v != "" {
-		labels[KIMAccountLabel] = v
+	if v := first("globalaccountid", operatorv1alpha1.RuntimeGlobalAccountLabel); v != "" {
+		labels[operatorv1alpha1.KIMAccountLabel] = v
 	}
-	if v := first("subaccountid", RuntimeSubaccountLabel); v != "" {
-		labels[KIMSubaccountLabel] = v
+	if v := first("subaccountid", operatorv1alpha1.RuntimeSubaccountLabel); v != "" {
+		labels[operatorv1alpha1.KIMSubaccountLabel] = v
 	}
-	if v := cluster.Labels[RuntimeIDLabel]; v != "" {
-		annotations[KIMRuntimeIDAnnotation] = v
+	if v := cluster.Labels[operatorv1alpha1.RuntimeIDLabel]; v != "" {
+		annotations[operatorv1alpha1.KIMRuntimeIDAnnotation] = v
 	}
-	annotations[KIMRuntimeGenerationAnnotation] = strconv.FormatInt(cluster.Generation, 10)
+	annotations[operatorv1alpha1.KIMRuntimeGenerationAnnotation] = strconv.FormatInt(cluster.Generation, 10)
 }
 
 // KeepLive makes desired keep what the existing Shoot live has where the operator's

@@ -52,9 +52,9 @@ func seedCluster(provider string) *operatorv1alpha1.Cluster {
 		"openstack": {"eu-de-1", "g_c8_m32", ""},
 	}[provider]
 	labels := map[string]string{"plan": "trial", "globalaccountid": "abcd-0001", "subaccountid": "abcd-0001", "instanceid": "abcd-0001",
-		RuntimeIDLabel: "7d4b9c2e-5a1f-4e63-9d0a-2f8c1b6e3a90"}
+		operatorv1alpha1.RuntimeIDLabel: "7d4b9c2e-5a1f-4e63-9d0a-2f8c1b6e3a90"}
 	if where.platformRegion != "" {
-		labels[PlatformRegionLabel] = where.platformRegion
+		labels[operatorv1alpha1.PlatformRegionLabel] = where.platformRegion
 	}
 	return &operatorv1alpha1.Cluster{
 		ObjectMeta: metav1.ObjectMeta{Name: "example-cluster", Namespace: "cluster-operator", Generation: 1, Labels: labels},

@@ -109,9 +109,6 @@ const (
 	// extensions/dns.go, extensions/cert.go).
 	DNSExtension  = "shoot-dns-service"
 	CertExtension = "shoot-cert-service"
-	// PlatformRegionLabel on a Cluster is its platform region, as infrastructure-manager's
-	// Runtime carries it (api/v1/runtime_types.go LabelKymaPlatformRegion).
-	PlatformRegionLabel = "kyma-project.io/platform-region"
 	// EUAccessRestriction is the access restriction of EU-access Shoots (KIM
 	// restrictions/restrictions.go, gardener docs/usage/shoot/access_restrictions.md).
 	EUAccessRestriction = "eu-access-only"

@@ -161,7 +161,7 @@ func TestLandscapeOptions(t *testing.T) {
 		// restrictions/restrictions.go: eu-access-only for the listed platform regions.
 		{"eu access", func(l *Landscape, c *operatorv1alpha1.Cluster) {
 			l.EUAccess.PlatformRegions = []string{"cf-eu11", "cf-ch20"}
-			c.Labels[PlatformRegionLabel] = "cf-eu11"
+			c.Labels[operatorv1alpha1.PlatformRegionLabel] = "cf-eu11"
 		}, func(t *testing.T, in input) {
 			want := "[map[name:eu-access-only options:map[support.gardener.cloud/eu-access-for-cluster-addons:true support.gardener.cloud/eu-access-for-cluster-nodes:true]]]"
 			if got := specField(in.shoot, "accessRestrictions"); got != want {
@@ -170,7 +170,7 @@ func TestLandscapeOptions(t *testing.T) {
 		}},
 		{"eu access, another platform region", func(l *Landscape, c *operatorv1alpha1.Cluster) {
 			l.EUAccess.PlatformRegions = []string{"cf-eu11"}
-			c.Labels[PlatformRegionLabel] = "cf-eu10"
+			c.Labels[operatorv1alpha1.PlatformRegionLabel] = "cf-eu10"
 		}, func(t *testing.T, in input) {
 			if got := specField(in.shoot, "accessRestrictions"); got != "" {
 				t.Errorf("accessRestrictions %s", got)
@@ -204,12 +204,12 @@ func TestLandscapeOptions(t *testing.T) {
 		// extender/labels.go, extender/annotations.go.
 		{"infrastructure-manager metadata", func(l *Landscape, c *operatorv1alpha1.Cluster) {
 			l.InfrastructureManagerMetadata = true
-			c.Labels["globalaccountid"], c.Labels["subaccountid"], c.Labels[RuntimeIDLabel] = "ga-1", "sa-1", "rt-1"
+			c.Labels["globalaccountid"], c.Labels["subaccountid"], c.Labels[operatorv1alpha1.RuntimeIDLabel] = "ga-1", "sa-1", "rt-1"
 			c.Generation = 7
 		}, func(t *testing.T, in input) {
 			l, a := in.shoot.GetLabels(), in.shoot.GetAnnotations()
-			if l[KIMAccountLabel] != "ga-1" || l[KIMSubaccountLabel] != "sa-1" || a[KIMRuntimeIDAnnotation] != "rt-1" || a[KIMRuntimeGenerationAnnotation] != "7" ||
-				l[ClusterNameLabel] != "c1" || l[ClusterNamespaceLabel] != "kcp" {
+			if l[operatorv1alpha1.KIMAccountLabel] != "ga-1" || l[operatorv1alpha1.KIMSubaccountLabel] != "sa-1" || a[operatorv1alpha1.KIMRuntimeIDAnnotation] != "rt-1" || a[operatorv1alpha1.KIMRuntimeGenerationAnnotation] != "7" ||
+				l[operatorv1alpha1.ClusterNameLabel] != "c1" || l[operatorv1alpha1.ClusterNamespaceLabel] != "kcp" {
 				t.Errorf("labels %v annotations %v", l, a)
 			}
 		}},
@@ -264,7 +264,7 @@ func TestDefaultOIDCAndTheClustersOwn(t *testing.T) {
 func TestEUAccessOnly(t *testing.T) {
 	p := DefaultParams()
 	c := cluster("aws", "eu-central-1", 1)
-	c.Labels[PlatformRegionLabel] = "cf-eu11"
+	c.Labels[operatorv1alpha1.PlatformRegionLabel] = "cf-eu11"
 	if EUAccessOnly(c, p) {
 		t.Error("EU access without a landscape listing the platform region")
 	}
@@ -272,7 +272,7 @@ func TestEUAccessOnly(t *testing.T) {
 	if !EUAccessOnly(c, p) {
 		t.Error("cf-eu11 is listed")
 	}
-	delete(c.Labels, PlatformRegionLabel)
+	delete(c.Labels, operatorv1alpha1.PlatformRegionLabel)
 	if EUAccessOnly(c, p) {
 		t.Error("EU access without a platform region")
 	}

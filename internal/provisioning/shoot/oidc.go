@@ -71,7 +71,7 @@ func AuthenticationConfigMap(cluster *operatorv1alpha1.Cluster, p Params) (*core
 	return &corev1.ConfigMap{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Name: AuthenticationConfigMapName(shootName), Namespace: p.Namespace,
-			Labels: map[string]string{ClusterNamespaceLabel: cluster.Namespace, ClusterNameLabel: cluster.Name}},
+			Labels: map[string]string{operatorv1alpha1.ClusterNamespaceLabel: cluster.Namespace, operatorv1alpha1.ClusterNameLabel: cluster.Name}},
 		Data: map[string]string{AuthenticationConfigKey: string(raw)},
 	}, nil
 }

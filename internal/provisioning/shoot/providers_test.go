@@ -214,7 +214,7 @@ func TestAuthenticationConfigMap(t *testing.T) {
 		t.Fatal(err)
 	}
 	shootName := Name(c.Namespace, c.Name)
-	if cm.Namespace != "garden-kyma" || cm.Name != "structured-auth-config-"+shootName || cm.Labels[ClusterNameLabel] != c.Name {
+	if cm.Namespace != "garden-kyma" || cm.Name != "structured-auth-config-"+shootName || cm.Labels[operatorv1alpha1.ClusterNameLabel] != c.Name {
 		t.Errorf("ConfigMap %s/%s labels %v", cm.Namespace, cm.Name, cm.Labels)
 	}
 	s, err := Desired(c, DefaultParams(), "b")

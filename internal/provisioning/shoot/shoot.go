@@ -25,11 +25,6 @@ import (
 var GVK = schema.GroupVersionKind{Group: "core.gardener.cloud", Version: "v1beta1", Kind: "Shoot"}
 
 const (
-	// ClusterNamespaceLabel and ClusterNameLabel on a Shoot name the Cluster it serves.
-	ClusterNamespaceLabel = "operator.kyma-project.io/cluster-namespace"
-	ClusterNameLabel      = "operator.kyma-project.io/cluster-name"
-	// ConfirmDeletionAnnotation must be "true" before Gardener accepts a Shoot's deletion.
-	ConfirmDeletionAnnotation = "confirmation.gardener.cloud/deletion"
 	// WorkerPool names the one worker pool of a Cluster's Shoot.
 	WorkerPool = "cpu-worker-0"
 )
@@ -326,7 +321,7 @@ func Desired(cluster *operatorv1alpha1.Cluster, p Params, credentialsBinding str
 	if ext = mergeExtensions(ext, landscapeExtensions(spec, p)); len(ext) > 0 {
 		shootSpec["extensions"] = ext
 	}
-	labels := map[string]any{ClusterNamespaceLabel: cluster.Namespace, ClusterNameLabel: cluster.Name}
+	labels := map[string]any{operatorv1alpha1.ClusterNamespaceLabel: cluster.Namespace, operatorv1alpha1.ClusterNameLabel: cluster.Name}
 	for _, key := range []string{"plan", "globalaccountid", "subaccountid", "instanceid"} {
 		if v, ok := cluster.Labels[key]; ok {
 			labels[key] = v

@@ -64,7 +64,7 @@ func TestDesiredAzureShoot(t *testing.T) {
 			t.Errorf("%s = %v, want %v", path, v, want)
 		}
 	}
-	if got.GetLabels()[ClusterNameLabel] != "c1" || got.GetLabels()[ClusterNamespaceLabel] != "kcp" {
+	if got.GetLabels()[operatorv1alpha1.ClusterNameLabel] != "c1" || got.GetLabels()[operatorv1alpha1.ClusterNamespaceLabel] != "kcp" {
 		t.Errorf("labels %v do not name the Cluster", got.GetLabels())
 	}
 	if _, found, _ := unstructured.NestedFieldNoCopy(got.Object, "metadata", "labels", "unrelated"); found {

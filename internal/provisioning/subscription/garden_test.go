@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	cp "github.com/trustplane/trustplane/api/controlplane/v1alpha1"
+	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
 	"github.com/trustplane/trustplane/internal/provisioning/garden"
 	"github.com/trustplane/trustplane/internal/provisioning/shoot"
 	"github.com/trustplane/trustplane/internal/testenv"
@@ -117,7 +118,7 @@ func shootUsing(t *testing.T, project, name, bindingName, clusterNS, clusterName
 	s.SetNamespace(project)
 	s.SetName(name)
 	if clusterNS != "" {
-		s.SetLabels(map[string]string{shoot.ClusterNamespaceLabel: clusterNS, shoot.ClusterNameLabel: clusterName})
+		s.SetLabels(map[string]string{operatorv1alpha1.ClusterNamespaceLabel: clusterNS, operatorv1alpha1.ClusterNameLabel: clusterName})
 	}
 	s.Object["spec"] = map[string]any{"credentialsBindingName": bindingName}
 	if err := env.Client.Create(ctx, s); err != nil {

@@ -12,10 +12,15 @@ import (
 )
 
 // exhaustedGauge says which requests wait for a free credential: what the alert on an
-// exhausted pool reads. It is registered in Setup: only the manager sets it.
+// exhausted pool reads.
 var exhaustedGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "trustplane_subscription_pool_exhausted",
 	Help: "1 while the SubscriptionRequest waits because no credential of the pool fits it (Reconciling, reason PoolExhausted), 0 otherwise; by namespace and name."},
 	[]string{"namespace", "name"})
+
+// Collectors are the controller's Prometheus collectors, every one of them: whoever
+// assembles the manager registers them (with status.Metrics) when the controller is
+// selected; the package never registers them itself.
+func Collectors() []prometheus.Collector { return []prometheus.Collector{exhaustedGauge} }
 
 // observe records whether sr waits on an exhausted pool, or forgets sr once it is going
 // with no finalizer left.

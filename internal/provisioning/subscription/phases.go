@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cp "github.com/trustplane/trustplane/api/controlplane/v1alpha1"
+	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
 	"github.com/trustplane/trustplane/internal/provisioning/credentialpool"
 	"github.com/trustplane/trustplane/internal/provisioning/shoot"
 	"github.com/trustplane/trustplane/internal/status"
@@ -184,7 +185,7 @@ func (r *Reconciler) users(ctx context.Context, poolNamespace string) (map[strin
 // shootUser names the user a Shoot stands for: its Cluster's request, or itself.
 func shootUser(s *unstructured.Unstructured) string {
 	l := s.GetLabels()
-	if ns, name := l[shoot.ClusterNamespaceLabel], l[shoot.ClusterNameLabel]; ns != "" && name != "" {
+	if ns, name := l[operatorv1alpha1.ClusterNamespaceLabel], l[operatorv1alpha1.ClusterNameLabel]; ns != "" && name != "" {
 		return ns + "/" + name
 	}
 	return "shoot " + s.GetNamespace() + "/" + s.GetName()
@@ -315,7 +316,7 @@ func (r *Reconciler) ownShootUses(ctx context.Context, sr *cp.SubscriptionReques
 	shoots := &unstructured.UnstructuredList{}
 	shoots.SetGroupVersionKind(shoot.GVK.GroupVersion().WithKind("ShootList"))
 	if err := r.pool.shoots.List(ctx, shoots, client.InNamespace(r.pool.namespace),
-		client.MatchingLabels{shoot.ClusterNamespaceLabel: sr.Namespace, shoot.ClusterNameLabel: sr.Name}); err != nil {
+		client.MatchingLabels{operatorv1alpha1.ClusterNamespaceLabel: sr.Namespace, operatorv1alpha1.ClusterNameLabel: sr.Name}); err != nil {
 		return false, fmt.Errorf("listing the Shoots of %s: %w", r.pool.namespace, err)
 	}
 	for _, s := range shoots.Items {

@@ -11,16 +11,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cp "github.com/trustplane/trustplane/api/controlplane/v1alpha1"
-	"github.com/trustplane/trustplane/internal/provisioning/shoot"
+	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
 )
 
 // requestOfShoot maps a Shoot to the SubscriptionRequest of its Cluster (named as the Cluster).
 func requestOfShoot(_ context.Context, s *unstructured.Unstructured) []reconcile.Request {
 	l := s.GetLabels()
-	if l[shoot.ClusterNamespaceLabel] == "" || l[shoot.ClusterNameLabel] == "" {
+	if l[operatorv1alpha1.ClusterNamespaceLabel] == "" || l[operatorv1alpha1.ClusterNameLabel] == "" {
 		return nil
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l[shoot.ClusterNamespaceLabel], Name: l[shoot.ClusterNameLabel]}}}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l[operatorv1alpha1.ClusterNamespaceLabel], Name: l[operatorv1alpha1.ClusterNameLabel]}}}
 }
 
 // shootDeleted passes deletions of Shoots only: a release waits for the request's own

@@ -28,7 +28,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/trustplane/trustplane/internal/testenv"
-	"github.com/trustplane/trustplane/test/aggregation"
+	"github.com/trustplane/trustplane/test/aggregation/sidebyside"
 )
 
 var (
@@ -48,7 +48,7 @@ func main() {
 }
 
 type measured struct {
-	side                  *aggregation.Side
+	side                  *sidebyside.Side
 	cpuBefore, cpuAfter   float64
 	writesBefore, writes  int
 	lastEvent, convergeAt time.Time
@@ -109,12 +109,12 @@ func run() error {
 // then the churn.
 func runSize(ctx context.Context, root, dir, binary string, n int) (sizeResult, error) {
 	res := sizeResult{roles: n}
-	kcm, err := aggregation.StartSide("kube-controller-manager", dir, aggregation.KubeControllerManager(filepath.Join(root, "bin/k8s")))
+	kcm, err := sidebyside.StartSide("kube-controller-manager", dir, sidebyside.KubeControllerManager(filepath.Join(root, "bin/k8s")))
 	if err != nil {
 		return res, err
 	}
 	defer kcm.Stop()
-	tp, err := aggregation.StartSide("trustplane", dir, aggregation.Trustplane(binary))
+	tp, err := sidebyside.StartSide("trustplane", dir, sidebyside.Trustplane(binary))
 	if err != nil {
 		return res, err
 	}
@@ -132,7 +132,7 @@ func runSize(ctx context.Context, root, dir, binary string, n int) (sizeResult, 
 	}()
 
 	sides := []*measured{{side: kcm}, {side: tp}}
-	corpus := aggregation.NewCorpus(*seed, "b-")
+	corpus := sidebyside.NewCorpus(*seed, "b-")
 	corpus.EmptyTop = true
 	initial := corpus.Initial(n, *aggregators)
 	res.objects = len(initial)
@@ -200,15 +200,15 @@ func runSize(ctx context.Context, root, dir, binary string, n int) (sizeResult, 
 		m.writes = after - m.writesBefore
 		res.churnCPU[i], res.churnWrites[i] = m.cpuAfter-m.cpuBefore, m.writes
 	}
-	want, err := aggregation.Snapshot(ctx, kcm.Client)
+	want, err := sidebyside.Snapshot(ctx, kcm.Client)
 	if err != nil {
 		return res, err
 	}
-	got, err := aggregation.Snapshot(ctx, tp.Client)
+	got, err := sidebyside.Snapshot(ctx, tp.Client)
 	if err != nil {
 		return res, err
 	}
-	res.compared, res.differ = len(want), aggregation.Diff(want, got)
+	res.compared, res.differ = len(want), sidebyside.Diff(want, got)
 
 	for _, m := range sides {
 		fmt.Printf("%-24s converged %6.0f ms after the last event, %5d API writes, %6.2f CPU s during churn\n",
@@ -223,14 +223,14 @@ func runSize(ctx context.Context, root, dir, binary string, n int) (sizeResult, 
 	return res, nil
 }
 
-// waitConverged is aggregation.WaitConverged, but pauses twice as long as a check took:
+// waitConverged is sidebyside.WaitConverged, but pauses twice as long as a check took:
 // a check lists and aggregates every ClusterRole, and back-to-back checks of 20,000 would
 // take the CPU the controllers are being measured on.
-func waitConverged(ctx context.Context, s *aggregation.Side, timeout time.Duration) (time.Time, error) {
+func waitConverged(ctx context.Context, s *sidebyside.Side, timeout time.Duration) (time.Time, error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		start := time.Now()
-		pending, err := aggregation.Unconverged(ctx, s.Client)
+		pending, err := sidebyside.Unconverged(ctx, s.Client)
 		if err == nil && len(pending) == 0 {
 			return time.Now(), nil
 		}
@@ -292,7 +292,7 @@ func thousands(n int) string {
 }
 
 // feed applies the same ops, in the same order, to every side concurrently.
-func feed(ctx context.Context, sides []*measured, ops []aggregation.Op) error {
+func feed(ctx context.Context, sides []*measured, ops []sidebyside.Op) error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(sides))
 	for i, m := range sides {
@@ -300,7 +300,7 @@ func feed(ctx context.Context, sides []*measured, ops []aggregation.Op) error {
 		go func() {
 			defer wg.Done()
 			for _, op := range ops {
-				if err := aggregation.Apply(ctx, m.side.Client, op); err != nil {
+				if err := sidebyside.Apply(ctx, m.side.Client, op); err != nil {
 					errs[i] = fmt.Errorf("%s: %s: %w", m.side.Name, op.Name, err)
 					return
 				}
@@ -319,7 +319,7 @@ func feed(ctx context.Context, sides []*measured, ops []aggregation.Op) error {
 
 // controllerWrites counts server-side applies and updates of ClusterRoles, as the API
 // server itself reports them; the bench only creates, merge-patches and deletes.
-func controllerWrites(ctx context.Context, s *aggregation.Side) (int, error) {
+func controllerWrites(ctx context.Context, s *sidebyside.Side) (int, error) {
 	return testenv.APIRequests(ctx, s.Env.Config, func(labels string) bool {
 		return strings.Contains(labels, `resource="clusterroles"`) && (strings.Contains(labels, `verb="APPLY"`) || strings.Contains(labels, `verb="PUT"`))
 	})

@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/trustplane/trustplane/internal/aggregation/rbac"
-	"github.com/trustplane/trustplane/test/aggregation"
+	"github.com/trustplane/trustplane/test/aggregation/sidebyside"
 )
 
 // ruleChanges watches one side's ClusterRoles and counts, per aggregator, the updates
@@ -29,7 +29,7 @@ type ruleChanges struct {
 	stop    func()
 }
 
-func watchRuleChanges(ctx context.Context, s *aggregation.Side) (*ruleChanges, error) {
+func watchRuleChanges(ctx context.Context, s *sidebyside.Side) (*ruleChanges, error) {
 	cs, err := kubernetes.NewForConfig(s.Env.Config)
 	if err != nil {
 		return nil, fmt.Errorf("watching %s: %w", s.Name, err)

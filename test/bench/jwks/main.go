@@ -109,7 +109,7 @@ func run() error {
 	}
 	// No kube-controller-manager or kubelet: a stand-in rolls the nginx Deployments out,
 	// so that Ready (which waits for them) means what it means in a cluster.
-	rollout, err := testenv.RolloutStandIn(env.Config, jwksctrl.OwnerLabel)
+	rollout, err := testenv.RolloutStandIn(env.Config, jwksv1alpha1.OwnerLabel)
 	if err != nil {
 		return err
 	}

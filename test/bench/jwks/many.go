@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
-	jwksctrl "github.com/trustplane/trustplane/internal/jwks"
 	"github.com/trustplane/trustplane/internal/jwks/jwkset"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
@@ -228,8 +227,8 @@ func (b *bench) floor(ctx context.Context, n int) (time.Duration, error) {
 			return err
 		}
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cfg.Name + "-jwks",
-			Labels:      map[string]string{jwksctrl.OwnerLabel: cfg.Name, "app.kubernetes.io/managed-by": "trustplane"},
-			Annotations: map[string]string{jwksctrl.RetirementsAnnotation: pub.retirements}},
+			Labels:      map[string]string{jwksv1alpha1.OwnerLabel: cfg.Name, "app.kubernetes.io/managed-by": "trustplane"},
+			Annotations: map[string]string{jwksv1alpha1.RetirementsAnnotation: pub.retirements}},
 			Data: map[string]string{jwkset.DocumentKey: pub.doc}}
 		if err := b.c.Create(ctx, cm); err != nil {
 			return err

@@ -40,7 +40,7 @@ var (
 	projections = flag.Int("projections", 5000, "Projections on the node.")
 	requests    = flag.Int("requests", 2000, "PodCertificateRequests for the signer at 1x.")
 	growth      = flag.Int("growth", 10, "The second size is this many times -requests (1: one size only).")
-	workers     = flag.Int("workers", podcertsigner.DefaultOptions().Workers, "Signer workers (--podcert-signer-workers).")
+	workers     = flag.Int("workers", podcertsigner.DefaultOptions().Workers, "Signer workers (--podcertificate-signer-signer-workers).")
 )
 
 func main() {

@@ -298,7 +298,7 @@ func (b *signerBench) startManager() (*managerProcess, error) {
 	m := &managerProcess{metrics: testenv.BenchAddr(), probes: testenv.BenchAddr(), log: filepath.Join(b.tb.Dir, "manager.log")}
 	m.cmd = exec.Command(b.tb.Binary, "manager", "--kubeconfig", b.tb.Kubeconfig, "--controllers", podcertsigner.Name,
 		"--leader-elect=false", "--metrics-bind-address", m.metrics, "--health-probe-bind-address", m.probes,
-		"--podcert-ca-namespace", "default", "--podcert-signer-workers", strconv.Itoa(*workers))
+		"--podcertificate-signer-ca-namespace", "default", "--podcertificate-signer-signer-workers", strconv.Itoa(*workers))
 	logs, err := os.OpenFile(m.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return nil, err

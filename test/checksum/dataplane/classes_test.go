@@ -1,4 +1,4 @@
-package dataplane
+package dataplane_test
 
 import (
 	"fmt"

@@ -1,7 +1,7 @@
 // Package dataplane tests secret global consistency end to end: the secret-checksum control
 // plane and the `trustplane dataplane` agent against a real API server, and Debian's nginx
 // serving TLS from the agent's directory.
-package dataplane
+package dataplane_test
 
 import (
 	"bytes"

@@ -1,9 +1,9 @@
-// Package cluster tests the Cluster operator end to end with real API servers: one plays
+// Package cluster_test tests the Cluster operator end to end with real API servers: one plays
 // the management cluster and the Gardener garden (with a Shoot CRD behind a small front
 // that serves shoots/adminkubeconfig), the other the provisioned shoot. The Subscription
 // and Kubeconfig operators run alongside, so a Cluster goes from credential to Shoot to
 // administrators and issued kubeconfigs, and back to nothing on deletion.
-package cluster
+package cluster_test
 
 import (
 	"bytes"
@@ -40,6 +40,7 @@ import (
 	"github.com/trustplane/trustplane/api/conditions"
 	cp "github.com/trustplane/trustplane/api/controlplane/v1alpha1"
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
+	"github.com/trustplane/trustplane/internal/manager"
 	"github.com/trustplane/trustplane/internal/provisioning/access"
 	clusterctrl "github.com/trustplane/trustplane/internal/provisioning/cluster"
 	"github.com/trustplane/trustplane/internal/provisioning/clustertarget"
@@ -48,6 +49,7 @@ import (
 	"github.com/trustplane/trustplane/internal/provisioning/shoot"
 	subscriptionctrl "github.com/trustplane/trustplane/internal/provisioning/subscription"
 	"github.com/trustplane/trustplane/internal/scheme"
+	"github.com/trustplane/trustplane/internal/status"
 	"github.com/trustplane/trustplane/internal/testenv"
 	"github.com/trustplane/trustplane/test/provisioning/gardenstandin"
 )
@@ -98,6 +100,11 @@ func (s *setupThenRun) Run() int {
 var stopGardener context.CancelFunc = func() {}
 
 func prepareGarden() error {
+	// The manager's assembly registers what each controller collects; here, the suite does.
+	collectors := append(append(append(status.Metrics(), clusterctrl.Collectors()...), kubeconfigctrl.Collectors()...), subscriptionctrl.Collectors()...)
+	if err := manager.RegisterMetrics(collectors...); err != nil {
+		return err
+	}
 	if _, err := envtest.InstallCRDs(mgmt.Config, envtest.CRDInstallOptions{Paths: []string{filepath.Join("testdata", "shoots.yaml")}, ErrorIfPathMissing: true}); err != nil {
 		return err
 	}
@@ -552,7 +559,7 @@ func TestBroughtAlongCluster(t *testing.T) {
 		t.Errorf("the user's kubeconfig Secret was touched: %v", err)
 	}
 	bindings := &rbacv1.ClusterRoleBindingList{}
-	if err := shootEnv.Client.List(ctx, bindings, client.MatchingLabels{access.AdministratorLabel: access.AdministratorsOf(ns, name)}); err != nil || len(bindings.Items) != 0 {
+	if err := shootEnv.Client.List(ctx, bindings, client.MatchingLabels{operatorv1alpha1.AdministratorLabel: access.AdministratorsOf(ns, name)}); err != nil || len(bindings.Items) != 0 {
 		t.Errorf("administrator bindings left: %d (%v)", len(bindings.Items), err)
 	}
 }

@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"fmt"
@@ -47,7 +47,7 @@ func refuseMachineType(t *testing.T, machineType string, reason metav1.StatusRea
 			PolicyName:        name,
 			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
 			MatchResources: &admissionregistrationv1.MatchResources{ObjectSelector: &metav1.LabelSelector{
-				MatchLabels: map[string]string{shoot.ClusterNamespaceLabel: ns}}},
+				MatchLabels: map[string]string{operatorv1alpha1.ClusterNamespaceLabel: ns}}},
 		}}
 	for _, obj := range []client.Object{policy, binding} {
 		if err := mgmt.Client.Create(ctx, obj); err != nil {

@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"errors"
@@ -60,7 +60,7 @@ func landscapeShoot(t *testing.T, provider, name string) *unstructured.Unstructu
 		Spec: operatorv1alpha1.ClusterSpec{Core: operatorv1alpha1.ClusterCore{Purpose: "production", Region: where.region},
 			Infrastructure: operatorv1alpha1.ClusterInfrastructure{Provider: provider, MachineType: "m", AutoScalerMin: 3, AutoScalerMax: 5, NumberOfZones: 3}}}
 	if where.platformRegion != "" {
-		c.Labels[shoot.PlatformRegionLabel] = where.platformRegion
+		c.Labels[operatorv1alpha1.PlatformRegionLabel] = where.platformRegion
 	}
 	s, err := shoot.Desired(c, landscapeParams(), "binding-"+provider)
 	if err != nil {
@@ -296,7 +296,7 @@ func TestLandscapeReachesTheShoot(t *testing.T) {
 	poolSecret(t, "gcp-shared-l", map[string]string{cp.LabelHyperscalerType: "gcp", cp.LabelShared: "true"})
 	name := "eu-cluster"
 	c := &operatorv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
-		Labels: map[string]string{"globalaccountid": "ga-1", "subaccountid": "sa-1", shoot.PlatformRegionLabel: "cf-eu11", shoot.RuntimeIDLabel: "rt-1"}},
+		Labels: map[string]string{"globalaccountid": "ga-1", "subaccountid": "sa-1", operatorv1alpha1.PlatformRegionLabel: "cf-eu11", operatorv1alpha1.RuntimeIDLabel: "rt-1"}},
 		Spec: operatorv1alpha1.ClusterSpec{Core: operatorv1alpha1.ClusterCore{Purpose: "production", Region: "eu-central-1"},
 			Infrastructure: operatorv1alpha1.ClusterInfrastructure{Provider: "aws", MachineType: "m5.xlarge", AutoScalerMin: 3, AutoScalerMax: 5, NumberOfZones: 3},
 			Administrators: []string{"admin@example.com"}}}

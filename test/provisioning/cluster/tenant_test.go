@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 // Issue 17: a tenant cannot make trustplane act beyond the tenant's own rights through a
 // brought-along Cluster: its kubeconfig is sanitized, its server's answers do not reach

@@ -34,6 +34,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
 	"github.com/trustplane/trustplane/internal/provisioning/garden"
 	"github.com/trustplane/trustplane/internal/provisioning/shoot"
 )
@@ -121,7 +122,7 @@ func NewFront(cfg *rest.Config, gardenClient client.Client, adminKubeconfig []by
 			}
 		}
 		if m := shootPath.FindStringSubmatch(r.URL.Path); m != nil && r.Method == http.MethodDelete && !f.deletionConfirmed(r.Context(), m[1], m[2]) {
-			WriteStatus(w, http.StatusForbidden, "Forbidden", fmt.Sprintf("shoot %s/%s: deletion must be confirmed with the %s annotation", m[1], m[2], shoot.ConfirmDeletionAnnotation))
+			WriteStatus(w, http.StatusForbidden, "Forbidden", fmt.Sprintf("shoot %s/%s: deletion must be confirmed with the %s annotation", m[1], m[2], operatorv1alpha1.ConfirmDeletionAnnotation))
 			return
 		}
 		proxy.ServeHTTP(w, r)
@@ -189,7 +190,7 @@ func (f *Front) deletionConfirmed(ctx context.Context, ns, name string) bool {
 	if err := f.garden.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s); err != nil {
 		return true // let the API server answer (e.g. not found)
 	}
-	return s.GetAnnotations()[shoot.ConfirmDeletionAnnotation] == "true"
+	return s.GetAnnotations()[operatorv1alpha1.ConfirmDeletionAnnotation] == "true"
 }
 
 func (f *Front) answerAdminKubeconfig(w http.ResponseWriter, r *http.Request, ns, name string) {

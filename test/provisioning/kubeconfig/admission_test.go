@@ -1,4 +1,4 @@
-package kubeconfig
+package kubeconfig_test
 
 // Tests of the admission policy trustplane-kubeconfig-requests (config/policy): as a
 // request is created, the API server writes the controller's finalizer and the record of

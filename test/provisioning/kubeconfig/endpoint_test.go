@@ -1,4 +1,4 @@
-package kubeconfig
+package kubeconfig_test
 
 // Tests that an issued kubeconfig follows its target: when the server, or the CA bundle,
 // the Cluster reaches its cluster with changes (make run's API server on a new port after

@@ -1,4 +1,4 @@
-package kubeconfig
+package kubeconfig_test
 
 // Tests of a KubeconfigRequest status that names a Cluster which does not grant the
 // request's namespace: a Cluster that stopped granting it while the request still holds

@@ -1,7 +1,7 @@
-// Package kubeconfig tests the Kubeconfig operator with two real API servers: the
+// Package kubeconfig_test tests the Kubeconfig operator with two real API servers: the
 // management cluster holding KubeconfigRequests and a brought-along target cluster. The
 // issued kubeconfigs are used for real requests against the target.
-package kubeconfig
+package kubeconfig_test
 
 import (
 	"context"
@@ -30,8 +30,11 @@ import (
 	"sigs.k8s.io/yaml"
 
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
+	"github.com/trustplane/trustplane/internal/manager"
+	clusterctrl "github.com/trustplane/trustplane/internal/provisioning/cluster"
 	"github.com/trustplane/trustplane/internal/provisioning/clustertarget"
 	kubeconfigctrl "github.com/trustplane/trustplane/internal/provisioning/kubeconfig"
+	"github.com/trustplane/trustplane/internal/status"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
 
@@ -42,6 +45,10 @@ var (
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
+	// The manager's assembly registers what each controller collects; here, the suite does.
+	if err := manager.RegisterMetrics(append(append(status.Metrics(), kubeconfigctrl.Collectors()...), clusterctrl.Collectors()...)...); err != nil {
+		panic(err)
+	}
 	var err error
 	if target, err = testenv.Start(); err != nil {
 		panic(err)

@@ -1,4 +1,4 @@
-package kubeconfig
+package kubeconfig_test
 
 // Tests of the sweep of what KubeconfigRequests that no longer exist left in a target
 // (clustertarget.SweepOrphans): the controller kubeconfig-orphans for live Clusters, the

@@ -1,4 +1,4 @@
-package kubeconfig
+package kubeconfig_test
 
 // Tests of issue 17 through the controller on the real API servers: a tenant cannot make
 // the operator act beyond the tenant's own rights — no kubeconfig for another tenant's
@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
-	"github.com/trustplane/trustplane/internal/provisioning/access"
 	kubeconfigctrl "github.com/trustplane/trustplane/internal/provisioning/kubeconfig"
 	"github.com/trustplane/trustplane/internal/provisioning/shoot"
 )
@@ -215,7 +214,7 @@ func TestPodsRunOnlyWherePodSecurityIsEnforced(t *testing.T) {
 	setupWith(t, opts, nil)
 	for name, labels := range map[string]map[string]string{
 		"psa-none":     nil,
-		"psa-baseline": {access.PodSecurityEnforceLabel: "baseline"},
+		"psa-baseline": {operatorv1alpha1.PodSecurityEnforceLabel: "baseline"},
 	} {
 		if err := target.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}); client.IgnoreAlreadyExists(err) != nil {
 			t.Fatal(err)
@@ -256,7 +255,7 @@ func TestPodsRunOnlyWherePodSecurityIsEnforced(t *testing.T) {
 	if err := target.Client.Get(ctx, client.ObjectKey{Name: "psa-baseline"}, namespace); err != nil {
 		t.Fatal(err)
 	}
-	namespace.Labels[access.PodSecurityEnforceLabel] = "privileged"
+	namespace.Labels[operatorv1alpha1.PodSecurityEnforceLabel] = "privileged"
 	if err := target.Client.Update(ctx, namespace); err != nil {
 		t.Fatal(err)
 	}

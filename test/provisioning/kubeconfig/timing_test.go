@@ -1,4 +1,4 @@
-package kubeconfig
+package kubeconfig_test
 
 // Tests of when the operator acts: rotation at two thirds of the lifetime on a fake
 // clock, and a Gardener Cluster waited for until it is provisioned.
@@ -188,7 +188,7 @@ func createShoot(t *testing.T, project, name, clusterNS, clusterName string) {
 	s := garden.NewShoot()
 	s.SetNamespace(project)
 	s.SetName(name)
-	s.SetLabels(map[string]string{shoot.ClusterNamespaceLabel: clusterNS, shoot.ClusterNameLabel: clusterName})
+	s.SetLabels(map[string]string{operatorv1alpha1.ClusterNamespaceLabel: clusterNS, operatorv1alpha1.ClusterNameLabel: clusterName})
 	s.Object["spec"] = map[string]any{}
 	if err := target.Client.Create(ctx, s); err != nil {
 		t.Fatal(err)

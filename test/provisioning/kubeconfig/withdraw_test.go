@@ -1,4 +1,4 @@
-package kubeconfig
+package kubeconfig_test
 
 // Tests of what a KubeconfigRequest loses when it no longer asks for it: spec edits,
 // a changed spec.cluster, a withdrawn cross-namespace grant, and revoke while the target

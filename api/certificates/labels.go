@@ -1,0 +1,29 @@
+package certificates
+
+// Annotations a user sets on a pod to opt it in to a pod certificate the node agent
+// requests and writes without a podCertificate projected volume source (docs/podcert.md).
+const (
+	// SignerAnnotation names the signerName of the pod's certificate.
+	SignerAnnotation = "podcert.trustplane.io/signer-name"
+	// KeyTypeAnnotation names the key type the agent generates (RSA3072, ECDSAP256, ED25519, …).
+	KeyTypeAnnotation = "podcert.trustplane.io/key-type"
+	// ServeAnnotation "agent" (ServeAgent) asks the node agent, not kubelet, to serve the
+	// pod's podCertificate projected volumes.
+	ServeAnnotation = "podcert.trustplane.io/serve"
+	// ServeAgent is ServeAnnotation's value.
+	ServeAgent = "agent"
+)
+
+// Annotations of the CA Secret of a podcertificate-signer: the signer writes them as it
+// rotates CAs; an operator reads them to see which CA signs and when the next one will.
+const (
+	// AnnotationSigningSince is when the current CA began to sign (RFC 3339).
+	AnnotationSigningSince = "podcert.trustplane.io/signing-since"
+	// AnnotationNextSignsAt is when the next CA (next.crt/next.key) begins to sign
+	// (RFC 3339): after it has been in the trust bundle for the overlap.
+	AnnotationNextSignsAt = "podcert.trustplane.io/next-signs-at"
+	// AnnotationReservedUntil is a JSON object from CA fingerprint (SHA-256 of the DER,
+	// hex) to an RFC 3339 time no earlier than the notAfter of any leaf that CA signed:
+	// until then a retired CA stays in the trust bundle.
+	AnnotationReservedUntil = "podcert.trustplane.io/reserved-until"
+)
