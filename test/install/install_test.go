@@ -48,6 +48,11 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 	gen := testenv.Tool(t, "controller-gen")
 	out := t.TempDir()
 	run(t, root, gen, "crd", "paths=./api/...", "output:crd:artifacts:config="+filepath.Join(out, "crd"))
+	crds, err := filepath.Glob(filepath.Join(out, "crd", "*.yaml"))
+	if err != nil || len(crds) == 0 {
+		t.Fatalf("controller-gen wrote no CRD (%v)", err)
+	}
+	run(t, root, "go", append([]string{"run", "./hack/crddescriptions"}, crds...)...) // as make manifests does
 	assertSameDir(t, filepath.Join(out, "crd"), filepath.Join(root, "config/crd/bases"))
 	assertSameDir(t, filepath.Join(out, "crd"), filepath.Join(root, "charts/trustplane/crds"))
 
