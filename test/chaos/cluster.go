@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -38,8 +39,10 @@ import (
 // (--subscription-pool=secrets) shared by two tenant namespaces: Clusters and standalone
 // SubscriptionRequests claim dedicated credentials for the tenants' granted global
 // accounts, or shared ones, and release them on delete; the workload plays the operator
-// handing cleaned (dirty) credentials back. The fault "garden unreachable" switches the
-// front to 503.
+// handing cleaned (dirty) credentials back. The fault "garden unreachable" cuts the
+// manager's connections to the front at TCP and refuses new ones (a network outage, as the
+// target's); "garden answers 503" switches the front to 503 (gardener-apiserver up but
+// failing).
 const (
 	gardenProject  = "garden-chaos"
 	poolNamespace  = "chaos-pool"
@@ -60,7 +63,9 @@ var poolTenants = map[string][]string{
 }
 
 type clusterSystem struct {
-	front            *gardenstandin.Front
+	front *gardenstandin.Front
+	// gardenProxy stands between the manager and the front: the garden's network.
+	gardenProxy      *Proxy
 	gardenKubeconfig string
 
 	mu   sync.Mutex
@@ -125,8 +130,14 @@ func (s *clusterSystem) Setup(ctx context.Context, h *Harness) error {
 	if _, err := gardenstandin.StartGardener(gardenerCtx, h.Env.Config); err != nil {
 		return fmt.Errorf("starting the stand-in gardener: %w", err)
 	}
+	frontURL, err := url.Parse(front.Server.URL)
+	if err != nil {
+		return err
+	}
+	s.gardenProxy = h.NewProxy(frontURL.Host)
+	frontURL.Host = s.gardenProxy.Addr
 	kc := clientcmdapi.NewConfig()
-	kc.Clusters["garden"] = &clientcmdapi.Cluster{Server: front.Server.URL}
+	kc.Clusters["garden"] = &clientcmdapi.Cluster{Server: frontURL.String()}
 	kc.AuthInfos["garden"] = &clientcmdapi.AuthInfo{}
 	kc.Contexts["garden"] = &clientcmdapi.Context{Cluster: "garden", AuthInfo: "garden"}
 	kc.CurrentContext = "garden"
@@ -451,11 +462,20 @@ func (s *clusterSystem) checkShoots(ctx context.Context, h *Harness, v *poolView
 	}
 }
 
-// Faults: the garden unreachable (the front answers 503); recovered once a change of the
-// garden canary is Ready.
+// Faults: the garden unreachable (connections cut at TCP, new ones refused) and the
+// garden answering 503; each recovered once a change of the garden canary is Ready.
 func (s *clusterSystem) Faults(h *Harness) []Fault {
 	return []Fault{{
 		Kind: "garden unreachable",
+		Inject: func(ctx context.Context, h *Harness, rng *rand.Rand) (string, error) {
+			d := time.Duration(2000+rng.IntN(4000)) * time.Millisecond
+			s.gardenProxy.Down(d)
+			s.canary.reset()
+			return fmt.Sprintf("garden cut at TCP for %.1fs", d.Seconds()), nil
+		},
+		Recovered: s.canaryReconciled,
+	}, {
+		Kind: "garden answers 503",
 		Inject: func(ctx context.Context, h *Harness, rng *rand.Rand) (string, error) {
 			d := time.Duration(2000+rng.IntN(4000)) * time.Millisecond
 			s.front.Down.Store(true)
