@@ -2,9 +2,11 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -85,10 +87,80 @@ func (h *Harness) injectFaults(ctx context.Context, cfg Config, faults []Fault, 
 	return recoveries
 }
 
+// overlapping are faults made of two of faults at once, as the world makes them: a
+// leader killed while kube-apiserver restarts (the new leader starts against a server that
+// is not there), and any two kinds of fault injected within a second of each other.
+func overlapping(faults []Fault) []Fault {
+	var killLeader, restartAPIServer *Fault
+	for i := range faults {
+		switch faults[i].Kind {
+		case "kill -9 leader":
+			killLeader = &faults[i]
+		case "kube-apiserver restart":
+			restartAPIServer = &faults[i]
+		}
+	}
+	var out []Fault
+	if killLeader != nil && restartAPIServer != nil {
+		out = append(out, both("overlap: kill -9 leader during kube-apiserver restart", func(*rand.Rand) (Fault, Fault) {
+			return *restartAPIServer, *killLeader
+		}))
+	}
+	return append(out, both("overlap: two faults within a second", func(rng *rand.Rand) (Fault, Fault) {
+		first := faults[rng.IntN(len(faults))]
+		for {
+			if second := faults[rng.IntN(len(faults))]; second.Kind != first.Kind {
+				return first, second
+			}
+		}
+	}))
+}
+
+// both is a fault that injects the two faults pick chooses, the second 0-1 s after the
+// first while the first lasts, and has recovered once each of them has.
+func both(kind string, pick func(rng *rand.Rand) (Fault, Fault)) Fault {
+	var chosen []Fault
+	return Fault{
+		Kind: kind,
+		Inject: func(ctx context.Context, h *Harness, rng *rand.Rand) (string, error) {
+			first, second := pick(rng)
+			chosen = []Fault{first, second}
+			gap := time.Duration(rng.IntN(1000)) * time.Millisecond
+			// Each part draws from its own generator, made from the run's in order: the
+			// run stays a function of the seed although the parts run at once.
+			rngs := []*rand.Rand{rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64())), rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))}
+			details, errs := make([]string, 2), make([]error, 2)
+			var wg sync.WaitGroup
+			for i, f := range chosen {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if i == 1 {
+						sleep(ctx, gap)
+					}
+					details[i], errs[i] = f.Inject(ctx, h, rngs[i])
+				}()
+			}
+			wg.Wait()
+			return fmt.Sprintf("%s (%s), %.1fs later %s (%s)", first.Kind, details[0], gap.Seconds(), second.Kind, details[1]), errors.Join(errs...)
+		},
+		parts: func() []Fault { return chosen },
+	}
+}
+
 // recover waits for the fault's own recovery check, or for the canary to be reconciled
-// again; it returns how long it took from the end of the injection.
+// again; it returns how long it took from the end of the injection. A fault made of
+// others has recovered once each of them has.
 func (h *Harness) recover(ctx context.Context, f Fault, canary *canary, token string) (time.Duration, bool) {
 	start := time.Now()
+	if f.parts != nil {
+		for i, part := range f.parts() {
+			if _, ok := h.recover(ctx, part, canary, fmt.Sprintf("%s-%d", token, i)); !ok {
+				return time.Since(start), false
+			}
+		}
+		return time.Since(start), true
+	}
 	if f.Recovered == nil {
 		ok := canary.reconciled(ctx, token, recoveryTimeout)
 		return time.Since(start), ok
@@ -106,13 +178,17 @@ func (h *Harness) recover(ctx context.Context, f Fault, canary *canary, token st
 // recovery took (median and worst).
 func (h *Harness) printRecoveries(recoveries map[string][]time.Duration, faults []Fault) {
 	h.Logf("recovery per kind of fault (from the end of the injection):")
+	width := 0
+	for _, f := range faults {
+		width = max(width, len(f.Kind))
+	}
 	for _, f := range faults {
 		ds := recoveries[f.Kind]
 		if len(ds) == 0 {
-			h.Logf("  %-28s  not injected", f.Kind)
+			h.Logf("  %-*s  not injected", width, f.Kind)
 			continue
 		}
 		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
-		h.Logf("  %-28s  %3d×  median %5.1fs  max %5.1fs", f.Kind, len(ds), ds[len(ds)/2].Seconds(), ds[len(ds)-1].Seconds())
+		h.Logf("  %-*s  %3d×  median %5.1fs  max %5.1fs", width, f.Kind, len(ds), ds[len(ds)/2].Seconds(), ds[len(ds)-1].Seconds())
 	}
 }

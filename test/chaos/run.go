@@ -78,6 +78,7 @@ func Run(t *testing.T, env *testenv.Env, cfg Config, systems []System) Result {
 	}
 
 	faults := append(h.faults(), systemFaults(h, systems)...)
+	faults = append(faults, overlapping(faults)...)
 	workCtx, stopWork := context.WithCancel(ctx)
 	var work sync.WaitGroup
 	var stepErrors atomic.Int64

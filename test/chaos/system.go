@@ -55,4 +55,7 @@ type Fault struct {
 	// Inject returns and reports how long it took. Nil: the manager's leader reconciles
 	// again (the harness's canary).
 	Recovered func(ctx context.Context, h *Harness) bool
+	// parts, for a fault made of others (overlapping), are the faults its last injection
+	// injected: it has recovered once each of them has.
+	parts func() []Fault
 }
