@@ -43,7 +43,7 @@ run: k8s-bins run-program node ## Run every controller against a local control p
 	exec $(BIN)/trustplane-run --dir .local
 
 .PHONY: test
-test: k8s-bins tools test-deps node-test-deps lint vuln ## Lint and govulncheck, then run every test against a real kube-apiserver + etcd (and a real node, as root), and every fuzz target briefly.
+test: k8s-bins aggregation-oracle tools test-deps node-test-deps lint vuln ## Lint and govulncheck, then run every test against a real kube-apiserver + etcd (and a real node, as root), and every fuzz target briefly.
 	hack/test.sh $(GO_TEST_FLAGS)
 	cd test/k8speers && go test $(GO_TEST_FLAGS) ./...
 	hack/fuzz.sh $(FUZZTIME_TEST)
@@ -109,6 +109,10 @@ k8s-bins: ## Build kube-apiserver, etcd, kube-controller-manager and kubectl v1.
 	hack/build-cached.sh hack/k8sbins $(K8S_BIN) \
 		k8s.io/kubernetes/cmd/kube-apiserver ./etcd k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl
 
+.PHONY: aggregation-oracle
+aggregation-oracle: ## Build bin/k8speers/aggregationoracle (once), kube-controller-manager's ClusterRole aggregation as make chaos's oracle (test/k8speers/cmd/aggregationoracle).
+	hack/build-cached.sh test/k8speers $(BIN)/k8speers ./cmd/aggregationoracle
+
 .PHONY: node-bins
 node-bins: ## Build kubelet, kube-proxy and kube-scheduler v1.37.1 into bin/node (once).
 	hack/build-cached.sh hack/k8sbins $(BIN)/node k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes/cmd/kube-scheduler
@@ -147,7 +151,7 @@ lint-tool: ## Build the pinned golangci-lint into bin/lint (once).
 CHAOS_FAULTS   ?= 200
 CHAOS_DURATION ?= 45m
 .PHONY: chaos
-chaos: k8s-bins ## Inject CHAOS_FAULTS (200) faults from CHAOS_SEED (default: new) across all five systems, checking invariants (test/chaos; make test runs 2 minutes of it).
+chaos: k8s-bins aggregation-oracle ## Inject CHAOS_FAULTS (200) faults from CHAOS_SEED (default: new) across all five systems, checking invariants (test/chaos; make test runs 2 minutes of it).
 	CHAOS_FAULTS=$(CHAOS_FAULTS) CHAOS_DURATION=$(CHAOS_DURATION) go test -timeout 0 -count=1 -v -run '^TestChaos$$' ./test/chaos
 
 ##@ Benchmarks

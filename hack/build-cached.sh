@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds Go commands from one of the hack/ modules into an output folder, once: the build is
 # skipped while the recipe is unchanged: the Go version, the module's go.mod/go.sum (and so
-# every pinned version) and, when the module has an ldflags.sh, the -ldflags it prints.
+# every pinned version), when the module has an ldflags.sh, the -ldflags it prints and,
+# when it holds commands of its own under cmd/ (test/k8speers), their Go files.
 # (A tool that loads packages must be built by the Go that builds them: one built by an
 # older Go refuses files that need the newer one.)
 # Usage: hack/build-cached.sh MODULE_DIR OUT_DIR PACKAGE...
@@ -14,7 +15,11 @@ if [ -f "$module_dir/ldflags.sh" ]; then
   extra_ldflags=$(cd "$module_dir" && bash ./ldflags.sh)
 fi
 go_version=$(go env GOVERSION)
-want=$({ echo "$go_version"; cat "$module_dir/go.mod" "$module_dir/go.sum"; [ -z "$extra_ldflags" ] || echo "$extra_ldflags"; } | sha256sum | cut -d' ' -f1)
+own_sources=
+if [ -d "$module_dir/cmd" ]; then
+  own_sources=$(cd "$module_dir" && find cmd -name '*.go' ! -name '*_test.go' -print0 | sort -z | xargs -0 sha256sum)
+fi
+want=$({ echo "$go_version"; cat "$module_dir/go.mod" "$module_dir/go.sum"; [ -z "$extra_ldflags" ] || echo "$extra_ldflags"; [ -z "$own_sources" ] || echo "$own_sources"; } | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   missing=0
   for pkg in "$@"; do [ -x "$out_dir/$(basename "$pkg")" ] || missing=1; done

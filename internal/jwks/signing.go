@@ -112,7 +112,10 @@ func (r *Reconciler) promoteKey(ctx context.Context, cfg *jwksv1alpha1.JWKSConfi
 	if !atOnce {
 		st.SigningKeyID = signing
 		if st.PendingKeyID != current || st.PendingPromotionTime == nil {
-			at := now.Add(jwkset.CacheMaxAge(cfg) + r.PromotionMargin)
+			// From the moment the set is known served (checkServed has just passed: now is
+			// the reconcile's start, to the second, up to a write and a cache wait earlier),
+			// rounded up to the second status keeps: never early.
+			at := promotionTime(r.Clock.Now(), jwkset.CacheMaxAge(cfg)+r.PromotionMargin)
 			st.PendingKeyID, st.PendingPromotionTime = current, &metav1.Time{Time: at}
 			r.Recorder.Eventf(cfg, nil, corev1.EventTypeNormal, jwksv1alpha1.ReasonKeyPublished, "Publish",
 				"Key %s is served; signers get it in %s at %s, when caches of the set (max-age %v) have had time to see it",
@@ -156,6 +159,16 @@ func (r *Reconciler) writeSigningSecret(ctx context.Context, cfg *jwksv1alpha1.J
 		Type:       corev1.SecretTypeTLS,
 		Data:       data,
 	})
+}
+
+// promotionTime is servedAt + wait, rounded up to the whole second: status stores times to
+// the second, and a time read back rounded down would promote up to a second early.
+func promotionTime(servedAt time.Time, wait time.Duration) time.Time {
+	at := servedAt.Add(wait)
+	if t := at.Truncate(time.Second); !t.Equal(at) {
+		return t.Add(time.Second)
+	}
+	return at
 }
 
 func orNone(kid string) string {

@@ -2,6 +2,7 @@ package jwks
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
@@ -233,3 +236,30 @@ func TestEventsARelyingPartyNeeds(t *testing.T) {
 
 // kidField is a key's kid as go-jose writes it in a document.
 func kidField(kid string) string { return `"kid":"` + kid + `"` }
+
+// The pending promotion time is never earlier than cacheMaxAge + margin after the moment
+// the set is known served, even read back from status, which keeps whole seconds.
+// test/chaos found keys promoted about a second early: the time was counted from the
+// reconcile's start, rounded down to the second, before the set was written and served.
+func TestPendingPromotionTimeIsNeverEarly(t *testing.T) {
+	const maxAge, margin = 10 * time.Second, 2 * time.Second
+	served := time.Date(2030, 1, 1, 12, 0, 0, 900_000_000, time.UTC)
+	r := &Reconciler{Clock: clocktesting.NewFakePassiveClock(served), PromotionMargin: margin, Recorder: events.NewFakeRecorder(10)}
+	cfg := &jwksv1alpha1.JWKSConfig{Spec: jwksv1alpha1.JWKSConfigSpec{SigningSecret: "s", CacheMaxAge: jwksv1alpha1.DurationOf(maxAge)}}
+	// The reconcile began in the second before (its now, to the second).
+	wait, err := r.promoteKey(context.Background(), cfg, "new", "old", false, served.Truncate(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(cfg.Status.PendingPromotionTime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored metav1.Time
+	if err := json.Unmarshal(raw, &stored); err != nil {
+		t.Fatal(err)
+	}
+	if due := served.Add(maxAge + margin); stored.Time.Before(due) || served.Truncate(time.Second).Add(wait).Before(due) {
+		t.Errorf("promotion at %v (stored %v, wait %v): earlier than cacheMaxAge + margin after the set was served, %v", cfg.Status.PendingPromotionTime, stored, wait, due)
+	}
+}

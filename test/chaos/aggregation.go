@@ -6,18 +6,14 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
-	"sort"
-	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/trustplane/trustplane/internal/aggregation/rbac"
 	"github.com/trustplane/trustplane/internal/aggregation/roleaggregation"
 )
 
@@ -28,10 +24,12 @@ import (
 // trustplane's controllers are the only ones aggregating, bootstrap admin/edit/view
 // included.
 //
-// The expected rules are internal/aggregation/rbac.Aggregate's, the merge that
-// TestAggregateMatchesUpstreamOnRandomInputs (internal/aggregation/rbac) compares with upstream's
-// code on 2,000 random worlds, and that TestSideBySideWithKubeControllerManager
-// (test/aggregation) compares with kube-controller-manager v1.37.1 on a real API server.
+// The expected rules, once settled, are what kube-controller-manager's own controller
+// (k8s.io/kubernetes v1.37.1) applies given the roles as they are: the oracle
+// test/k8speers/cmd/aggregationoracle (aggregation_oracle.go), not trustplane's
+// internal/aggregation/rbac. The continuous check judges no rules of aggregators: while
+// the workload churns they may lag by any number of changes, so only the settled state
+// is compared.
 const (
 	aggregationNamespace = "chaos-aggregation"
 	aggLabel             = "chaos.trustplane.io/"
@@ -95,6 +93,8 @@ type written struct {
 }
 
 type aggregationSystem struct {
+	// oracle is the path of the aggregation oracle, built at Setup.
+	oracle  string
 	mu      sync.Mutex
 	cluster map[string]*written // by ClusterRole name
 	roles   map[string]*written // by Role name
@@ -123,6 +123,11 @@ func roleAggregatorName(i int) string { return fmt.Sprintf("aggregator-%d", i) }
 // Setup creates the aggregators (without rules: the controller's apply owns them from
 // its first write) and half of the components, before the managers start.
 func (s *aggregationSystem) Setup(ctx context.Context, h *Harness) error {
+	oracle, err := aggregationOracle()
+	if err != nil {
+		return err
+	}
+	s.oracle = oracle
 	if err := h.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: aggregationNamespace}}); err != nil {
 		return err
 	}
@@ -339,7 +344,7 @@ func sentLabels(w *written, l map[string]string) bool {
 // the other, and every version records both).
 func sentComponent(w *written, l map[string]string, rules []rbacv1.PolicyRule) bool {
 	for i := range w.labels {
-		if maps.Equal(w.labels[i], l) && rbac.RulesEqual(w.rules[i], rules) {
+		if maps.Equal(w.labels[i], l) && apiequality.Semantic.DeepEqual(w.rules[i], rules) {
 			return true
 		}
 	}
@@ -348,22 +353,11 @@ func sentComponent(w *written, l map[string]string, rules []rbacv1.PolicyRule) b
 
 // Settle: every aggregating ClusterRole in the cluster (bootstrap admin, edit and view
 // included) and every annotated Role of the workload holds exactly the rules
-// kube-controller-manager's merge computes from the roles as they are; and nothing else
-// changed.
+// kube-controller-manager's own controller applies given the roles as they are (the
+// oracle, aggregation_oracle.go); and nothing else changed.
 func (s *aggregationSystem) Settle(ctx context.Context, h *Harness) {
-	var diff string
-	if !h.Eventually(ctx, "aggregation: aggregated ClusterRoles as kube-controller-manager computes them", func(ctx context.Context) bool {
-		diff = clusterRoleDiff(ctx, h)
-		return diff == ""
-	}) {
-		h.Logf("aggregation: ClusterRoles still differ: %s", diff)
-	}
-	if !h.Eventually(ctx, "aggregation: aggregated Roles as the ClusterRole merge computes them", func(ctx context.Context) bool {
-		diff = roleDiff(ctx, h)
-		return diff == ""
-	}) {
-		h.Logf("aggregation: Roles still differ: %s", diff)
-	}
+	settleAggregated(ctx, h, "aggregation: aggregated ClusterRoles as kube-controller-manager computes them", s.oracle, clusterRoleWorld(h))
+	settleAggregated(ctx, h, "aggregation: aggregated Roles as the ClusterRole merge computes them", s.oracle, roleWorld(h))
 	s.Check(ctx, h)
 	s.mu.Lock()
 	versions := 0
@@ -377,64 +371,44 @@ func (s *aggregationSystem) Settle(ctx context.Context, h *Harness) {
 	s.mu.Unlock()
 }
 
-// clusterRoleDiff lists the aggregating ClusterRoles whose rules differ from the merge
-// ("" when none, "listing: ..." when the API server did not answer).
-func clusterRoleDiff(ctx context.Context, h *Harness) string {
-	list := &rbacv1.ClusterRoleList{}
-	if err := h.Client.List(ctx, list); err != nil {
-		return "listing: " + err.Error()
-	}
-	candidates := make([]rbac.Source, 0, len(list.Items))
-	for _, cr := range list.Items {
-		candidates = append(candidates, rbac.Source{Name: cr.Name, Labels: cr.Labels, Rules: cr.Rules})
-	}
-	var diffs []string
-	for _, cr := range list.Items {
-		if cr.AggregationRule == nil {
-			continue
+// clusterRoleWorld lists every ClusterRole, for the oracle.
+func clusterRoleWorld(h *Harness) func(ctx context.Context) ([]rbacv1.ClusterRole, func(rbacv1.ClusterRole) string, []string, error) {
+	return func(ctx context.Context) ([]rbacv1.ClusterRole, func(rbacv1.ClusterRole) string, []string, error) {
+		list := &rbacv1.ClusterRoleList{}
+		if err := h.Client.List(ctx, list); err != nil {
+			return nil, nil, nil, err
 		}
-		var selectors []labels.Selector
-		for _, ls := range cr.AggregationRule.ClusterRoleSelectors {
-			sel, err := metav1.LabelSelectorAsSelector(&ls)
-			if err != nil {
-				diffs = append(diffs, fmt.Sprintf("ClusterRole %s: selector %v does not parse: %v", cr.Name, ls, err))
-				continue
-			}
-			selectors = append(selectors, sel)
+		rv := map[string]string{}
+		for _, cr := range list.Items {
+			rv[cr.Name] = cr.ResourceVersion
 		}
-		if want := rbac.Aggregate(cr.Name, selectors, candidates); !rbac.RulesEqual(want, cr.Rules) {
-			diffs = append(diffs, fmt.Sprintf("ClusterRole %s (resourceVersion %s): rules %v, want %v", cr.Name, cr.ResourceVersion, cr.Rules, want))
-		}
+		return list.Items, func(cr rbacv1.ClusterRole) string {
+			return fmt.Sprintf("ClusterRole %s (resourceVersion %s)", cr.Name, rv[cr.Name])
+		}, nil, nil
 	}
-	sort.Strings(diffs)
-	return strings.Join(diffs, "; ")
 }
 
-// roleDiff is clusterRoleDiff for the workload's annotated Roles.
-func roleDiff(ctx context.Context, h *Harness) string {
-	list := &rbacv1.RoleList{}
-	if err := h.Client.List(ctx, list, client.InNamespace(aggregationNamespace)); err != nil {
-		return "listing: " + err.Error()
-	}
-	candidates := make([]rbac.Source, 0, len(list.Items))
-	for _, r := range list.Items {
-		candidates = append(candidates, rbac.Source{Name: r.Name, Labels: r.Labels, Rules: r.Rules})
-	}
-	var diffs []string
-	for _, r := range list.Items {
-		raw, ok := r.Annotations[roleaggregation.SelectorAnnotation]
-		if !ok {
-			continue
+// roleWorld lists the workload's Roles, as ClusterRoles for the oracle: trustplane's
+// namespaced aggregation states the ClusterRole merge's semantics.
+func roleWorld(h *Harness) func(ctx context.Context) ([]rbacv1.ClusterRole, func(rbacv1.ClusterRole) string, []string, error) {
+	return func(ctx context.Context) ([]rbacv1.ClusterRole, func(rbacv1.ClusterRole) string, []string, error) {
+		list := &rbacv1.RoleList{}
+		if err := h.Client.List(ctx, list, client.InNamespace(aggregationNamespace)); err != nil {
+			return nil, nil, nil, err
 		}
-		sel, err := labels.Parse(raw)
-		if err != nil {
-			diffs = append(diffs, fmt.Sprintf("Role %s/%s: selector %q does not parse: %v", r.Namespace, r.Name, raw, err))
-			continue
+		byName := map[string]rbacv1.Role{}
+		for _, r := range list.Items {
+			byName[r.Name] = r
 		}
-		if want := rbac.Aggregate(r.Name, []labels.Selector{sel}, candidates); !rbac.RulesEqual(want, r.Rules) {
-			diffs = append(diffs, fmt.Sprintf("Role %s/%s (resourceVersion %s, selector %q): rules %v, want %v", r.Namespace, r.Name, r.ResourceVersion, raw, r.Rules, want))
+		describe := func(cr rbacv1.ClusterRole) string {
+			r := byName[cr.Name]
+			return fmt.Sprintf("Role %s/%s (resourceVersion %s, selector %q)", r.Namespace, r.Name, r.ResourceVersion, r.Annotations[roleaggregation.SelectorAnnotation])
 		}
+		roles, bad := rolesAsClusterRoles(list.Items)
+		var early []string
+		for name, err := range bad {
+			early = append(early, fmt.Sprintf("%s: selector does not parse: %v", describe(rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}}), err))
+		}
+		return roles, describe, early, nil
 	}
-	sort.Strings(diffs)
-	return strings.Join(diffs, "; ")
 }

@@ -626,7 +626,7 @@ func (s *checksumSystem) judgePublished(h *Harness, what, sum string, listRV int
 	caughtUp, gap := s.watchCaughtUp(listRV)
 	switch {
 	case gap:
-		h.Logf("checksum: %s: checksum %s not seen published, but the SecretCheckSum watch missed events (API server restart): not judged", what, sum)
+		h.NotJudged("checksum: data plane serves only a verified state", "%s: checksum %s not seen published, but the SecretCheckSum watch missed events (API server restart)", what, sum)
 		return true
 	case !caughtUp:
 		return false
@@ -664,7 +664,7 @@ func (s *checksumSystem) judgeFile(h *Harness, what, file string, content []byte
 	caughtUp, gap := s.watchCaughtUp(listRV)
 	switch {
 	case gap:
-		h.Logf("checksum: %s: no state holding it seen published, but the SecretCheckSum watch missed events: not judged", what)
+		h.NotJudged("checksum: data plane files are verified versions", "%s: no state holding it seen published, but the SecretCheckSum watch missed events", what)
 		return true
 	case !caughtUp:
 		return false
@@ -846,7 +846,7 @@ func (s *checksumSystem) Settle(ctx context.Context, h *Harness) {
 	s.judge()
 	s.mu.Lock()
 	for _, o := range s.waiting {
-		h.Logf("checksum: still not judged at the end: %s", o.what)
+		h.NotJudged("checksum: observation judged by the end of the run", "%s", o.what)
 	}
 	h.Logf("checksum: %d Secret states written, %d SecretCheckSums judged, %d agent files judged", len(s.cluster), len(s.seen), len(s.judgedFiles))
 	s.mu.Unlock()
@@ -868,6 +868,11 @@ type ckRevWatch struct {
 	gapFrom  atomic.Int64 // the earliest revision after which events may be missing (0: none)
 }
 
+// ckListed is the event type ckRevWatch gives the objects of a list (at the start, and
+// again after a gap): unlike a watch's Added, the object may have changed more than once
+// since the state seen before it.
+const ckListed watch.EventType = "LISTED"
+
 func (w *ckRevWatch) state() (progress, gapFrom int64) { return w.progress.Load(), w.gapFrom.Load() }
 
 func (w *ckRevWatch) run(ctx context.Context) {
@@ -884,7 +889,7 @@ func (w *ckRevWatch) run(ctx context.Context) {
 				w.gapFrom.Store(last)
 			}
 			_ = meta.EachListItem(list, func(o runtime.Object) error {
-				w.onObject(w.h, watch.Added, o.(client.Object))
+				w.onObject(w.h, ckListed, o.(client.Object))
 				return nil
 			})
 			w.progress.Store(listRV)

@@ -57,6 +57,10 @@ type Harness struct {
 
 	checks     atomic.Int64
 	violations atomic.Int64
+	// notJudged counts the checks that could not be judged, by invariant.
+	notJudged   atomic.Int64
+	notJudgedMu sync.Mutex
+	notJudgedBy map[string]int64
 	// violated keeps the first violations in full for the end of the run.
 	violatedMu sync.Mutex
 	violated   []string
@@ -82,6 +86,32 @@ func (h *Harness) Check(invariant string, ok bool, format string, args ...any) {
 		h.violated = append(h.violated, line)
 	}
 	h.violatedMu.Unlock()
+}
+
+// maxNotJudgedLogged bounds how many not-judged checks of one invariant are printed one
+// by one; all are counted, and the end of the run prints the count per invariant.
+const maxNotJudgedLogged = 20
+
+// NotJudged records one check of invariant that could not be judged (a read failed, a
+// revision was compacted, a watch missed events, an endpoint did not answer): it is no
+// violation, but it is counted, and too many fail the run (maxNotJudgedShare).
+func (h *Harness) NotJudged(invariant, format string, args ...any) {
+	h.NotJudgedN(1, invariant, format, args...)
+}
+
+// NotJudgedN records n checks of invariant that could not be judged, for one reason.
+func (h *Harness) NotJudgedN(n int64, invariant, format string, args ...any) {
+	h.notJudged.Add(n)
+	h.notJudgedMu.Lock()
+	if h.notJudgedBy == nil {
+		h.notJudgedBy = map[string]int64{}
+	}
+	logged := h.notJudgedBy[invariant] < maxNotJudgedLogged
+	h.notJudgedBy[invariant] += n
+	h.notJudgedMu.Unlock()
+	if logged {
+		h.Logf("not judged (%d) %s: %s", n, invariant, fmt.Sprintf(format, args...))
+	}
 }
 
 // Eventually polls cond until it holds or the settle deadline passes, and records one

@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
+	"io"
 	"maps"
 	"math/rand/v2"
+	"net/http"
 	"slices"
 	"sort"
 	"strconv"
@@ -22,7 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
-	jwksctrl "github.com/trustplane/trustplane/internal/jwks"
 	"github.com/trustplane/trustplane/internal/jwks/jwkset"
 	"github.com/trustplane/trustplane/internal/scheme"
 	"github.com/trustplane/trustplane/internal/testcerts"
@@ -40,7 +42,19 @@ import (
 // Each revision at which a JWKS ConfigMap or a signing Secret changed (their watches say
 // which) is checked against the JWKSConfigs, ConfigMaps and signing Secrets as they were at
 // exactly that revision (lists with resourceVersionMatch=Exact: one etcd snapshot), so the
-// order of two writes is never guessed from the time they were seen.
+// order of two writes is never guessed from the time they were seen. Every serving
+// endpoint (each manager replica's JWKS server: the run has no kubelet to run nginx, and
+// no `trustplane jwks-server`) is asked for every set every jwksSampleEvery, across its
+// restarts, and its answers are judged against the ConfigMaps' and signing Secrets'
+// watch timelines (jwkstimeline.go):
+//   - jwks: promoted key served for cacheMaxAge + margin before: every answer an endpoint
+//     began within cacheMaxAge + margin (less jwksPromotionTolerance) before a
+//     promotion holds the promoted key (jwksJudgePromotion);
+//   - jwks: served set lags the ConfigMap by at most cacheMaxAge: an answer holds every
+//     key the ConfigMap held throughout the cacheMaxAge before it, the signing key and
+//     retired keys inside their TTL among them (jwksLagging);
+//   - jwks: retired key kept for its TTL: judged on every transition of a ConfigMap's
+//     watch, the first after a plain create included (jwksDroppedEarly).
 const (
 	jwksNamespace    = "chaos-jwks"
 	jwksShortTTL     = 20 * time.Second
@@ -49,6 +63,20 @@ const (
 	jwksMaxRotations = 15
 	jwksMaxConfigs   = 5
 	jwksCacheMaxAge  = 10 * time.Second
+	// jwksPromotionMargin is the run's --jwks-promotion-margin.
+	jwksPromotionMargin = 2 * time.Second
+	// jwksCalmRotation spaces the rotations of a calm config: longer than cacheMaxAge +
+	// margin, and the update interval, so most of its keys are promoted.
+	jwksCalmRotation = 20 * time.Second
+)
+
+// The names of the invariants the jwks system checks.
+const (
+	jwksInvPromotion = "jwks: promoted key served for cacheMaxAge + margin before"
+	jwksInvLag       = "jwks: served set lags the ConfigMap by at most cacheMaxAge"
+	jwksInvPublished = "jwks: server serves a published set"
+	jwksInvTTL       = "jwks: retired key kept for its TTL"
+	jwksInvSigning   = "jwks: signing key served"
 )
 
 // newJWKS is the jwks system.
@@ -58,18 +86,35 @@ type jwksSystem struct {
 	mu      sync.Mutex
 	configs map[string]*jwksModel // by name, the live ones
 	created int                   // configs made so far (names are never reused)
-	// revisions are the revisions still to check, and the last checked state of each
-	// JWKSConfig (by UID).
+	// deleted is when the deletion of each deleted JWKSConfig was asked for: answers for
+	// it from then on are not judged (its set is taken away on purpose).
+	deleted map[string]time.Time
+	// revisions are the revisions still to check.
 	revisions []int64
-	checked   map[string]jwksChecked
-	// docs are the documents each JWKS ConfigMap held (by ConfigMap name), in order.
-	docs map[string][]jwksDoc
-	// waiting are served documents not found among docs before the watch caught up.
-	waiting []jwksServed
-	// revisionsChecked counts the revisions checked, for the run's output.
-	revisionsChecked int
+	// cmStates are the states of each JWKS ConfigMap (by JWKSConfig name) as its watch
+	// delivered them, in order.
+	cmStates map[string][]jwksCMState
+	// signingKids is the kid each signing Secret (by JWKSConfig name) named last.
+	signingKids map[string]string
+	// promotions wait to be judged until every answer begun before them is in.
+	promotions []jwksPromotion
+	// runs are each endpoint's answers (by address, then JWKSConfig name); answered is
+	// the last incarnation of each endpoint that answered at all.
+	runs     map[string]map[string][]jwksRun
+	answered map[string]int
+	// silent counts the requests an endpoint's incarnation that had answered before left
+	// unanswered since its last answer: checks not judged if the same incarnation answers
+	// again, none if it never does (it was stopping).
+	silent map[string]jwksSilence
+	// pending are answers waiting for the ConfigMap watch to catch up with them.
+	pending []jwksAnswer
+	// revisionsChecked, promotionsJudged and answersJudged count for the run's output.
+	revisionsChecked, promotionsJudged, answersJudged int
 
 	cms, signing *ckRevWatch
+	sampling     sync.Once
+	stopSampling context.CancelFunc
+	sampled      chan struct{}
 }
 
 type jwksModel struct {
@@ -78,23 +123,11 @@ type jwksModel struct {
 	rotations int
 	validKid  string // the kid of the last valid certificate written
 	lastValid bool   // the last write was valid
-}
-
-type jwksChecked struct {
-	rv          int64
-	kids        []string
-	retired     map[string]time.Time
-	managedTime time.Time
-}
-
-type jwksDoc struct {
-	rv  int64
-	doc string
-}
-
-type jwksServed struct {
-	server, cm, doc string
-	listRV          int64
+	// calm: rotated at most every jwksCalmRotation, so that its keys get promoted (a
+	// key replaced before its promotion never is); the others rotate as fast as the
+	// workload goes. lastRotation is when it was last rotated (or made).
+	calm         bool
+	lastRotation time.Time
 }
 
 func (s *jwksSystem) Name() string { return "jwks" }
@@ -103,11 +136,12 @@ func (s *jwksSystem) Name() string { return "jwks" }
 // promotion margin, so that a run of minutes sees many publications and promotions (each
 // still folded and delayed as shipped).
 func (s *jwksSystem) ManagerArgs(*Harness) []string {
-	return []string{"--jwks-min-update-interval=5s", "--jwks-promotion-margin=2s"}
+	return []string{"--jwks-min-update-interval=5s", "--jwks-promotion-margin=" + jwksPromotionMargin.String()}
 }
 
 func (s *jwksSystem) Setup(ctx context.Context, h *Harness) error {
-	s.configs, s.checked, s.docs = map[string]*jwksModel{}, map[string]jwksChecked{}, map[string][]jwksDoc{}
+	s.configs, s.deleted, s.cmStates, s.signingKids = map[string]*jwksModel{}, map[string]time.Time{}, map[string][]jwksCMState{}, map[string]string{}
+	s.runs, s.answered, s.silent, s.sampled = map[string]map[string][]jwksRun{}, map[string]int{}, map[string]jwksSilence{}, make(chan struct{})
 	if err := h.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: jwksNamespace}}); client.IgnoreAlreadyExists(err) != nil {
 		return err
 	}
@@ -121,8 +155,8 @@ func (s *jwksSystem) Setup(ctx context.Context, h *Harness) error {
 		return err
 	}
 	owned := []client.ListOption{client.InNamespace(jwksNamespace), client.HasLabels{jwksv1alpha1.OwnerLabel}}
-	s.cms = &ckRevWatch{h: h, c: wc, what: "JWKS ConfigMaps", list: func() client.ObjectList { return &corev1.ConfigMapList{} }, opts: owned, onObject: s.observe}
-	s.signing = &ckRevWatch{h: h, c: wc, what: "signing Secrets", list: func() client.ObjectList { return &corev1.SecretList{} }, opts: owned, onObject: s.observe}
+	s.cms = &ckRevWatch{h: h, c: wc, what: "JWKS ConfigMaps", list: func() client.ObjectList { return &corev1.ConfigMapList{} }, opts: owned, onObject: s.observeConfigMap}
+	s.signing = &ckRevWatch{h: h, c: wc, what: "signing Secrets", list: func() client.ObjectList { return &corev1.SecretList{} }, opts: owned, onObject: s.observeSigning}
 	watchCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	h.T.Cleanup(stop)
 	go s.cms.run(watchCtx)
@@ -134,7 +168,7 @@ func (s *jwksSystem) Setup(ctx context.Context, h *Harness) error {
 func (s *jwksSystem) createConfig(ctx context.Context, h *Harness, short bool) error {
 	s.mu.Lock()
 	s.created++
-	m := &jwksModel{name: fmt.Sprintf("steady-%d", s.created), ttl: jwksLongTTL}
+	m := &jwksModel{name: fmt.Sprintf("steady-%d", s.created), ttl: jwksLongTTL, calm: s.created%2 == 0}
 	if short {
 		m.name, m.ttl = fmt.Sprintf("short-%d", s.created), jwksShortTTL
 	}
@@ -190,12 +224,23 @@ func (s *jwksSystem) Step(ctx context.Context, h *Harness, rng *rand.Rand) error
 	case p < 5 && len(names) < jwksMaxConfigs:
 		return s.createConfig(ctx, h, rng.IntN(3) == 0)
 	case p < 8 && len(names) > 2:
-		return s.deleteConfig(ctx, h, names[rng.IntN(len(names))])
+		// A calm config lives until it has rotated enough: long enough for promotions.
+		if name := names[rng.IntN(len(names))]; !s.isCalm(name) {
+			return s.deleteConfig(ctx, h, name)
+		}
+		return nil
 	}
 	s.mu.Lock()
 	m := s.configs[names[rng.IntN(len(names))]]
 	done := m.rotations >= jwksMaxRotations
+	calm := m.calm && time.Since(m.lastRotation) < jwksCalmRotation
+	if !calm {
+		m.lastRotation = time.Now()
+	}
 	s.mu.Unlock()
+	if calm && !done {
+		return nil
+	}
 	if done {
 		// Its set would soon reach maxKeys, where keys may leave before their TTL.
 		if err := s.deleteConfig(ctx, h, m.name); err != nil {
@@ -260,30 +305,148 @@ func jwksInput(rng *rand.Rand) (data map[string][]byte, kid string, err error) {
 	return map[string][]byte{corev1.TLSCertKey: chain.PEM(), corev1.TLSPrivateKeyKey: chain.KeyPEM()}, kid, err
 }
 
+func (s *jwksSystem) isCalm(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.configs[name] != nil && s.configs[name].calm
+}
+
 func (s *jwksSystem) deleteConfig(ctx context.Context, h *Harness, name string) error {
 	s.mu.Lock()
 	delete(s.configs, name) // whatever the answer: its invariants stop at its deletion
+	s.deleted[name] = time.Now()
 	s.mu.Unlock()
 	cfg := &jwksv1alpha1.JWKSConfig{ObjectMeta: metav1.ObjectMeta{Namespace: jwksNamespace, Name: name}}
 	return client.IgnoreNotFound(h.Client.Delete(ctx, cfg))
 }
 
-// observe queues the revision of every change of a JWKS ConfigMap or signing Secret, and
-// records each document a ConfigMap held.
-func (s *jwksSystem) observe(_ *Harness, typ watch.EventType, obj client.Object) {
+// observeConfigMap queues the revision of every change of a JWKS ConfigMap, records
+// each state with the time it was seen, and judges its transition from the state before:
+// a key leaves only once its TTL has passed (jwksDroppedEarly).
+func (s *jwksSystem) observeConfigMap(h *Harness, typ watch.EventType, obj client.Object) {
+	seen := time.Now()
+	cm, ok := obj.(*corev1.ConfigMap)
+	if !ok {
+		return
+	}
+	rv, name := s.queue(cm)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rv := ckRV(obj.GetResourceVersion())
-	s.revisions = append(s.revisions, rv)
-	if cm, ok := obj.(*corev1.ConfigMap); ok && typ != watch.Deleted {
-		if doc, ok := cm.Data[jwkset.DocumentKey]; ok {
-			s.docs[cm.Name] = append(s.docs[cm.Name], jwksDoc{rv: rv, doc: doc})
+	states := s.cmStates[name]
+	if n := len(states); n > 0 && states[n-1].rv >= rv && typ != watch.Deleted {
+		return // a list delivering what was seen already
+	}
+	st := jwksCMState{rv: rv, observed: seen, writtenAfter: jwksWrittenAfter(cm), listed: typ == ckListed, deleted: typ == watch.Deleted}
+	if !st.deleted {
+		doc := cm.Data[jwkset.DocumentKey]
+		kids, err := jwksKids(doc)
+		if err != nil {
+			h.Check("jwks: set parses", false, "ConfigMap %s at revision %d: %v", cm.Name, rv, err)
+			return
+		}
+		slices.Sort(kids)
+		st.kids, st.docHash = kids, jwksHash(doc)
+		st.retired, _ = jwkset.DecodeRetirements(cm.Annotations[jwksv1alpha1.RetirementsAnnotation])
+	}
+	s.cmStates[name] = append(states, st)
+	if len(states) == 0 || states[len(states)-1].deleted || st.deleted {
+		return
+	}
+	prev := states[len(states)-1]
+	ttl := jwksTTLOf(name)
+	early := jwksDroppedEarly(prev, st, ttl)
+	for _, e := range early {
+		h.Check(jwksInvTTL, false,
+			"JWKSConfig %s: kid %s (retired at %s, recorded: %v) left the set between revisions %d and %d, by %s at the latest (the watch saw it then), before its oldKeysTTL %v; the set now holds %v",
+			name, e.kid, e.since.UTC().Format(time.RFC3339), e.recorded, prev.rv, rv, e.removed.UTC().Format(time.RFC3339Nano), ttl, st.kids)
+	}
+	for _, kid := range prev.kids {
+		if !slices.Contains(st.kids, kid) && !slices.ContainsFunc(early, func(e jwksEarlyRemoval) bool { return e.kid == kid }) {
+			h.Check(jwksInvTTL, true, "")
 		}
 	}
 }
 
-// Check checks every revision queued, then what each manager's server serves.
+// queue queues obj's revision for the exact-revision checks, and says which JWKSConfig
+// it belongs to.
+func (s *jwksSystem) queue(obj client.Object) (rv int64, config string) {
+	rv = ckRV(obj.GetResourceVersion())
+	s.mu.Lock()
+	s.revisions = append(s.revisions, rv)
+	s.mu.Unlock()
+	return rv, obj.GetLabels()[jwksv1alpha1.OwnerLabel]
+}
+
+// jwksTTLOf is the oldKeysTTL the workload gives the JWKSConfig named name.
+func jwksTTLOf(name string) time.Duration {
+	if strings.HasPrefix(name, "short-") {
+		return jwksShortTTL
+	}
+	return jwksLongTTL
+}
+
+// jwksWrittenAfter is the latest time obj carries of its writes: its last write happened
+// then or later.
+func jwksWrittenAfter(obj client.Object) time.Time {
+	t := obj.GetCreationTimestamp().Time
+	for _, f := range obj.GetManagedFields() {
+		if f.Time != nil && f.Time.After(t) {
+			t = f.Time.Time
+		}
+	}
+	return t
+}
+
+func jwksHash(doc string) uint64 {
+	f := fnv.New64a()
+	_, _ = f.Write([]byte(doc))
+	return f.Sum64()
+}
+
+// observeSigning queues the revision of every change of a signing Secret, and records a
+// promotion whenever one names another key than the kid seen before. The first key of a
+// JWKSConfig is promoted at once by design (docs/jwks.md): a Secret first seen by the
+// watch is no promotion, and one first seen by a list after a gap cannot be judged.
+func (s *jwksSystem) observeSigning(h *Harness, typ watch.EventType, obj client.Object) {
+	seen := time.Now()
+	secret, ok := obj.(*corev1.Secret)
+	if !ok {
+		return
+	}
+	rv, name := s.queue(secret)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if typ == watch.Deleted {
+		delete(s.signingKids, name)
+		return
+	}
+	kid, err := jwkset.KeyIDOf(secret.Data[corev1.TLSCertKey])
+	if err != nil {
+		return
+	}
+	previous, known := s.signingKids[name]
+	s.signingKids[name] = kid
+	switch {
+	case !known && typ == ckListed && s.signing.progress.Load() > 0:
+		h.NotJudged(jwksInvPromotion, "JWKSConfig %s: signing Secret first seen by a list after a watch gap (kid %s): whether it was a promotion is unknown", name, kid)
+	case known && previous != kid:
+		s.promotions = append(s.promotions, jwksPromotion{config: name, kid: kid, previous: previous, at: seen, rv: rv})
+	}
+}
+
+// Check checks every revision queued, then judges what the endpoints answered and the
+// promotions seen.
 func (s *jwksSystem) Check(ctx context.Context, h *Harness) {
+	s.sampling.Do(func() {
+		// The managers run from the first Check on: their servers are sampled from now.
+		sampleCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		s.stopSampling = stop
+		h.T.Cleanup(stop)
+		go func() {
+			defer close(s.sampled)
+			s.sample(sampleCtx, h)
+		}()
+	})
 	s.mu.Lock()
 	revs := slices.Compact(slices.Sorted(slices.Values(s.revisions)))
 	s.revisions = nil
@@ -291,17 +454,18 @@ func (s *jwksSystem) Check(ctx context.Context, h *Harness) {
 	for i, rv := range revs {
 		if err := s.checkRevision(ctx, h, rv); err != nil {
 			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-				h.Logf("jwks: revision %d compacted before it was checked: not judged", rv)
+				h.NotJudged(jwksInvSigning, "revision %d compacted before it was checked", rv)
 				continue
 			}
 			// The API server is away: check these again next time.
 			s.mu.Lock()
 			s.revisions = append(s.revisions, revs[i:]...)
 			s.mu.Unlock()
-			return
+			break
 		}
 	}
-	s.checkServers(ctx, h)
+	s.judgeAnswers(ctx, h)
+	s.judgePromotions(h, false)
 }
 
 // checkRevision checks the invariants on the objects as they were at revision rv.
@@ -323,7 +487,7 @@ func (s *jwksSystem) checkRevision(ctx context.Context, h *Harness, rv int64) er
 		if cm == nil {
 			if signing != nil {
 				kid, _ := jwkset.KeyIDOf(signing.Data[corev1.TLSCertKey])
-				h.Check("jwks: signing key served", false, "JWKSConfig %s at revision %d: signing Secret %s (revision %s) names kid %s and there is no ConfigMap %s-jwks",
+				h.Check(jwksInvSigning, false, "JWKSConfig %s at revision %d: signing Secret %s (revision %s) names kid %s and there is no ConfigMap %s-jwks",
 					cfg.Name, rv, signing.Name, signing.ResourceVersion, kid, cfg.Name)
 			}
 			continue
@@ -335,63 +499,15 @@ func (s *jwksSystem) checkRevision(ctx context.Context, h *Harness, rv int64) er
 		}
 		if signing != nil {
 			kid, err := jwkset.KeyIDOf(signing.Data[corev1.TLSCertKey])
-			h.Check("jwks: signing key served", err == nil && slices.Contains(kids, kid),
+			h.Check(jwksInvSigning, err == nil && slices.Contains(kids, kid),
 				"JWKSConfig %s at revision %d: signing Secret %s (revision %s) names kid %s (%v), absent from ConfigMap %s (revision %s), which holds %v",
 				cfg.Name, rv, signing.Name, signing.ResourceVersion, kid, err, cm.Name, cm.ResourceVersion, kids)
 		}
-		s.checkRetired(h, cfg, cm, kids, rv)
 	}
 	s.mu.Lock()
 	s.revisionsChecked++
 	s.mu.Unlock()
 	return nil
-}
-
-// checkRetired: a key leaves the set only once its oldKeysTTL has passed since it was
-// retired, or when the set is full (maxKeys). The time of the removal is at most the time
-// the controller last wrote the ConfigMap (managedFields, whole seconds as the controller
-// counts them); its retirement is at least the time recorded for it before, or the time of
-// the write before when it was not retired yet.
-func (s *jwksSystem) checkRetired(h *Harness, cfg *jwksv1alpha1.JWKSConfig, cm *corev1.ConfigMap, kids []string, rv int64) {
-	retired, _ := jwkset.DecodeRetirements(cm.Annotations[jwksv1alpha1.RetirementsAnnotation])
-	cur := jwksChecked{rv: rv, kids: kids, retired: retired, managedTime: jwksManagedTime(cm)}
-	s.mu.Lock()
-	prev, ok := s.checked[string(cfg.UID)]
-	if !ok || prev.rv < rv {
-		s.checked[string(cfg.UID)] = cur
-	}
-	s.mu.Unlock()
-	if !ok || prev.rv >= rv {
-		return
-	}
-	ttl := jwksLongTTL
-	if cfg.Spec.OldKeysTTL != nil {
-		if d, err := time.ParseDuration(string(*cfg.Spec.OldKeysTTL)); err == nil {
-			ttl = d
-		}
-	}
-	for _, kid := range prev.kids {
-		if slices.Contains(kids, kid) {
-			continue
-		}
-		since, wasRetired := prev.retired[kid]
-		if !wasRetired {
-			since = prev.managedTime
-		}
-		early := len(kids) < jwksMaxKeys && cur.managedTime.Before(since.Add(ttl))
-		h.Check("jwks: retired key kept for its TTL", !early,
-			"JWKSConfig %s: kid %s (retired at %s, recorded: %v) left the set between revisions %d and %d, by %s at the latest, before its oldKeysTTL %v; the set now holds %v",
-			cfg.Name, kid, since.UTC().Format(time.RFC3339), wasRetired, prev.rv, rv, cur.managedTime.UTC().Format(time.RFC3339), ttl, kids)
-	}
-}
-
-func jwksManagedTime(cm *corev1.ConfigMap) time.Time {
-	for _, f := range cm.ManagedFields {
-		if f.Manager == jwksctrl.FieldOwner && f.Operation == metav1.ManagedFieldsOperationApply && f.Time != nil {
-			return f.Time.Time
-		}
-	}
-	return time.Time{}
 }
 
 func jwksFind[T any, P interface {
@@ -421,51 +537,219 @@ func jwksKids(doc string) ([]string, error) {
 	return kids, nil
 }
 
-// checkServers: what a manager's server answers is a document the ConfigMap held (it
-// serves from its cache, and the last complete set while the cache is torn): so it holds
-// every key that signed while that document was published. A document not seen yet is
-// judged once the ConfigMap watch has caught up with a list made after the answer.
-func (s *jwksSystem) checkServers(ctx context.Context, h *Harness) {
-	s.mu.Lock()
-	names := slices.Sorted(maps.Keys(s.configs))
-	s.mu.Unlock()
-	for _, server := range h.JWKSServers() {
-		for _, name := range names {
-			body, ok := httpGet(ctx, fmt.Sprintf("http://%s/%s/%s/jwks.json", server, jwksNamespace, name))
-			if !ok {
-				continue // not published yet, 503 while repairing, or the replica is down
+// sample asks every endpoint for every live JWKSConfig's set every jwksSampleEvery, each
+// endpoint on its own (one that hangs does not slow the sampling of another), until ctx
+// ends.
+func (s *jwksSystem) sample(ctx context.Context, h *Harness) {
+	var endpoints sync.WaitGroup
+	for i, server := range h.JWKSServers() {
+		endpoints.Go(func() {
+			for ctx.Err() == nil {
+				tick := time.Now()
+				s.mu.Lock()
+				names := slices.Sorted(maps.Keys(s.configs))
+				s.mu.Unlock()
+				var wg sync.WaitGroup
+				for _, name := range names {
+					wg.Go(func() { s.ask(ctx, h, server, h.managers[i], name) })
+				}
+				wg.Wait()
+				sleep(ctx, jwksSampleEvery-time.Since(tick))
 			}
-			list := &corev1.ConfigMapList{}
-			if err := h.Client.List(ctx, list, client.InNamespace(jwksNamespace), client.HasLabels{jwksv1alpha1.OwnerLabel}); err != nil {
-				continue
-			}
-			s.mu.Lock()
-			s.waiting = append(s.waiting, jwksServed{server: server, cm: name + "-jwks", doc: body, listRV: ckRV(list.ResourceVersion)})
-			s.mu.Unlock()
-		}
+		})
 	}
-	s.judgeServed(h)
+	endpoints.Wait()
 }
 
-func (s *jwksSystem) judgeServed(h *Harness) {
-	progress, gapFrom := s.cms.state()
+// jwksSilence is a stretch of requests an endpoint's incarnation left unanswered.
+type jwksSilence struct {
+	life, n     int
+	first, last time.Time
+}
+
+// ask asks one endpoint for one set and records the answer. No answer is no check while
+// the process is down, before its incarnation first answers (it accepts connections only
+// once its table is full) and after its last answer (it is stopping); between two answers
+// of one incarnation, it is a check that cannot be judged.
+func (s *jwksSystem) ask(ctx context.Context, h *Harness, server string, proc *Proc, name string) {
+	life, running := proc.Starts(), proc.Running()
+	a := jwksAnswer{endpoint: server, config: name, life: life, start: time.Now()}
+	var body string
+	a.status, body = jwksGet(ctx, fmt.Sprintf("http://%s/%s/%s/jwks.json", server, jwksNamespace, name))
+	a.end = time.Now()
+	if ctx.Err() != nil {
+		return
+	}
+	down := !running || !proc.Running() || proc.Starts() != life
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.waiting = slices.DeleteFunc(s.waiting, func(w jwksServed) bool {
-		if slices.ContainsFunc(s.docs[w.cm], func(d jwksDoc) bool { return d.doc == w.doc }) {
-			h.Check("jwks: server serves a published set", true, "")
-			return true
+	if d, gone := s.deleted[name]; gone && !a.end.Before(d) {
+		return
+	}
+	if a.status == 0 {
+		if q := s.silent[server]; !down && s.answered[server] == life {
+			if q.life != life || q.n == 0 {
+				q = jwksSilence{life: life, first: a.start}
+			}
+			q.n++
+			q.last = a.start
+			s.silent[server] = q
 		}
-		switch {
-		case gapFrom > 0 && gapFrom < w.listRV:
-			h.Logf("jwks: %s served a %s document not seen in the ConfigMap, but the watch missed events: not judged", w.server, w.cm)
-			return true
-		case progress < w.listRV:
+		return
+	}
+	if q := s.silent[server]; q.n > 0 {
+		if q.life == life {
+			h.NotJudgedN(int64(q.n), jwksInvLag, "%s (incarnation %d) left %d requests unanswered within %v from %s to %s, then answered again",
+				server, life, q.n, jwksSampleTimeout, q.first.UTC().Format(time.RFC3339Nano), q.last.UTC().Format(time.RFC3339Nano))
+		}
+		delete(s.silent, server)
+	}
+	switch {
+	case a.status == http.StatusServiceUnavailable:
+		// Repairing: relying parties keep what they cached (docs/jwks.md).
+		s.answered[server] = life
+		h.Check(jwksInvLag, true, "")
+		return
+	case !a.servesSet():
+		s.answered[server] = life
+		h.Check(jwksInvLag, false, "%s (incarnation %d) answered %d for %s", server, life, a.status, name)
+		return
+	}
+	s.answered[server] = life
+	if a.status == http.StatusOK {
+		kids, err := jwksKids(body)
+		if err != nil {
+			h.Check("jwks: set parses", false, "%s served for %s: %v", server, name, err)
+			return
+		}
+		slices.Sort(kids)
+		a.kids, a.docHash = kids, jwksHash(body)
+	}
+	s.pending = append(s.pending, a)
+	if s.runs[server] == nil {
+		s.runs[server] = map[string][]jwksRun{}
+	}
+	s.runs[server][name] = jwksAddRun(s.runs[server][name], a)
+}
+
+// jwksGet fetches url within jwksSampleTimeout: the status (0 when no answer came) and
+// the body.
+func jwksGet(ctx context.Context, url string) (int, string) {
+	ctx, cancel := context.WithTimeout(ctx, jwksSampleTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, ""
+	}
+	resp, err := jwksClient.Do(req)
+	if err != nil {
+		return 0, ""
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, ""
+	}
+	return resp.StatusCode, string(body)
+}
+
+// jwksClient keeps a connection per request the sampler makes at once (the default keeps
+// two per host: a long run would use up the local ports), and closes idle ones before
+// the server does (--jwks-server-idle-timeout, 30s), so no request meets a closing one.
+var jwksClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4 * jwksMaxConfigs, IdleConnTimeout: 20 * time.Second}}
+
+// judgeAnswers judges each answer once the ConfigMap watch has delivered every write it
+// could reflect (its ConfigMap's revision in a list made after the answer says which):
+// its set is one the ConfigMap held, and it lags the ConfigMap by at most cacheMaxAge.
+func (s *jwksSystem) judgeAnswers(ctx context.Context, h *Harness) {
+	listed := time.Now()
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
+	if err := h.Client.List(ctx, list, client.InNamespace(jwksNamespace), client.HasLabels{jwksv1alpha1.OwnerLabel}); err == nil {
+		revs := map[string]int64{}
+		for _, cm := range list.Items {
+			revs[cm.Labels[jwksv1alpha1.OwnerLabel]] = ckRV(cm.ResourceVersion)
+		}
+		s.mu.Lock()
+		for i := range s.pending {
+			if a := &s.pending[i]; !a.listed && a.end.Before(listed) {
+				a.listed, a.listRV = true, revs[a.config]
+			}
+		}
+		s.mu.Unlock()
+	}
+	_, gapFrom := s.cms.state()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending = slices.DeleteFunc(s.pending, func(a jwksAnswer) bool {
+		states := s.cmStates[a.config]
+		if !a.listed || (a.listRV > 0 && (len(states) == 0 || states[len(states)-1].rv < a.listRV)) {
 			return false
 		}
-		kids, _ := jwksKids(w.doc)
-		h.Check("jwks: server serves a published set", false, "server %s served for ConfigMap %s a set the ConfigMap never held: kids %v (%d documents seen)",
-			w.server, w.cm, kids, len(s.docs[w.cm]))
+		if d, gone := s.deleted[a.config]; gone && !a.end.Before(d) {
+			return true
+		}
+		s.answersJudged++
+		if a.status == http.StatusOK {
+			switch {
+			case slices.ContainsFunc(states, func(st jwksCMState) bool { return !st.deleted && st.docHash == a.docHash }):
+				h.Check(jwksInvPublished, true, "")
+			case gapFrom > 0 && gapFrom < a.listRV:
+				h.NotJudged(jwksInvPublished, "%s served a %s set not seen in the ConfigMap, but the watch missed events", a.endpoint, a.config)
+			default:
+				h.Check(jwksInvPublished, false, "server %s (incarnation %d) served for JWKSConfig %s a set the ConfigMap never held: kids %v (%d states seen)",
+					a.endpoint, a.life, a.config, a.kids, len(states))
+			}
+		}
+		missing := jwksLagging(a, states)
+		h.Check(jwksInvLag, len(missing) == 0,
+			"server %s (incarnation %d) answered %d for JWKSConfig %s at %s (in %.2fs) with set %s, without %s, which the ConfigMap held throughout the cacheMaxAge (%v) before: %s",
+			a.endpoint, a.life, a.status, a.config, a.start.UTC().Format(time.RFC3339Nano), a.end.Sub(a.start).Seconds(), jwksKidList(a.kids), jwksKidList(missing), jwksCacheMaxAge,
+			s.roles(a.config, missing))
+		return true
+	})
+}
+
+// roles says what each kid was to the JWKSConfig name: signing now, retired (and when),
+// or neither. The caller holds s.mu.
+func (s *jwksSystem) roles(name string, kids []string) string {
+	states := s.cmStates[name]
+	var out []string
+	for _, kid := range kids {
+		role := "current or pending"
+		switch {
+		case s.signingKids[name] == kid:
+			role = "signing"
+		case len(states) > 0:
+			if t, ok := states[len(states)-1].retired[kid]; ok {
+				role = "retired at " + t.UTC().Format(time.RFC3339)
+			}
+		}
+		out = append(out, kid[:min(len(kid), 12)]+" "+role)
+	}
+	return strings.Join(out, "; ")
+}
+
+// judgePromotions judges each promotion against every endpoint's answers once every
+// answer begun before it is in (all of them when final).
+func (s *jwksSystem) judgePromotions(h *Harness, final bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	window := jwksCacheMaxAge + jwksPromotionMargin
+	s.promotions = slices.DeleteFunc(s.promotions, func(p jwksPromotion) bool {
+		if !final && time.Since(p.at) < jwksSampleTimeout+jwksSampleEvery {
+			return false
+		}
+		s.promotionsJudged++
+		for _, server := range h.JWKSServers() {
+			v := jwksJudgePromotion(s.runs[server][p.config], p, window)
+			if !v.judged {
+				h.NotJudged(jwksInvPromotion, "JWKSConfig %s: promotion of %s (revision %d): %s: %s", p.config, p.kid, p.rv, server, v.why)
+				continue
+			}
+			h.Check(jwksInvPromotion, v.ok, "JWKSConfig %s: promotion of kid %s (was %s) seen at %s (revision %d): endpoint %s %s",
+				p.config, p.kid, p.previous, p.at.UTC().Format(time.RFC3339Nano), p.rv, server, v.why)
+		}
 		return true
 	})
 }
@@ -507,11 +791,18 @@ func (s *jwksSystem) Settle(ctx context.Context, h *Harness) {
 		}
 	}
 	s.Check(ctx, h)
-	s.mu.Lock()
-	for _, w := range s.waiting {
-		h.Logf("jwks: still not judged at the end: what %s served for %s", w.server, w.cm)
+	if s.stopSampling != nil {
+		s.stopSampling()
+		<-s.sampled
 	}
-	h.Logf("jwks: %d JWKSConfigs made, %d revisions checked at their exact state", s.created, s.revisionsChecked)
+	s.Check(ctx, h)
+	s.judgePromotions(h, true)
+	s.mu.Lock()
+	for _, a := range s.pending {
+		h.NotJudged(jwksInvLag, "what %s answered for %s at %s: the ConfigMap watch never caught up", a.endpoint, a.config, a.start.UTC().Format(time.RFC3339Nano))
+	}
+	h.Logf("jwks: %d JWKSConfigs made, %d revisions checked at their exact state, %d answers and %d promotions judged",
+		s.created, s.revisionsChecked, s.answersJudged, s.promotionsJudged)
 	s.mu.Unlock()
 }
 

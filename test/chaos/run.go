@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,12 +41,18 @@ type Result struct {
 	Faults     int
 	Checks     int64
 	Violations int64
+	// NotJudged counts the checks that could not be judged (Harness.NotJudged).
+	NotJudged int64
 }
 
 // String is the run's last line.
 func (r Result) String() string {
-	return fmt.Sprintf("chaos: seed %d, faults %d, invariant checks %d, violations %d", r.Seed, r.Faults, r.Checks, r.Violations)
+	return fmt.Sprintf("chaos: seed %d, faults %d, invariant checks %d, violations %d, not judged %d", r.Seed, r.Faults, r.Checks, r.Violations, r.NotJudged)
 }
+
+// TooLittleJudged says whether more than maxNotJudgedShare of the checks could not be
+// judged: such a run fails, whatever its violations.
+func (r Result) TooLittleJudged() bool { return notJudgedOverLimit(r.Checks, r.NotJudged) }
 
 // Run runs the chaos suite against env with the systems given.
 func Run(t *testing.T, env *testenv.Env, cfg Config, systems []System) Result {
@@ -114,12 +122,23 @@ func Run(t *testing.T, env *testenv.Env, cfg Config, systems []System) Result {
 
 	h.settle(ctx, systems, canary)
 	h.printRecoveries(recoveries, faults)
+	h.printNotJudged()
 	h.violatedMu.Lock()
 	for _, v := range h.violated {
 		t.Error(v)
 	}
 	h.violatedMu.Unlock()
-	return Result{Seed: cfg.Seed, Faults: injected, Checks: h.checks.Load(), Violations: h.violations.Load()}
+	return Result{Seed: cfg.Seed, Faults: injected, Checks: h.checks.Load(), Violations: h.violations.Load(), NotJudged: h.notJudged.Load()}
+}
+
+// printNotJudged prints how many checks of each invariant could not be judged.
+func (h *Harness) printNotJudged() {
+	h.notJudgedMu.Lock()
+	defer h.notJudgedMu.Unlock()
+	h.Logf("checks not judged: %d (at most %.0f%% of the checks may be)", h.notJudged.Load(), maxNotJudgedShare*100)
+	for _, invariant := range slices.Sorted(maps.Keys(h.notJudgedBy)) {
+		h.Logf("  %-60s %6d", invariant, h.notJudgedBy[invariant])
+	}
 }
 
 // startManagers runs two manager replicas as config/manager's Deployment runs them, under

@@ -14,7 +14,7 @@ import (
 // Every API call may fail while a fault lasts (the API server restarts, etcd is paused):
 // Step returns such an error (the harness counts it, it is not a violation) and Check
 // skips what it could not read. Only h.Check and h.Eventually record invariant checks and
-// violations.
+// violations; h.NotJudged counts a check that could not be judged (too many fail the run).
 type System interface {
 	// Name is a short name: "jwks", "kubeconfig", ... (CHAOS_SYSTEMS selects by it).
 	Name() string

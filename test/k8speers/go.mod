@@ -1,7 +1,9 @@
 // Module k8speers tests trustplane's pod certificates beside Kubernetes' own code: kubelet's
 // PodCertificate manager (k8s.io/kubernetes/pkg/kubelet/podcertificate) and the hermetic
-// test signer, against the real test API server. A module of its own so that trustplane
-// itself does not require k8s.io/kubernetes.
+// test signer, against the real test API server; and it builds cmd/aggregationoracle,
+// kube-controller-manager's ClusterRole aggregation run on given roles, the oracle of the
+// chaos suite (make aggregation-oracle). A module of its own so that trustplane itself
+// does not require k8s.io/kubernetes.
 module github.com/trustplane/trustplane/test/k8speers
 
 go 1.26.0
