@@ -362,6 +362,7 @@ func (s *clusterSystem) Check(ctx context.Context, h *Harness) {
 	defer cancel()
 	v, err := observePool(ctx, h)
 	if err != nil {
+		h.NotJudged("cluster: shoot ownership", "observing the Clusters, Shoots and pool: %v", err)
 		return
 	}
 	s.checkClaims(h, v)

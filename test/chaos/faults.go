@@ -16,7 +16,7 @@ import (
 const recoveryTimeout = 2 * time.Minute
 
 // faults are the harness's own: the manager's leader killed or stopped, kube-apiserver
-// restarted, etcd paused.
+// restarted, the manager's requests answered 429 (apf.go), etcd paused.
 func (h *Harness) faults() []Fault {
 	return []Fault{
 		{Kind: "kill -9 leader", Inject: func(ctx context.Context, h *Harness, rng *rand.Rand) (string, error) {
@@ -29,6 +29,9 @@ func (h *Harness) faults() []Fault {
 			down := time.Duration(rng.IntN(3000)) * time.Millisecond
 			stopped, err := h.cp.restartAPIServer(ctx, down, time.Minute)
 			return fmt.Sprintf("stopped in %.1fs, down %.1fs more", stopped.Seconds(), down.Seconds()), err
+		}},
+		{Kind: "API server answers 429", Inject: func(ctx context.Context, h *Harness, rng *rand.Rand) (string, error) {
+			return h.throttleManager(ctx, rng)
 		}},
 		{Kind: "etcd paused", Inject: func(ctx context.Context, h *Harness, rng *rand.Rand) (string, error) {
 			d := time.Duration(1000+rng.IntN(5000)) * time.Millisecond

@@ -300,6 +300,7 @@ func (s *kubeconfigSystem) Check(ctx context.Context, h *Harness) {
 	defer cancel()
 	list := &operatorv1alpha1.KubeconfigRequestList{}
 	if err := h.Client.List(ctx, list, client.InNamespace(kcNamespace)); err != nil {
+		h.NotJudged("kubeconfig: granted as asked", "listing the requests: %v", err)
 		return
 	}
 	for i := range list.Items {
@@ -320,7 +321,8 @@ func (s *kubeconfigSystem) Check(ctx context.Context, h *Harness) {
 func (s *kubeconfigSystem) checkIssued(ctx context.Context, h *Harness, kr *operatorv1alpha1.KubeconfigRequest) {
 	x, err := holdings(ctx, h, kr.UID)
 	if err != nil {
-		return // the API server could not answer: no observation
+		h.NotJudged("kubeconfig: granted as asked", "reading what request %s holds: %v", kr.Name, err)
+		return
 	}
 	problems := grantProblems(kr, x)
 	h.Check("kubeconfig: granted as asked", len(problems) == 0,
@@ -331,6 +333,7 @@ func (s *kubeconfigSystem) checkIssued(ctx context.Context, h *Harness, kr *oper
 	}
 	user, err := tokenUser(ctx, h, issuedToken(kr))
 	if err != nil {
+		h.NotJudged("kubeconfig: issued works", "reviewing the token of request %s: %v", kr.Name, err)
 		return
 	}
 	want := "system:serviceaccount:" + x.serviceAccounts[0].Namespace + ":" + x.serviceAccounts[0].Name
@@ -490,12 +493,14 @@ func rulesString(rules []rbacv1.PolicyRule) string {
 func (s *kubeconfigSystem) checkRevoked(ctx context.Context, h *Harness, kr *operatorv1alpha1.KubeconfigRequest) {
 	x, err := holdings(ctx, h, kr.UID)
 	if err != nil {
+		h.NotJudged("kubeconfig: revoked leaves nothing", "reading what request %s holds: %v", kr.Name, err)
 		return
 	}
 	left := x.names()
 	published := &corev1.Secret{}
 	err = h.Client.Get(ctx, client.ObjectKey{Namespace: kcNamespace, Name: kr.Name + "-kubeconfig"}, published)
 	if err != nil && !apierrors.IsNotFound(err) {
+		h.NotJudged("kubeconfig: revoked leaves nothing", "reading the published Secret of request %s: %v", kr.Name, err)
 		return
 	}
 	if err == nil {
@@ -516,12 +521,15 @@ func (s *kubeconfigSystem) checkRevoked(ctx context.Context, h *Harness, kr *ope
 // make a violation. settled: everything the workload deleted must be gone already (the
 // settle check, where the object's existence at the end is enough).
 func (s *kubeconfigSystem) checkOrphans(ctx context.Context, h *Harness, settled bool) bool {
+	const invariant = "kubeconfig: no orphan in target"
 	x, err := holdings(ctx, h, "")
 	if err != nil {
+		h.NotJudged(invariant, "listing what requests hold: %v", err)
 		return false
 	}
 	list := &operatorv1alpha1.KubeconfigRequestList{}
 	if err := h.Client.List(ctx, list, client.InNamespace(kcNamespace)); err != nil {
+		h.NotJudged(invariant, "listing the requests: %v", err)
 		return false
 	}
 	uids := map[string]bool{}
@@ -542,6 +550,7 @@ func (s *kubeconfigSystem) checkOrphans(ctx context.Context, h *Harness, settled
 			continue
 		}
 		if err != nil {
+			h.NotJudged(invariant, "reading %s/%s again: %v", obj.GetNamespace(), obj.GetName(), err)
 			return false
 		}
 		if again.GetUID() != obj.GetUID() {
@@ -558,7 +567,7 @@ func (s *kubeconfigSystem) checkOrphans(ctx context.Context, h *Harness, settled
 	if settled || len(left) == 0 {
 		return len(left) == 0
 	}
-	h.Check("kubeconfig: no orphan in target", len(left) == 0,
+	h.Check(invariant, len(left) == 0,
 		"objects left in the target after their request was gone (requests listed at rv %s): %s", list.ResourceVersion, strings.Join(left, "; "))
 	return true
 }

@@ -383,6 +383,7 @@ func (s *podcertSystem) Check(ctx context.Context, h *Harness) {
 	files := s.readBundles()
 	pcrs := &certificatesv1.PodCertificateRequestList{}
 	if err := h.Client.List(ctx, pcrs, client.InNamespace(podcertNamespace)); err != nil {
+		h.NotJudged("podcert: issued chain is a leaf and its CA", "listing the PodCertificateRequests: %v", err)
 		return
 	}
 	s.checkRequestCount(h, pcrs.Items)
@@ -392,6 +393,7 @@ func (s *podcertSystem) Check(ctx context.Context, h *Harness) {
 	// than any issuance just collected, so every leaf seen so far must verify against it.
 	bundles := &certificatesv1.ClusterTrustBundleList{}
 	if err := h.Client.List(ctx, bundles); err != nil {
+		h.NotJudged("podcert: leaf's CA in the trust bundle", "listing the ClusterTrustBundles: %v", err)
 		return
 	}
 	state := map[string]certificatesv1.ClusterTrustBundle{}

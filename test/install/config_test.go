@@ -155,3 +155,43 @@ func TestChartValuesAreChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestDeprecatedFlagNamesStillWork: a flag renamed to carry its controller's name keeps
+// working under its old name in the process as shipped: it sets the same field, and the
+// process says once which name replaced it.
+func TestDeprecatedFlagNamesStillWork(t *testing.T) {
+	p := testenv.StartProcess(t, testenv.Binary(t), "manager", "--kubeconfig="+env.AdminKubeconfig(t),
+		"--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0",
+		"--podcert-signer-workers=3", "--secret-max-certificate-bytes=70000")
+	defer func() { _, _ = p.Stop(10 * time.Second) }()
+	var values map[string]string
+	testenv.Eventually(t, "the configuration log line", 30*time.Second, func() bool {
+		for _, line := range strings.Split(p.Output(), "\n") {
+			var entry struct {
+				Msg    string            `json:"msg"`
+				Values map[string]string `json:"values"`
+			}
+			if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == "configuration" {
+				values = entry.Values
+				return true
+			}
+		}
+		if exited, _ := p.Exited(); exited {
+			t.Fatalf("trustplane manager exited before reporting its configuration:\n%s", p.Output())
+		}
+		return false
+	})
+	for field, want := range map[string]string{"podcertificateSigner.signerWorkers": "3", "tlsExpiry.secretMaxCertificateBytes": "70000"} {
+		if values[field] != want {
+			t.Errorf("%s = %q, want %q (set through the old flag name)", field, values[field], want)
+		}
+	}
+	for _, warning := range []string{
+		"Flag --podcert-signer-workers has been deprecated, use --podcertificate-signer-signer-workers",
+		"Flag --secret-max-certificate-bytes has been deprecated, use --tls-expiry-secret-max-certificate-bytes",
+	} {
+		if n := strings.Count(p.Output(), warning); n != 1 {
+			t.Errorf("%q printed %d times, want once:\n%s", warning, n, p.Output())
+		}
+	}
+}
