@@ -63,12 +63,12 @@ func (o *Options) Validate() error {
 	if len(o.Controllers) == 0 {
 		return errors.New("--controllers is empty: give '*' for every controller that is on by default")
 	}
-	for flag, addr := range map[string]string{"--metrics-bind-address": o.MetricsBindAddress, "--health-probe-bind-address": o.HealthProbeBindAddress} {
-		if addr == "0" || addr == "" {
+	for _, a := range []struct{ flag, addr string }{{"--metrics-bind-address", o.MetricsBindAddress}, {"--health-probe-bind-address", o.HealthProbeBindAddress}} {
+		if a.addr == "0" || a.addr == "" {
 			continue
 		}
-		if _, _, err := net.SplitHostPort(addr); err != nil {
-			return fmt.Errorf("%s=%q: %w", flag, addr, err)
+		if _, _, err := net.SplitHostPort(a.addr); err != nil {
+			return fmt.Errorf("%s=%q: %w", a.flag, a.addr, err)
 		}
 	}
 	if o.LeaderElect && o.LeaderElectionID == "" {

@@ -522,28 +522,12 @@ func inspectPod(ctx context.Context, c client.Client, ns, name string, now time.
 		}
 		return nil, nil, oneLine(err)
 	}
-	return pod, podcert.Inspect(served(pod), pcrs.Items, now), nil
+	return pod, podcert.Inspect(podcert.WithAnnotationProjection(pod), pcrs.Items, now), nil
 }
 
-// annotationSource stands for the projection of a pod opted in by annotation
-// (certificates.SignerAnnotation): the node agent serves it without a volume.
+// annotationSource names, in what inspect prints, the projection of a pod opted in by
+// annotation (podcert.AnnotationVolume): the node agent serves it without a volume.
 const annotationSource = "annotation " + certificates.SignerAnnotation
-
-// served is the pod with the podCertificate projections served for it: its projected
-// volumes' and, when opted in by annotation, the one the node agent makes of the
-// annotations (signer, and key type, ECDSAP256 unless certificates.KeyTypeAnnotation says
-// another), whose requests the agent makes as for a volume.
-func served(pod *corev1.Pod) *corev1.Pod {
-	signer := pod.Annotations[certificates.SignerAnnotation]
-	if signer == "" {
-		return pod
-	}
-	source := &corev1.PodCertificateProjection{SignerName: signer, KeyType: orDefault(pod.Annotations[certificates.KeyTypeAnnotation], "ECDSAP256")}
-	withSource := pod.DeepCopy()
-	withSource.Spec.Volumes = append(withSource.Spec.Volumes, corev1.Volume{Name: annotationSource,
-		VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{PodCertificate: source}}}}})
-	return withSource
-}
 
 // projectionNodes are the podCertificate projections of a pod, with their requests.
 func projectionNodes(reports []podcert.ProjectionReport, now time.Time) []*node {
@@ -553,7 +537,7 @@ func projectionNodes(reports []podcert.ProjectionReport, now time.Time) []*node 
 	var out []*node
 	for _, r := range reports {
 		source := fmt.Sprintf("volume %s, source %d", r.Key.VolumeName, r.Key.SourceIndex)
-		if r.Key.VolumeName == annotationSource {
+		if r.Key.VolumeName == podcert.AnnotationVolume {
 			source = annotationSource + " (served by the node agent, no volume)"
 		}
 		n := &node{Text: fmt.Sprintf("%s: %s %s  state %s", source, r.SignerName, orNone(r.KeyType), r.State)}

@@ -139,7 +139,7 @@ func TestAnnotatedPodProjection(t *testing.T) {
 		Spec: certificatesv1.PodCertificateRequestSpec{PodName: "web", PodUID: "uid-1", SignerName: "example.com/s", StubPKCS10Request: stub},
 		Status: certificatesv1.PodCertificateRequestStatus{Conditions: []metav1.Condition{{Type: podcert.OutcomeIssued, Status: metav1.ConditionTrue, Reason: "Issued"}},
 			NotAfter: &metav1.Time{Time: now.Add(time.Hour)}, BeginRefreshAt: &metav1.Time{Time: now.Add(30 * time.Minute)}}}
-	reports := podcert.Inspect(served(pod), []certificatesv1.PodCertificateRequest{pcr}, now)
+	reports := podcert.Inspect(podcert.WithAnnotationProjection(pod), []certificatesv1.PodCertificateRequest{pcr}, now)
 	if len(reports) != 1 || reports[0].State != podcert.StateFresh || reports[0].KeyType != "ECDSAP256" || len(reports[0].Requests) != 1 {
 		t.Fatalf("reports: %+v", reports)
 	}
@@ -150,7 +150,7 @@ func TestAnnotatedPodProjection(t *testing.T) {
 	if !strings.Contains(b.String(), "annotation podcert.trustplane.io/signer-name (served by the node agent, no volume): example.com/s ECDSAP256 state fresh") {
 		t.Errorf("tree:\n%s", b.String())
 	}
-	if served(&corev1.Pod{}).Spec.Volumes != nil {
+	if podcert.WithAnnotationProjection(&corev1.Pod{}).Spec.Volumes != nil {
 		t.Error("a pod not opted in gets a projection")
 	}
 }

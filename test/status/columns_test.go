@@ -148,3 +148,14 @@ func cellsOf(header, line string) map[string]string {
 	}
 	return cells
 }
+
+// TestShortNamesWorkInKubectl: the short names `trustplane get` accepts are the CRDs'
+// own, so the real kubectl resolves them through discovery too (it used to know only
+// "jwks").
+func TestShortNamesWorkInKubectl(t *testing.T) {
+	for _, short := range []string{"jwks", "kcr", "sr", "scs", "ics"} {
+		if _, stderr, code := kubectl(t, "get", short, "--all-namespaces"); code != 0 {
+			t.Errorf("kubectl get %s -A exited %d: %s", short, code, stderr)
+		}
+	}
+}

@@ -48,7 +48,6 @@ import (
 const (
 	SignerAnnotation  = certificates.SignerAnnotation
 	KeyTypeAnnotation = certificates.KeyTypeAnnotation
-	annotationVolume  = "podcert-annotation"
 	// ServeAnnotation: "agent" asks this agent (not kubelet) to serve the pod's
 	// podCertificate projected volumes.
 	ServeAnnotation = certificates.ServeAnnotation
@@ -221,22 +220,6 @@ func (a *Agent) served(pod *corev1.Pod) *corev1.Pod {
 			}
 		}
 	}
-	return withAnnotationProjection(pod)
+	return podcert.WithAnnotationProjection(pod)
 }
 
-// withAnnotationProjection gives an opted-in pod (SignerAnnotation) a projection even
-// when its volumes do not ask for one.
-func withAnnotationProjection(pod *corev1.Pod) *corev1.Pod {
-	signer := pod.Annotations[SignerAnnotation]
-	if signer == "" {
-		return pod
-	}
-	keyType := pod.Annotations[KeyTypeAnnotation]
-	if keyType == "" {
-		keyType = "ECDSAP256"
-	}
-	pod = pod.DeepCopy()
-	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: annotationVolume, VolumeSource: corev1.VolumeSource{
-		Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{PodCertificate: &corev1.PodCertificateProjection{SignerName: signer, KeyType: keyType}}}}}})
-	return pod
-}

@@ -13,17 +13,17 @@ import (
 
 func TestAnnotationOptIn(t *testing.T) {
 	plain := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u"}}
-	if got := podcert.Projections(withAnnotationProjection(plain)); len(got) != 0 {
+	if got := podcert.Projections(podcert.WithAnnotationProjection(plain)); len(got) != 0 {
 		t.Errorf("a pod without the annotation got projections: %v", got)
 	}
 	opted := plain.DeepCopy()
 	opted.Annotations = map[string]string{SignerAnnotation: "example.com/s", KeyTypeAnnotation: "ED25519"}
-	got := podcert.Projections(withAnnotationProjection(opted))
+	got := podcert.Projections(podcert.WithAnnotationProjection(opted))
 	if len(got) != 1 {
 		t.Fatalf("projections: %v", got)
 	}
 	for key, src := range got {
-		if key.VolumeName != annotationVolume || src.SignerName != "example.com/s" || src.KeyType != "ED25519" {
+		if key.VolumeName != podcert.AnnotationVolume || src.SignerName != "example.com/s" || src.KeyType != "ED25519" {
 			t.Errorf("projection %v %+v", key, src)
 		}
 	}
@@ -32,7 +32,7 @@ func TestAnnotationOptIn(t *testing.T) {
 	}
 	defaulted := plain.DeepCopy()
 	defaulted.Annotations = map[string]string{SignerAnnotation: "example.com/s"}
-	for _, src := range podcert.Projections(withAnnotationProjection(defaulted)) {
+	for _, src := range podcert.Projections(podcert.WithAnnotationProjection(defaulted)) {
 		if src.KeyType != "ECDSAP256" {
 			t.Errorf("default key type %s", src.KeyType)
 		}
@@ -71,7 +71,7 @@ func TestServedProjections(t *testing.T) {
 	}
 	annotated := pod.DeepCopy()
 	annotated.Annotations = map[string]string{SignerAnnotation: "example.com/s"}
-	if got := keys(byDefault, annotated); len(got) != 1 || got[0].VolumeName != annotationVolume {
+	if got := keys(byDefault, annotated); len(got) != 1 || got[0].VolumeName != podcert.AnnotationVolume {
 		t.Errorf("signer annotation beside kubelet's volume: %v", got)
 	}
 }

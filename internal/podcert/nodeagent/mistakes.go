@@ -70,7 +70,7 @@ func (a *Agent) reportOnce(ctx context.Context, pod *corev1.Pod, key podcert.Key
 // projectionFields name the signer and key type of a projection as the user wrote them:
 // the opt-in annotations, or the volume's podCertificate source.
 func projectionFields(key podcert.Key) (signer, keyType *field.Path) {
-	if key.VolumeName == annotationVolume {
+	if key.VolumeName == podcert.AnnotationVolume {
 		annotations := field.NewPath("metadata", "annotations")
 		return annotations.Key(SignerAnnotation), annotations.Key(KeyTypeAnnotation)
 	}
@@ -79,7 +79,7 @@ func projectionFields(key podcert.Key) (signer, keyType *field.Path) {
 }
 
 func projectionName(key podcert.Key) string {
-	if key.VolumeName == annotationVolume {
+	if key.VolumeName == podcert.AnnotationVolume {
 		return "pod certificate"
 	}
 	return fmt.Sprintf("pod certificate of volume %s source %d", key.VolumeName, key.SourceIndex)
