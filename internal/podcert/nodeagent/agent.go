@@ -222,4 +222,3 @@ func (a *Agent) served(pod *corev1.Pod) *corev1.Pod {
 	}
 	return podcert.WithAnnotationProjection(pod)
 }
-
