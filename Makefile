@@ -148,53 +148,64 @@ lint-tool: ## Build the pinned golangci-lint into bin/lint (once).
 
 ##@ Robustness
 
-CHAOS_FAULTS   ?= 200
-CHAOS_DURATION ?= 45m
+CHAOS_FAULTS   ?= 300
+CHAOS_DURATION ?= 75m
 .PHONY: chaos
-chaos: k8s-bins aggregation-oracle ## Inject CHAOS_FAULTS (200) faults from CHAOS_SEED (default: new) across all five systems, checking invariants (test/chaos; make test runs 2 minutes of it).
+chaos: k8s-bins aggregation-oracle ## Inject CHAOS_FAULTS (300) faults from CHAOS_SEED (default: new) across all five systems, checking invariants (test/chaos; make test runs 2 minutes of it).
 	CHAOS_FAULTS=$(CHAOS_FAULTS) CHAOS_DURATION=$(CHAOS_DURATION) go test -timeout 0 -count=1 -v -run '^TestChaos$$' ./test/chaos
+
+# Not part of make test: each mutant is a chaos run of its own. MUTANTS=name,name runs some.
+.PHONY: chaos-mutants
+chaos-mutants: k8s-bins aggregation-oracle ## Prove the chaos suite catches the bugs it names: each patch of test/chaos/mutants applied to a scratch copy of the tree, a short chaos run must report its invariant violated.
+	go run ./test/chaos/mutants/run $(if $(MUTANTS),-only $(MUTANTS))
 
 ##@ Benchmarks
 
-BENCHES    := kubeconfig jwks jwks-server podcert checksum aggregation memory
-BENCH_ROWS := $(BIN)/bench/rows.jsonl
+BENCHES      := kubeconfig jwks jwks-server podcert checksum aggregation memory
+BENCH_RUNS   ?= 3
+# BENCH_SCALES=1 runs only each bench's 1x size (no 10x, no growth rows): a quick check.
+BENCH_SCALES ?=
+BENCH_ROWS   := $(BIN)/bench/rows.jsonl
+BENCH_SOURCE := $(BIN)/bench/source.json
+BENCH_GO     := TRUSTPLANE_BENCH_SCALES=$(BENCH_SCALES) go run -tags bench
 .PHONY: bench
-bench: k8s-bins ## Every bench-* in turn, each at 1x and 10x (long), then one table: printed, in bin/bench/latest.json and README's Benchmarks section.
+bench: k8s-bins ## Every bench-* BENCH_RUNS (3) times on one commit, each at 1x and 10x (hours), then one table of each row's median and spread: printed, in bin/bench/latest.json and README's Benchmarks section.
 	mkdir -p $(BIN)/bench && : > $(BENCH_ROWS)
-	failed=""; for b in $(BENCHES); do \
-		echo "== make bench-$$b"; \
-		TRUSTPLANE_BENCH_ROWS=$(BENCH_ROWS) $(MAKE) --no-print-directory bench-$$b || failed="$$failed $$b"; \
-	done; \
-	go run ./test/bench/table -rows $(BENCH_ROWS) -json $(BIN)/bench/latest.json -readme README.md; \
-	if [ -n "$$failed" ]; then echo "benchmarks that did not finish:$$failed"; exit 1; fi
+	go run ./test/bench/table -begin $(BENCH_SOURCE)
+	failed=""; for run in $$(seq 1 $(BENCH_RUNS)); do for b in $(BENCHES); do \
+		echo "== make bench-$$b, run $$run of $(BENCH_RUNS)"; \
+		TRUSTPLANE_BENCH_ROWS=$(BENCH_ROWS) TRUSTPLANE_BENCH_RUN=$$run $(MAKE) --no-print-directory bench-$$b || failed="$$failed bench-$$b(run $$run)"; \
+	done; done; \
+	go run ./test/bench/table -source $(BENCH_SOURCE) -runs $(BENCH_RUNS) -rows $(BENCH_ROWS) -json $(BIN)/bench/latest.json -readme README.md || failed="$$failed table"; \
+	if [ -n "$$failed" ]; then echo "did not finish:$$failed"; exit 1; fi
 
 .PHONY: bench-jwks
-bench-jwks: k8s-bins ## JWKS: rotation latency, 1,000 and 10,000 sets at once (time, CPU, memory; floor, growth), resync writes.
-	go run -tags bench ./test/bench/jwks
+bench-jwks: k8s-bins ## JWKS: rotation latency, 1,000 and 10,000 sets at once (time, p50/p99, CPU, memory; floor, growth), resync writes.
+	$(BENCH_GO) ./test/bench/jwks
 
 .PHONY: bench-jwks-server
 bench-jwks-server: k8s-bins ## JWKS server (trustplane jwks-server): cost per request by JWKSConfig size, memory per idle connection, the connection limit and idle timeout.
-	go run -tags bench ./test/bench/jwksserver
+	$(BENCH_GO) ./test/bench/jwksserver
 
 .PHONY: bench-aggregation
 bench-aggregation: k8s-bins ## ClusterRole aggregation vs kube-controller-manager at 2,000 and 20,000 roles: convergence, writes, CPU; growth per role.
-	go run -tags bench ./test/bench/aggregation
+	$(BENCH_GO) ./test/bench/aggregation
 
 .PHONY: bench-checksum
-bench-checksum: k8s-bins ## Secret checksum: 50,000 and 500,000 Secrets in process (incremental vs full, growth); 30,000 through the API server (publish latency vs a plain client).
-	go run -tags bench ./test/bench/checksum
+bench-checksum: k8s-bins ## Secret checksum: 50,000 and 500,000 Secrets in process (incremental vs full, growth); 30,000 through the API server (publish latency with the shipped quiet period vs a plain client waiting as long).
+	$(BENCH_GO) ./test/bench/checksum
 
 .PHONY: bench-podcert
-bench-podcert: k8s-bins ## Pod certificates: refresh pass over 5,000 projections; signer at 2,000 and 20,000 requests (throughput, floor, growth).
-	go run -tags bench ./test/bench/podcert
+bench-podcert: k8s-bins ## Pod certificates: refresh pass over 5,000 projections; signer at 2,000 and 20,000 requests (throughput, p50/p99, floor, growth).
+	$(BENCH_GO) ./test/bench/podcert
 
 .PHONY: bench-kubeconfig
 bench-kubeconfig: k8s-bins ## Kubeconfig operator: 200 requests at once against one target, 2,000 over 20; floor, growth, API requests per request.
-	go run -tags bench ./test/bench/kubeconfig
+	$(BENCH_GO) ./test/bench/kubeconfig
 
 .PHONY: bench-memory
 bench-memory: k8s-bins ## Secret caches: manager peak RSS with 400 Opaque Secrets holding a 900 KB tls.crt, vs. baseline.
-	go run -tags bench ./test/bench/memory
+	$(BENCH_GO) ./test/bench/memory
 
 .PHONY: test-node-expiry
 test-node-expiry: k8s-bins tools node-test-deps ## test/node with the hour a pod certificate needs to expire: the kubelet's CertificateExpired with its signer stopped (about 65 minutes; make test stops at CertificateOverdueForRefresh).

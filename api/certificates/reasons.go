@@ -35,6 +35,10 @@ const (
 	// ReasonBundlePathRefused: the pod's bundle path below the agent's directory holds
 	// something the agent did not make (a symbolic link, say): it writes nothing there.
 	ReasonBundlePathRefused = "BundlePathRefused"
+	// ReasonBundleWriteFailed: the agent could not write the pod's credential bundle (its
+	// directory's filesystem full, a failing device); the last written bundle stays in
+	// place and the write is retried. Sent once until a write of the projection succeeds.
+	ReasonBundleWriteFailed = "BundleWriteFailed"
 )
 
 // Reasons of the Denied condition (and Warning event) the pod certificate signer sets on

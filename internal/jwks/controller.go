@@ -72,6 +72,12 @@ type Reconciler struct {
 	// PromotionMargin is added to cacheMaxAge before a served key is promoted to
 	// spec.signingSecret (--jwks-promotion-margin).
 	PromotionMargin time.Duration
+	// Servers reads the JWKS servers' Leases in ServerNamespace (the manager's), where
+	// each reports the keys waiting to sign that it answers (jwkshttp, report.go): a key
+	// is promoted only once every server whose report holds answers it. Nil: no server
+	// reports (tests), and the controller's own cache alone says what is served.
+	Servers         client.Reader
+	ServerNamespace string
 
 	parsed    sync.Map // types.NamespacedName → parsedCert
 	ownWrites ownWrites
@@ -84,6 +90,11 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups="",resources=configmaps;services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+//
+// The JWKS servers' reports (jwkshttp, report.go): the controller reads them, the
+// manager's own server writes its own.
+//
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;delete
 //
 // The ValidatingAdmissionPolicy trustplane-owner-labels (config/policy/owner-labels.yaml)
 // lets only who holds this permission set jwksv1alpha1.OwnerLabel: no such resource exists, the

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -61,6 +62,18 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &jwksv1alpha1.JWKSConfig{}, objectNameIndex, objectNameIndexOf); err != nil {
 		return nil, fmt.Errorf("indexing JWKSConfigs by ConfigMap name: %w", err)
 	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &jwksv1alpha1.JWKSConfig{}, awaitingIndex, awaitingIndexOf); err != nil {
+		return nil, fmt.Errorf("indexing JWKSConfigs by key awaiting the servers: %w", err)
+	}
+	// The JWKS servers' reports (jwkshttp, report.go): a key signs only once every server
+	// answers it.
+	servers, err := labelledCache(mgr, jwksv1alpha1.ServerLabel, opts.IssuerClaimNamespace)
+	if err != nil {
+		return nil, err
+	}
+	if err := manager.AddCache(mgr, servers); err != nil {
+		return nil, err
+	}
 	r := &Reconciler{
 		Client:       mgr.GetClient(),
 		Owned:        owned,
@@ -76,6 +89,8 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		Limits:         limits,
 
 		PromotionMargin: opts.PromotionMargin,
+		Servers:         servers,
+		ServerNamespace: opts.IssuerClaimNamespace,
 	}
 	toOwner := handler.EnqueueRequestsFromMapFunc(configOfOwned)
 	err = ctrl.NewControllerManagedBy(mgr).
@@ -86,6 +101,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		WatchesRawSource(source.Kind(owned, client.Object(&appsv1.Deployment{}), toOwner)).
 		WatchesRawSource(source.Kind(owned, client.Object(&corev1.Service{}), toOwner)).
 		WatchesRawSource(source.Kind(claimCache, client.Object(&corev1.ConfigMap{}), handler.EnqueueRequestsFromMapFunc(r.configsForClaim))).
+		WatchesRawSource(source.Kind(servers, client.Object(&coordinationv1.Lease{}), r.serverReports())).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: opts.Workers,
 			RateLimiter:             RetryLimiter(opts.RetryBaseDelay, opts.RetryMaxDelay),
@@ -152,10 +168,17 @@ func addServer(mgr ctrl.Manager, opts Options, owned, claimCache cache.Cache, cl
 	if err != nil {
 		return nil, fmt.Errorf("--jwks-server-trusted-proxies: %w", err)
 	}
+	// Its reports are read and written as they are, not through a cache: it reads no
+	// other server's.
+	reports, err := client.New(mgr.GetConfig(), client.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return nil, fmt.Errorf("JWKS server: %w", err)
+	}
 	srv := &jwkshttp.Server{
 		Addr: opts.ServerBindAddress, Configs: mgr.GetCache(), ConfigMaps: owned,
 		ConfigInformers: mgr.GetCache(), ConfigMapInformers: owned, ClaimInformers: claimCache,
 		Claims: claims, TrustedProxies: proxies, MaxCacheMaxAge: opts.MaxCacheMaxAge, Limits: opts.serverLimits(),
+		Reports: reports, ReportNamespace: opts.IssuerClaimNamespace,
 	}
 	return srv, mgr.Add(srv)
 }

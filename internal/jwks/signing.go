@@ -6,14 +6,17 @@ import (
 	"slices"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	"github.com/trustplane/trustplane/internal/jwks/jwkset"
+	"github.com/trustplane/trustplane/internal/jwks/jwkshttp"
 	"github.com/trustplane/trustplane/internal/status"
 )
 
@@ -21,12 +24,19 @@ import (
 // cacheMaxAge and refetch only then (kube-apiserver among them), so a token signed with a
 // key they have not fetched yet is refused. A new key of certificateSecret is published
 // at once, and copied to the signing Secret — promoted — only once it has been served for
-// cacheMaxAge plus a margin (the watch latency of the other replicas, kubelet's refresh
-// of nginx's ConfigMap volume). Until then the key being signed with stays in the set
-// (jwkset.Policy.Signing). The signing Secret itself records which key signs (its
-// tls.crt's kid), so a restart or a leader change neither promotes early nor loses a
-// promotion; status.pendingPromotionTime is set only once the new key is served, and
-// recomputed later (never earlier) if it was lost.
+// cacheMaxAge plus a margin (kubelet's refresh of nginx's ConfigMap volume, clock skew)
+// by every JWKS server: each server reports which keys waiting to sign it answers
+// (status.pendingKeyID; jwkshttp, report.go), and the wait starts once every server whose
+// report holds says it answers the key. A server's own word, because its watch may lag
+// this controller's by far more than the margin (client-go backs a failing watch off for
+// up to a minute after an API server restart) or be cut off while it still answers its
+// last sets; a server that cannot report stops answering before its report runs out, and
+// is then no longer waited for. The first key, and a key with updateStrategy immediate,
+// is promoted as soon as every server answers it. Until then the key being signed with
+// stays in the set (jwkset.Policy.Signing). The signing Secret itself records which key
+// signs (its tls.crt's kid), so a restart or a leader change neither promotes early nor
+// loses a promotion; status.pendingPromotionTime is set only once the new key is served
+// everywhere, and recomputed later (never earlier) if it was lost.
 
 // readSigning reads which key signs now (the kid in spec.signingSecret, "" without one),
 // and decides which key the plan keeps for signers and whether the current key is
@@ -92,7 +102,8 @@ func signingPolicy(cfg *jwksv1alpha1.JWKSConfig, current, signing string) (keep 
 
 // promote runs once the set holding the current key is served (checkServed): it copies
 // the current key to the signing Secret when it is due, and records the state in status.
-// It asks to come back when a promotion is due.
+// It asks to come back when a promotion is due, or when a server it waits for is no
+// longer waited for.
 func (r *Reconciler) promote(ctx context.Context, s *scope) (ctrl.Result, error) {
 	wait, err := r.promoteKey(ctx, s.cfg, s.key.KeyID(), s.signing, s.promoteAtOnce, s.now)
 	return ctrl.Result{RequeueAfter: wait}, err
@@ -109,18 +120,27 @@ func (r *Reconciler) promoteKey(ctx context.Context, cfg *jwksv1alpha1.JWKSConfi
 		st.SigningKeyID, st.PendingKeyID, st.PendingPromotionTime = current, "", nil
 		return 0, nil
 	}
-	if !atOnce {
-		st.SigningKeyID = signing
-		if st.PendingKeyID != current || st.PendingPromotionTime == nil {
-			// From the moment the set is known served (checkServed has just passed: now is
-			// the reconcile's start, to the second, up to a write and a cache wait earlier),
-			// rounded up to the second status keeps: never early.
+	st.SigningKeyID = signing
+	if st.PendingKeyID != current {
+		// The servers report the key once status names it (written at this reconcile's end).
+		st.PendingKeyID, st.PendingPromotionTime = current, nil
+	}
+	if st.PendingPromotionTime == nil {
+		if wait, err := r.awaitServers(ctx, cfg, current); err != nil || wait > 0 {
+			return wait, err
+		}
+		if !atOnce {
+			// From the moment the set is known served everywhere (checkServed has passed,
+			// and every server says it answers it), rounded up to the second status keeps:
+			// never early.
 			at := promotionTime(r.Clock.Now(), jwkset.CacheMaxAge(cfg)+r.PromotionMargin)
-			st.PendingKeyID, st.PendingPromotionTime = current, &metav1.Time{Time: at}
+			st.PendingPromotionTime = &metav1.Time{Time: at}
 			r.Recorder.Eventf(cfg, nil, corev1.EventTypeNormal, jwksv1alpha1.ReasonKeyPublished, "Publish",
-				"Key %s is served; signers get it in %s at %s, when caches of the set (max-age %v) have had time to see it",
+				"Key %s is served by every JWKS server; signers get it in %s at %s, when caches of the set (max-age %v) have had time to see it",
 				current, cfg.Spec.SigningSecret, at.UTC().Format(time.RFC3339), jwkset.CacheMaxAge(cfg))
 		}
+	}
+	if !atOnce {
 		if wait := st.PendingPromotionTime.Sub(now); wait > 0 {
 			return wait, nil
 		}
@@ -133,6 +153,46 @@ func (r *Reconciler) promoteKey(ctx context.Context, cfg *jwksv1alpha1.JWKSConfi
 	st.SigningKeyID, st.PendingKeyID, st.PendingPromotionTime = current, "", nil
 	// Come back at once: the key that signed until now is retired from this moment.
 	return time.Millisecond, nil
+}
+
+// awaitServers says how long to wait, at most, before every JWKS server whose report
+// holds answers kid for cfg: 0 once they all do (or none reports). The watch on the
+// servers' Leases brings cfg back when a report changes; the wait ends when the first
+// report waited for runs out, as that server no longer answers then.
+func (r *Reconciler) awaitServers(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, kid string) (time.Duration, error) {
+	if r.Servers == nil {
+		return 0, nil
+	}
+	leases := &coordinationv1.LeaseList{}
+	if err := r.Servers.List(ctx, leases, client.InNamespace(r.ServerNamespace)); err != nil {
+		return 0, fmt.Errorf("listing the JWKS servers' reports: %w", err)
+	}
+	reports := make([]jwkshttp.ServerReport, 0, len(leases.Items))
+	for i := range leases.Items {
+		reports = append(reports, jwkshttp.ReportOf(&leases.Items[i]))
+	}
+	waiting, wait := awaiting(reports, cfg.Namespace+"/"+cfg.Name, kid, r.Clock.Now())
+	if len(waiting) > 0 {
+		ctrl.LoggerFrom(ctx).V(1).Info("key waits for JWKS servers to answer it", "kid", kid, "servers", waiting, "atMost", wait)
+	}
+	return wait, nil
+}
+
+// awaiting are the servers (their holders) whose report holds at now and does not say
+// they answer kid for the JWKSConfig id ("<namespace>/<name>"), and how long until the
+// first of those reports runs out. A server whose report ran out is not waited for: it
+// stopped answering before (jwkshttp, report.go).
+func awaiting(reports []jwkshttp.ServerReport, id, kid string, now time.Time) (waiting []string, wait time.Duration) {
+	for _, rep := range reports {
+		if !rep.Until.After(now) || rep.Serving[id].KeyID == kid {
+			continue
+		}
+		waiting = append(waiting, rep.Holder)
+		if w := rep.Until.Sub(now); wait == 0 || w < wait {
+			wait = w
+		}
+	}
+	return waiting, wait
 }
 
 // writeSigningSecret copies certificateSecret's key, which must still be kid, to the

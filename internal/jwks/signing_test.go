@@ -118,7 +118,10 @@ func TestSigningSecretIsPromotedOnceServed(t *testing.T) {
 	}
 	// Replaced again before its promotion: never promoted; the first key keeps signing.
 	putSecret(t, ns, "tls", tlsData(chains[2]))
-	testenv.Eventually(t, "the third key pending", 10*time.Second, func() bool { return getConfig(t, ns, "idp").Status.PendingKeyID == kid(2) })
+	testenv.Eventually(t, "the third key pending", 10*time.Second, func() bool {
+		st := getConfig(t, ns, "idp").Status
+		return st.PendingKeyID == kid(2) && st.PendingPromotionTime != nil // the time once every server answers it
+	})
 	cfg := getConfig(t, ns, "idp")
 	pendingAt = cfg.Status.PendingPromotionTime.Time
 	// The manager dies during the wait; another takes over.

@@ -2,16 +2,22 @@ package jwks
 
 import (
 	"context"
+	"strings"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	"github.com/trustplane/trustplane/internal/jwks/issuerclaim"
 	"github.com/trustplane/trustplane/internal/jwks/jwkset"
+	"github.com/trustplane/trustplane/internal/jwks/jwkshttp"
 )
 
 // The indexes and event mappers of the controller's watches (wired in setup.go): each
@@ -26,6 +32,10 @@ const (
 	// when one JWKSConfig frees a name (deleted, renamed), another that stalled on it
 	// (NameInUse) is reconciled at once.
 	objectNameIndex = ".spec.objectNames"
+	// awaitingIndex indexes JWKSConfigs whose key waits for the JWKS servers' reports
+	// (status.pendingKeyID without a promotion time yet), so that a server that stops
+	// brings them back at once.
+	awaitingIndex = ".status.awaitingServers"
 )
 
 // ownerIndex indexes the ConfigMaps of the controller's private cache (Owned) by the
@@ -55,6 +65,15 @@ func secretIndexOf(o client.Object) []string {
 func objectNameIndexOf(o client.Object) []string {
 	c := o.(*jwksv1alpha1.JWKSConfig)
 	return []string{jwkset.ConfigMapName(c), jwkset.NginxConfigMapName(c)}
+}
+
+// awaitingIndexOf is the awaitingIndex value of a JWKSConfig: "true" while its pending key
+// waits for the servers.
+func awaitingIndexOf(o client.Object) []string {
+	if st := o.(*jwksv1alpha1.JWKSConfig).Status; st.PendingKeyID != "" && st.PendingPromotionTime == nil {
+		return []string{"true"}
+	}
+	return nil
 }
 
 // configOfOwned maps an event of an object the controller made (a Deployment, a Service)
@@ -111,4 +130,45 @@ func (r *Reconciler) configsForClaim(ctx context.Context, cm client.Object) []re
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Name}})
 	}
 	return reqs
+}
+
+// serverReports maps the events of the JWKS servers' Leases (jwkshttp, report.go) to the
+// JWKSConfigs whose promotion they may let go on: those a report names, before or after
+// a change of it, and, when a server stops (deletes its Lease), every JWKSConfig whose
+// key waits for the servers. A renewal that changes no report maps to nothing; a report
+// that runs out brings nothing back, the waiting JWKSConfig asks to come back then.
+func (r *Reconciler) serverReports() handler.EventHandler {
+	named := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], leases ...client.Object) {
+		for _, l := range leases {
+			lease, ok := l.(*coordinationv1.Lease)
+			if !ok {
+				continue
+			}
+			for id := range jwkshttp.ReportOf(lease).Serving {
+				if ns, name, ok := strings.Cut(id, "/"); ok {
+					q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
+				}
+			}
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			named(q, e.Object)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if e.ObjectOld.GetAnnotations()[jwksv1alpha1.ServingAnnotation] != e.ObjectNew.GetAnnotations()[jwksv1alpha1.ServingAnnotation] {
+				named(q, e.ObjectOld, e.ObjectNew)
+			}
+		},
+		DeleteFunc: func(ctx context.Context, _ event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			list := &jwksv1alpha1.JWKSConfigList{}
+			if err := r.Client.List(ctx, list, client.MatchingFields{awaitingIndex: "true"}); err != nil {
+				ctrl.LoggerFrom(ctx).Error(err, "listing JWKSConfigs whose key waits for the JWKS servers")
+				return
+			}
+			for _, c := range list.Items {
+				q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Name}})
+			}
+		},
+	}
 }

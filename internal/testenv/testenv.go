@@ -46,8 +46,21 @@ type Env struct {
 	env *envtest.Environment
 }
 
+// An Option shapes the control plane Start starts.
+type Option func(*envtest.Environment)
+
+// WithAPIServerFlag passes --name=value to kube-apiserver (the chaos suite's audit log).
+func WithAPIServerFlag(name, value string) Option {
+	return func(env *envtest.Environment) {
+		if env.ControlPlane.APIServer == nil {
+			env.ControlPlane.APIServer = &envtest.APIServer{}
+		}
+		env.ControlPlane.APIServer.Configure().Set(name, value)
+	}
+}
+
 // Start starts kube-apiserver and etcd and installs the CRDs.
-func Start() (*Env, error) {
+func Start(opts ...Option) (*Env, error) {
 	crds, err := config.CRDs()
 	if err != nil {
 		return nil, err
@@ -65,6 +78,9 @@ func Start() (*Env, error) {
 		ErrorIfCRDPathMissing: true,
 	}
 	WidenServiceRange(&env.ControlPlane)
+	for _, opt := range opts {
+		opt(env)
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting test control plane: %w", err)
@@ -85,13 +101,13 @@ func (e *Env) Environment() *envtest.Environment { return e.env }
 
 // Main is a TestMain body: it starts the control plane into *env, runs the tests (m is a
 // *testing.M, or a wrapper that prepares more before running them), stops it.
-func Main(m interface{ Run() int }, env **Env) int {
+func Main(m interface{ Run() int }, env **Env, opts ...Option) int {
 	if fuzzing() {
 		// A fuzz target needs no control plane, and every fuzz worker process runs
 		// TestMain again: each would start (and leave behind) one.
 		return m.Run()
 	}
-	e, err := Start()
+	e, err := Start(opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -28,7 +28,20 @@ func TestMain(m *testing.M) {
 		// The judging functions' tests need no control plane.
 		os.Exit(m.Run())
 	}
-	os.Exit(testenv.Main(m, &env))
+	// The API server's audit log judges the replicas' writes (audit.go).
+	dir, err := os.MkdirTemp("", "trustplane-chaos-audit-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	opts, err := withAuditLog(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := testenv.Main(m, &env, opts...)
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 // runsTestChaos says whether -run may select TestChaos (no -run selects everything).
@@ -64,8 +77,9 @@ const (
 )
 
 // TestChaos is make chaos, and a short run of it in make test: CHAOS_SEED (default: a new
-// one, printed), CHAOS_FAULTS (default: as many as fit), CHAOS_DURATION (default 2m) and
-// CHAOS_SYSTEMS (default: all) replay or shape a run; CHAOS_LOGS (a directory) keeps
+// one, printed), CHAOS_FAULTS (default: as many as fit), CHAOS_DURATION (default 2m),
+// CHAOS_SYSTEMS (default: all) and CHAOS_FAULT_KINDS (default: all; kinds containing one
+// of these comma-separated words) replay or shape a run; CHAOS_LOGS (a directory) keeps
 // every process's output.
 func TestChaos(t *testing.T) {
 	cfg, err := configFromEnv()
@@ -114,6 +128,9 @@ func configFromEnv() (Config, error) {
 	}
 	if v := os.Getenv("CHAOS_SYSTEMS"); v != "" {
 		cfg.Systems = strings.Split(v, ",")
+	}
+	if v := os.Getenv("CHAOS_FAULT_KINDS"); v != "" {
+		cfg.FaultKinds = strings.Split(v, ",")
 	}
 	if v := os.Getenv("CHAOS_LOGS"); v != "" {
 		if err := os.MkdirAll(v, 0o755); err != nil {

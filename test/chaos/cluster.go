@@ -42,7 +42,8 @@ import (
 // handing cleaned (dirty) credentials back. The fault "garden unreachable" cuts the
 // manager's connections to the front at TCP and refuses new ones (a network outage, as the
 // target's); "garden answers 503" switches the front to 503 (gardener-apiserver up but
-// failing).
+// failing). The pool's other claimer (poolrival.go) claims credentials of the same pool
+// at the moment the manager claims them.
 const (
 	gardenProject  = "garden-chaos"
 	poolNamespace  = "chaos-pool"
@@ -78,6 +79,8 @@ type clusterSystem struct {
 
 	// canary tells when a change made after an outage is Ready again.
 	canary changeCanary
+	// rival is the pool's other claimer.
+	rival *poolRival
 }
 
 type claim struct {
@@ -132,6 +135,9 @@ func (s *clusterSystem) Setup(ctx context.Context, h *Harness) error {
 	}
 	frontURL, err := url.Parse(front.Server.URL)
 	if err != nil {
+		return err
+	}
+	if s.rival, err = startPoolRival(ctx, h); err != nil {
 		return err
 	}
 	s.gardenProxy = h.NewProxy(frontURL.Host)
@@ -349,7 +355,8 @@ func account(sr *cp.SubscriptionRequest) string {
 //   - "pool: one tenant per credential": the requests (not being deleted) assigned one
 //     dedicated credential are all of one namespace and one global account;
 //   - "pool: claim kept": a request once assigned a credential stays assigned that one
-//     until it is deleted;
+//     until it is deleted, and a claim of the pool's other claimer stays its own until it
+//     releases it (poolrival.go);
 //   - "cluster: shoot ownership": every Shoot is labelled for the Cluster its name is
 //     derived from, and no two Clusters report the same Shoot;
 //   - "cluster: no shoot without cluster" and "cluster: no request without cluster": a
@@ -367,6 +374,7 @@ func (s *clusterSystem) Check(ctx context.Context, h *Harness) {
 	}
 	s.checkClaims(h, v)
 	s.checkShoots(ctx, h, v)
+	s.rival.check(ctx)
 }
 
 func (s *clusterSystem) checkClaims(h *Harness, v *poolView) {
@@ -499,8 +507,8 @@ func (s *clusterSystem) canaryReconciled(ctx context.Context, h *Harness) bool {
 		func() []metav1.Condition { return obj.Status.Conditions })
 }
 
-// Settle hands every released credential back (so no waiting request waits for the
-// operator), then checks:
+// Settle stops the pool's other claimer (its last claim released), hands every released
+// credential back (so no waiting request waits for the operator), then checks:
 //   - "cluster: ready": every Cluster is Ready, its administrators bound;
 //   - "pool: request ready": every standalone SubscriptionRequest is assigned;
 //   - "cluster: deleted leaves nothing": no Shoot of a Cluster that is gone, no request
@@ -510,6 +518,8 @@ func (s *clusterSystem) canaryReconciled(ctx context.Context, h *Harness) bool {
 func (s *clusterSystem) Settle(ctx context.Context, h *Harness) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	rivalClaims := s.rival.stop()
+	h.Eventually(ctx, "progress: the pool's other claimer released its claim", s.rival.check)
 	var v *poolView
 	h.Eventually(ctx, "cluster: pool observed", func(ctx context.Context) bool {
 		var err error
@@ -606,5 +616,6 @@ func (s *clusterSystem) Settle(ctx context.Context, h *Harness) {
 	if len(left) > 0 {
 		h.Logf("cluster: claims not released: %s", strings.Join(left, "; "))
 	}
-	h.Logf("cluster: settled with %d Clusters, %d SubscriptionRequests; shoot writes and admin kubeconfigs served by the garden front", len(v.clusters.Items), len(v.requests.Items))
+	h.Logf("cluster: settled with %d Clusters, %d SubscriptionRequests, %d claims of the pool's other claimer; shoot writes and admin kubeconfigs served by the garden front",
+		len(v.clusters.Items), len(v.requests.Items), rivalClaims)
 }

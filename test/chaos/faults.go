@@ -16,9 +16,10 @@ import (
 const recoveryTimeout = 2 * time.Minute
 
 // faults are the harness's own: the manager's leader killed or stopped, kube-apiserver
-// restarted, the manager's requests answered 429 (apf.go), etcd paused.
+// restarted, the manager's requests answered 429 (apf.go), etcd paused, the leader cut
+// from the API server (partition.go).
 func (h *Harness) faults() []Fault {
-	return []Fault{
+	return append([]Fault{
 		{Kind: "kill -9 leader", Inject: func(ctx context.Context, h *Harness, rng *rand.Rand) (string, error) {
 			return h.signalLeader(syscall.SIGKILL)
 		}},
@@ -37,7 +38,7 @@ func (h *Harness) faults() []Fault {
 			d := time.Duration(1000+rng.IntN(5000)) * time.Millisecond
 			return fmt.Sprintf("for %.1fs", d.Seconds()), h.cp.pauseEtcd(d)
 		}},
-	}
+	}, h.partitionFault()...)
 }
 
 // signalLeader sends sig to the leader replica (any running one when no replica has the

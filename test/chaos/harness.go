@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -51,9 +52,17 @@ type Harness struct {
 
 	cp       *controlPlane
 	managers []*Proc
-	jwks     []string
-	procs    []*Proc
-	procsMu  sync.Mutex
+	// nets are the manager replicas' network namespaces (netns.go), by replica; nil
+	// where the machine cannot make them.
+	nets []*replicaNet
+	// proxySources maps a replica's address to the loopback address proxies dial from
+	// for it (Proxy); set once the replicas' namespaces are made.
+	proxySources atomic.Pointer[map[string]*net.TCPAddr]
+	jwks         []string
+	// standalone are the JWKS servers of their own a system started (AddJWKSServer).
+	standalone []JWKSServer
+	procs      []*Proc
+	procsMu    sync.Mutex
 
 	checks     atomic.Int64
 	violations atomic.Int64
@@ -144,8 +153,26 @@ func (h *Harness) Logf(format string, args ...any) {
 	fmt.Printf("chaos %7.1fs %s\n", time.Since(h.start).Seconds(), strings.TrimRight(fmt.Sprintf(format, args...), "\n"))
 }
 
-// JWKSServers are the addresses of the manager replicas' JWKS servers.
-func (h *Harness) JWKSServers() []string { return append([]string(nil), h.jwks...) }
+// JWKSServer is one endpoint that serves the JWK Sets: a manager replica's built-in
+// server, or a `trustplane jwks-server` of its own; Proc is the process behind it.
+type JWKSServer struct {
+	Addr string
+	Proc *Proc
+}
+
+// JWKSServers are every endpoint that serves the JWK Sets: the manager replicas' built-in
+// servers, then the standalone ones (AddJWKSServer).
+func (h *Harness) JWKSServers() []JWKSServer {
+	servers := make([]JWKSServer, 0, len(h.jwks)+len(h.standalone))
+	for i, addr := range h.jwks {
+		servers = append(servers, JWKSServer{Addr: addr, Proc: h.managers[i]})
+	}
+	return append(servers, h.standalone...)
+}
+
+// AddJWKSServer adds a standalone JWKS server to JWKSServers; a system's Setup calls it,
+// before anything reads JWKSServers.
+func (h *Harness) AddJWKSServer(s JWKSServer) { h.standalone = append(h.standalone, s) }
 
 // APIServerHost is the kube-apiserver's host:port.
 func (h *Harness) APIServerHost() string { return h.cp.hostPort }

@@ -14,12 +14,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,6 +30,7 @@ import (
 	"github.com/trustplane/trustplane/internal/jwks/jwkset"
 	"github.com/trustplane/trustplane/internal/scheme"
 	"github.com/trustplane/trustplane/internal/testcerts"
+	"github.com/trustplane/trustplane/internal/testenv"
 )
 
 // The jwks system: JWKSConfigs with a signing Secret (publish first, sign later) whose
@@ -43,16 +46,20 @@ import (
 // which) is checked against the JWKSConfigs, ConfigMaps and signing Secrets as they were at
 // exactly that revision (lists with resourceVersionMatch=Exact: one etcd snapshot), so the
 // order of two writes is never guessed from the time they were seen. Every serving
-// endpoint (each manager replica's JWKS server: the run has no kubelet to run nginx, and
-// no `trustplane jwks-server`) is asked for every set every jwksSampleEvery, across its
-// restarts, and its answers are judged against the ConfigMaps' and signing Secrets'
-// watch timelines (jwkstimeline.go):
+// endpoint — each manager replica's built-in JWKS server, and a standalone `trustplane
+// jwks-server` run as config/jwks-server ships it (its Deployment's args, under its own
+// ServiceAccount; killed with kill -9 among the faults); the run has no kubelet to run
+// nginx — is asked for every set every jwksSampleEvery, across its restarts, and its
+// answers are judged against the ConfigMaps' and signing Secrets' watch timelines
+// (jwkstimeline.go):
 //   - jwks: promoted key served for cacheMaxAge + margin before: every answer an endpoint
 //     began within cacheMaxAge + margin (less jwksPromotionTolerance) before a
 //     promotion holds the promoted key (jwksJudgePromotion);
 //   - jwks: served set lags the ConfigMap by at most cacheMaxAge: an answer holds every
-//     key the ConfigMap held throughout the cacheMaxAge before it, the signing key and
-//     retired keys inside their TTL among them (jwksLagging);
+//     key a relying party may need — the signing key and the retired keys inside their
+//     TTL: every key that had signed — that the ConfigMap held throughout the cacheMaxAge
+//     before it (jwksLagging); a key waiting for its promotion is not needed yet (the
+//     promotion waits for every server to answer it);
 //   - jwks: retired key kept for its TTL: judged on every transition of a ConfigMap's
 //     watch, the first after a plain create included (jwksDroppedEarly).
 const (
@@ -94,8 +101,10 @@ type jwksSystem struct {
 	// cmStates are the states of each JWKS ConfigMap (by JWKSConfig name) as its watch
 	// delivered them, in order.
 	cmStates map[string][]jwksCMState
-	// signingKids is the kid each signing Secret (by JWKSConfig name) named last.
+	// signingKids is the kid each signing Secret (by JWKSConfig name) named last;
+	// signedAt when the watch first saw it name each kid (by JWKSConfig name, then kid).
 	signingKids map[string]string
+	signedAt    map[string]map[string]time.Time
 	// promotions wait to be judged until every answer begun before them is in.
 	promotions []jwksPromotion
 	// runs are each endpoint's answers (by address, then JWKSConfig name); answered is
@@ -110,6 +119,10 @@ type jwksSystem struct {
 	pending []jwksAnswer
 	// revisionsChecked, promotionsJudged and answersJudged count for the run's output.
 	revisionsChecked, promotionsJudged, answersJudged int
+
+	// server is the standalone `trustplane jwks-server`, serverProbes its probes' address.
+	server       *Proc
+	serverProbes string
 
 	cms, signing *ckRevWatch
 	sampling     sync.Once
@@ -134,13 +147,17 @@ func (s *jwksSystem) Name() string { return "jwks" }
 
 // ManagerArgs: updates of a set spaced by 5s instead of the default minute, and a 2s
 // promotion margin, so that a run of minutes sees many publications and promotions (each
-// still folded and delayed as shipped).
+// still folded and delayed as shipped). The issuer claims and the JWKS servers' reports
+// are in the manager's namespace, as a pod reads it from its token mount: where the
+// standalone server's Role lets it report.
 func (s *jwksSystem) ManagerArgs(*Harness) []string {
-	return []string{"--jwks-min-update-interval=5s", "--jwks-promotion-margin=" + jwksPromotionMargin.String()}
+	return []string{"--jwks-min-update-interval=5s", "--jwks-promotion-margin=" + jwksPromotionMargin.String(),
+		"--jwks-issuer-claim-namespace=" + ManagerNamespace}
 }
 
 func (s *jwksSystem) Setup(ctx context.Context, h *Harness) error {
 	s.configs, s.deleted, s.cmStates, s.signingKids = map[string]*jwksModel{}, map[string]time.Time{}, map[string][]jwksCMState{}, map[string]string{}
+	s.signedAt = map[string]map[string]time.Time{}
 	s.runs, s.answered, s.silent, s.sampled = map[string]map[string][]jwksRun{}, map[string]int{}, map[string]jwksSilence{}, make(chan struct{})
 	if err := h.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: jwksNamespace}}); client.IgnoreAlreadyExists(err) != nil {
 		return err
@@ -161,7 +178,52 @@ func (s *jwksSystem) Setup(ctx context.Context, h *Harness) error {
 	h.T.Cleanup(stop)
 	go s.cms.run(watchCtx)
 	go s.signing.run(watchCtx)
+	s.startServer(h)
 	return nil
+}
+
+// startServer runs `trustplane jwks-server` as config/jwks-server's Deployment runs it: its
+// args, under its ServiceAccount's token with the RBAC that install grants it (installed
+// here: config/default has none of it), each address on a free loopback port. It serves
+// from its own watches, as the manager replicas' servers do from theirs, and reports what
+// it serves in its Lease, as they do.
+func (s *jwksSystem) startServer(h *Harness) {
+	const name = "trustplane-jwks-server"
+	var install []*unstructured.Unstructured
+	for _, obj := range testenv.Rendered(h.T, "config/jwks-server") {
+		if obj.GetName() == name {
+			install = append(install, obj)
+		}
+	}
+	h.Env.Install(h.T, install)
+	pod := testenv.PodSpecOf(h.T, install, "Deployment", name)
+	addr, probes := testenv.FreeAddr(h.T), testenv.FreeAddr(h.T)
+	args := testenv.ArgsOf(h.T, testenv.ContainerOf(h.T, pod, "jwks-server"), nil,
+		"--kubeconfig="+h.Env.ServiceAccountKubeconfig(h.T, ManagerNamespace, pod.ServiceAccountName),
+		// A pod reads its namespace from its token mount; a process is told.
+		"--jwks-issuer-claim-namespace="+ManagerNamespace,
+		"--metrics-bind-address="+testenv.FreeAddr(h.T), "--health-probe-bind-address="+probes, "--jwks-server-bind-address="+addr)
+	s.server, s.serverProbes = h.Run("jwks-server", args...), probes
+	h.AddJWKSServer(JWKSServer{Addr: addr, Proc: s.server})
+}
+
+// Faults adds the standalone JWKS server killed: the restarted process must serve every
+// promoted key from its first answer (its first-served times are the run's memory, not
+// the process's: jwksJudgePromotion across incarnations).
+func (s *jwksSystem) Faults(*Harness) []Fault {
+	return []Fault{{
+		Kind: "kill -9 jwks-server",
+		Inject: func(ctx context.Context, h *Harness, _ *rand.Rand) (string, error) {
+			if err := s.server.Restart(syscall.SIGKILL); err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("jwks-server, start %d", s.server.Starts()), nil
+		},
+		Recovered: func(ctx context.Context, _ *Harness) bool {
+			_, ok := httpGet(ctx, "http://"+s.serverProbes+"/readyz")
+			return ok
+		},
+	}}
 }
 
 // createConfig makes a JWKSConfig and its certificate Secret.
@@ -426,6 +488,12 @@ func (s *jwksSystem) observeSigning(h *Harness, typ watch.EventType, obj client.
 	}
 	previous, known := s.signingKids[name]
 	s.signingKids[name] = kid
+	if s.signedAt[name] == nil {
+		s.signedAt[name] = map[string]time.Time{}
+	}
+	if _, ok := s.signedAt[name][kid]; !ok {
+		s.signedAt[name][kid] = seen
+	}
 	switch {
 	case !known && typ == ckListed && s.signing.progress.Load() > 0:
 		h.NotJudged(jwksInvPromotion, "JWKSConfig %s: signing Secret first seen by a list after a watch gap (kid %s): whether it was a promotion is unknown", name, kid)
@@ -542,7 +610,7 @@ func jwksKids(doc string) ([]string, error) {
 // ends.
 func (s *jwksSystem) sample(ctx context.Context, h *Harness) {
 	var endpoints sync.WaitGroup
-	for i, server := range h.JWKSServers() {
+	for _, server := range h.JWKSServers() {
 		endpoints.Go(func() {
 			for ctx.Err() == nil {
 				tick := time.Now()
@@ -551,7 +619,7 @@ func (s *jwksSystem) sample(ctx context.Context, h *Harness) {
 				s.mu.Unlock()
 				var wg sync.WaitGroup
 				for _, name := range names {
-					wg.Go(func() { s.ask(ctx, h, server, h.managers[i], name) })
+					wg.Go(func() { s.ask(ctx, h, server, name) })
 				}
 				wg.Wait()
 				sleep(ctx, jwksSampleEvery-time.Since(tick))
@@ -560,6 +628,10 @@ func (s *jwksSystem) sample(ctx context.Context, h *Harness) {
 	}
 	endpoints.Wait()
 }
+
+// jwksEndpoint names an endpoint in the run's output and its timelines: its process and
+// address ("jwks-server@127.0.0.1:40123").
+func jwksEndpoint(ep JWKSServer) string { return ep.Proc.Name() + "@" + ep.Addr }
 
 // jwksSilence is a stretch of requests an endpoint's incarnation left unanswered.
 type jwksSilence struct {
@@ -571,11 +643,12 @@ type jwksSilence struct {
 // the process is down, before its incarnation first answers (it accepts connections only
 // once its table is full) and after its last answer (it is stopping); between two answers
 // of one incarnation, it is a check that cannot be judged.
-func (s *jwksSystem) ask(ctx context.Context, h *Harness, server string, proc *Proc, name string) {
+func (s *jwksSystem) ask(ctx context.Context, h *Harness, ep JWKSServer, name string) {
+	proc, server := ep.Proc, jwksEndpoint(ep)
 	life, running := proc.Starts(), proc.Running()
 	a := jwksAnswer{endpoint: server, config: name, life: life, start: time.Now()}
 	var body string
-	a.status, body = jwksGet(ctx, fmt.Sprintf("http://%s/%s/%s/jwks.json", server, jwksNamespace, name))
+	a.status, body = jwksGet(ctx, fmt.Sprintf("http://%s/%s/%s/jwks.json", ep.Addr, jwksNamespace, name))
 	a.end = time.Now()
 	if ctx.Err() != nil {
 		return
@@ -701,7 +774,7 @@ func (s *jwksSystem) judgeAnswers(ctx context.Context, h *Harness) {
 					a.endpoint, a.life, a.config, a.kids, len(states))
 			}
 		}
-		missing := jwksLagging(a, states)
+		missing := jwksLagging(a, states, s.signedAt[a.config])
 		h.Check(jwksInvLag, len(missing) == 0,
 			"server %s (incarnation %d) answered %d for JWKSConfig %s at %s (in %.2fs) with set %s, without %s, which the ConfigMap held throughout the cacheMaxAge (%v) before: %s",
 			a.endpoint, a.life, a.status, a.config, a.start.UTC().Format(time.RFC3339Nano), a.end.Sub(a.start).Seconds(), jwksKidList(a.kids), jwksKidList(missing), jwksCacheMaxAge,
@@ -740,8 +813,14 @@ func (s *jwksSystem) judgePromotions(h *Harness, final bool) {
 		if !final && time.Since(p.at) < jwksSampleTimeout+jwksSampleEvery {
 			return false
 		}
+		if d, gone := s.deleted[p.config]; gone && d.Before(p.at) {
+			// Its deletion was asked for (maybe refused: the API server was away) before:
+			// no endpoint was asked for its set since, and its invariants stop there.
+			return true
+		}
 		s.promotionsJudged++
-		for _, server := range h.JWKSServers() {
+		for _, ep := range h.JWKSServers() {
+			server := jwksEndpoint(ep)
 			v := jwksJudgePromotion(s.runs[server][p.config], p, window)
 			if !v.judged {
 				h.NotJudged(jwksInvPromotion, "JWKSConfig %s: promotion of %s (revision %d): %s: %s", p.config, p.kid, p.rv, server, v.why)
@@ -844,9 +923,9 @@ func (s *jwksSystem) settled(ctx context.Context, h *Harness, m *jwksModel) (str
 		return fmt.Sprintf("signing Secret names %s, want %s", kid, m.validKid), false
 	}
 	for _, server := range h.JWKSServers() {
-		body, ok := httpGet(ctx, fmt.Sprintf("http://%s/%s/%s/jwks.json", server, jwksNamespace, m.name))
+		body, ok := httpGet(ctx, fmt.Sprintf("http://%s/%s/%s/jwks.json", server.Addr, jwksNamespace, m.name))
 		if !ok || body != cm.Data[jwkset.DocumentKey] {
-			return fmt.Sprintf("server %s serves another set than the ConfigMap's %v", server, kids), false
+			return fmt.Sprintf("server %s serves another set than the ConfigMap's %v", jwksEndpoint(server), kids), false
 		}
 	}
 	return "", true

@@ -110,13 +110,21 @@ func jwksHeldThroughout(states []jwksCMState, from, to time.Time) []string {
 	return held
 }
 
-// jwksLagging is what an answer lacks of the keys the ConfigMap held throughout the
-// cacheMaxAge (the run's jwksCacheMaxAge) before it: a server may answer a set that lags
-// the ConfigMap by at most cacheMaxAge (relying parties may cache for that long anyway),
-// never by more. Only answers that serve a set are judged (servesSet).
-func jwksLagging(a jwksAnswer, states []jwksCMState) []string {
+// jwksLagging is what an answer lacks of the keys a relying party may need that the
+// ConfigMap held throughout the cacheMaxAge (the run's jwksCacheMaxAge) before it: a
+// server may answer a set that lags the ConfigMap by at most cacheMaxAge (relying parties
+// may cache for that long anyway), never by more. The keys a relying party may need are
+// the signing key and the retired keys inside their TTL: every key that had signed by the
+// answer's start (signedAt: when the signing Secret was first seen naming each kid). A key
+// that has not signed yet (published, waiting for its promotion, which waits for every
+// server: docs/jwks.md) verifies no token, so a server that lags without it refuses none.
+// Only answers that serve a set are judged (servesSet).
+func jwksLagging(a jwksAnswer, states []jwksCMState, signedAt map[string]time.Time) []string {
 	var missing []string
 	for _, kid := range jwksHeldThroughout(states, a.start.Add(-jwksCacheMaxAge), a.end) {
+		if signed, ok := signedAt[kid]; !ok || signed.After(a.start) {
+			continue
+		}
 		if !slices.Contains(a.kids, kid) {
 			missing = append(missing, kid)
 		}

@@ -92,36 +92,41 @@ func TestPromotionJudgesEachIncarnation(t *testing.T) {
 
 // The ConfigMap holds "k1" from the start and "k2" from 5s on; k2 is promoted at 17s.
 // A replica still answering the stale set without k2 more than cacheMaxAge (10s) after
-// the ConfigMap held it is caught; within cacheMaxAge it is not.
+// the ConfigMap held it, once k2 signs, is caught; within cacheMaxAge it is not, nor
+// while k2 has not signed yet (its promotion waits for every server: no token needs it).
 func TestStaleServerWithoutSigningKeyIsCaught(t *testing.T) {
 	states := []jwksCMState{
 		{rv: 10, observed: at(0.05), writtenAfter: at(0), kids: []string{"k1"}},
 		{rv: 20, observed: at(5.05), writtenAfter: at(5), kids: []string{"k1", "k2"}},
 	}
+	signed := map[string]time.Time{"k1": at(0.1), "k2": at(17)}
 	stale := func(start float64) jwksAnswer {
 		return jwksAnswer{endpoint: "b", config: "steady-1", life: 1, start: at(start), end: at(start + 0.01), status: 200, kids: []string{"k1"}}
 	}
-	if missing := jwksLagging(stale(18), states); len(missing) != 1 || missing[0] != "k2" {
+	if missing := jwksLagging(stale(18), states, signed); len(missing) != 1 || missing[0] != "k2" {
 		t.Errorf("a stale answer 13s after the ConfigMap held the signing key k2: missing %v, want [k2]", missing)
 	}
-	if missing := jwksLagging(stale(14), states); len(missing) != 0 {
+	if missing := jwksLagging(stale(14), states, signed); len(missing) != 0 {
 		t.Errorf("a stale answer 9s after the ConfigMap held k2 (within cacheMaxAge): missing %v, want none", missing)
+	}
+	if missing := jwksLagging(stale(16.5), states, signed); len(missing) != 0 {
+		t.Errorf("a stale answer 11.5s after the ConfigMap held k2, before k2 signs: missing %v, want none", missing)
 	}
 	// A 404 (no set at all) long after the set was published lacks every key.
 	notFound := jwksAnswer{endpoint: "b", config: "steady-1", life: 2, start: at(30), end: at(30.01), status: 404}
-	if missing := jwksLagging(notFound, states); len(missing) != 2 {
+	if missing := jwksLagging(notFound, states, signed); len(missing) != 2 {
 		t.Errorf("a 404 20s after the set held k1 and k2: missing %v, want both", missing)
 	}
 	// A key that left the set (its TTL over) is not required after its removal was
 	// written; and after a watch gap the removal is placed as early as it can have been.
 	removed := append(states, jwksCMState{rv: 30, observed: at(40.05), writtenAfter: at(40), kids: []string{"k2"}})
 	late := jwksAnswer{endpoint: "b", config: "steady-1", life: 2, start: at(40.5), end: at(40.51), status: 200, kids: []string{"k2"}}
-	if missing := jwksLagging(late, removed); len(missing) != 0 {
+	if missing := jwksLagging(late, removed, signed); len(missing) != 0 {
 		t.Errorf("an answer after k1's removal: missing %v, want none", missing)
 	}
 	gap := append(states, jwksCMState{rv: 30, observed: at(60), writtenAfter: at(40), kids: []string{"k2"}, listed: true})
 	early := jwksAnswer{endpoint: "b", config: "steady-1", life: 2, start: at(20), end: at(20.01), status: 200, kids: []string{"k2"}}
-	if missing := jwksLagging(early, gap); len(missing) != 0 {
+	if missing := jwksLagging(early, gap, signed); len(missing) != 0 {
 		t.Errorf("after a watch gap k1 may have left any time after 5s: missing %v, want none", missing)
 	}
 }

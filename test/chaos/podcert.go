@@ -66,18 +66,31 @@ var podcertKeyTypes = []string{"ECDSAP256", "ECDSAP384", "ED25519"}
 type podcertSystem struct {
 	nodes []*agentNode
 
-	mu     sync.Mutex
-	pods   map[string]*podcertPod // by name: names are never reused
-	next   int
-	leaves map[string]*issuedLeaf // by the PCR's namespace/name
+	mu   sync.Mutex
+	pods map[string]*podcertPod // by name: names are never reused
+	// probes are pods a fault follows (podcertfaults.go): the workload leaves them alone.
+	probes map[string]bool
+	// judgedEvents are the expiry warnings judged (checkWarnings), by UID and time.
+	judgedEvents  map[string]bool
+	warningsAfter time.Time // the next checkWarnings, which lists every event
+	// agentChecks counts the checks of the node agent faults' invariants (agentCheck).
+	countMu     sync.Mutex
+	agentChecks map[string]int
+	next        int
+	leaves      map[string]*issuedLeaf // by the PCR's namespace/name
 	// revisions are the trust bundles seen: every watch event, and a consistent list in
 	// every Check.
 	revisions []bundleRevision
 }
 
 type agentNode struct {
-	name, dir, probes string
-	proc              *Proc
+	name, dir, probes, metrics string
+	// offsetFile is the agent's --testing-clock-offset-file; jumps are the offsets the
+	// clock-jump fault gave it (under podcertSystem.mu).
+	offsetFile string
+	jumps      []clockJump
+	tmpfs      bool // dir is a tmpfs of its own: the disk-full fault can fill it
+	proc       *Proc
 }
 
 // podcertPod is what the workload did to one pod.
@@ -87,6 +100,7 @@ type podcertPod struct {
 	// firstStart is the node agent's Starts() read before the pod was created: no
 	// incarnation before it can have seen the pod.
 	firstStart int
+	created    time.Time // just before the create was sent
 	// versions counts the annotation projections the pod was given (its creation, then
 	// each key-type change), counted before the write is sent.
 	versions int
@@ -95,9 +109,12 @@ type podcertPod struct {
 
 // issuedLeaf is a certificate a PodCertificateRequest carries in its status.
 type issuedLeaf struct {
-	pcr  string
-	leaf *x509.Certificate
-	ca   string // SHA-256 of the chain's CA certificate, hex
+	pcr       string
+	pod, kind string // the request's pod, and projection ("annotation" or "volume")
+	// beginRefreshAt and notAfter are the request's status: what the agent judges by.
+	beginRefreshAt, notAfter time.Time
+	leaf                     *x509.Certificate
+	ca                       string // SHA-256 of the chain's CA certificate, hex
 	// rv is the request's resourceVersion when seen issued: no earlier than the issuance.
 	rv      int64
 	checked int // revisions[:checked] were checked against it
@@ -112,7 +129,8 @@ type bundleRevision struct {
 }
 
 func newPodcert() System {
-	return &podcertSystem{pods: map[string]*podcertPod{}, leaves: map[string]*issuedLeaf{}}
+	return &podcertSystem{pods: map[string]*podcertPod{}, leaves: map[string]*issuedLeaf{}, probes: map[string]bool{}, judgedEvents: map[string]bool{},
+		agentChecks: map[string]int{}}
 }
 
 func (s *podcertSystem) Name() string { return "podcert" }
@@ -140,21 +158,37 @@ func (s *podcertSystem) Setup(ctx context.Context, h *Harness) error {
 		if err := h.Client.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 			return err
 		}
-		n := &agentNode{name: name, dir: h.T.TempDir(), probes: testenv.FreeAddr(h.T)}
+		n := &agentNode{name: name, dir: h.T.TempDir(), probes: testenv.FreeAddr(h.T), metrics: testenv.FreeAddr(h.T),
+			offsetFile: filepath.Join(h.T.TempDir(), "clock-offset")}
+		n.tmpfs = mountAgentDir(h, n.dir)
+		if err := os.WriteFile(n.offsetFile, []byte("0s\n"), 0o600); err != nil {
+			return err
+		}
 		n.proc = h.Run("node-agent-"+name, testenv.ArgsOf(h.T, container, map[string]string{"spec.nodeName": name},
 			// A DaemonSet pod's token, which names its node (the agent's admission policy).
 			"--kubeconfig="+h.Env.PodServiceAccountKubeconfig(h.T, agentNamespace, agentAccount, name),
-			"--dir="+n.dir, "--metrics-bind-address="+testenv.FreeAddr(h.T), "--health-probe-bind-address="+n.probes)...)
+			"--dir="+n.dir, "--metrics-bind-address="+n.metrics, "--health-probe-bind-address="+n.probes,
+			// The test hook the clock-jump fault moves the agent's clock with.
+			"--testing-clock-offset-file="+n.offsetFile)...)
 		s.nodes = append(s.nodes, n)
 	}
 	go s.watchBundles(ctx, h)
 	return nil
 }
 
-// Faults: a node agent killed. Its successor knows nothing of its predecessor's requests
-// (the state is in memory, as kubelet's is) and requests afresh.
+// Faults: a node agent killed, its clock jumped, its disk full (podcertfaults.go; not
+// without a tmpfs). A killed agent's successor knows nothing of its predecessor's
+// requests (the state is in memory, as kubelet's is) and requests afresh.
 func (s *podcertSystem) Faults(*Harness) []Fault {
-	return []Fault{{
+	faults := []Fault{s.killAgentFault(), s.clockJumpFault()}
+	if s.nodes[0].tmpfs {
+		faults = append(faults, s.diskFullFault())
+	}
+	return faults
+}
+
+func (s *podcertSystem) killAgentFault() Fault {
+	return Fault{
 		Kind: "kill -9 node agent",
 		Inject: func(_ context.Context, _ *Harness, rng *rand.Rand) (string, error) {
 			n := s.nodes[rng.IntN(len(s.nodes))]
@@ -168,7 +202,7 @@ func (s *podcertSystem) Faults(*Harness) []Fault {
 			}
 			return true
 		},
-	}}
+	}
 }
 
 func (s *podcertSystem) Step(ctx context.Context, h *Harness, rng *rand.Rand) error {
@@ -178,9 +212,11 @@ func (s *podcertSystem) Step(ctx context.Context, h *Harness, rng *rand.Rand) er
 	}
 	var live, terminating []corev1.Pod
 	for _, p := range pods.Items {
-		if p.DeletionTimestamp == nil {
+		switch {
+		case s.isProbe(p.Name): // a fault follows it
+		case p.DeletionTimestamp == nil:
 			live = append(live, p)
-		} else {
+		default:
 			terminating = append(terminating, p)
 		}
 	}
@@ -209,20 +245,29 @@ func (s *podcertSystem) Step(ctx context.Context, h *Harness, rng *rand.Rand) er
 
 func (s *podcertSystem) createPod(ctx context.Context, h *Harness, rng *rand.Rand) error {
 	n := s.nodes[rng.IntN(len(s.nodes))]
-	keyType := podcertKeyTypes[rng.IntN(len(podcertKeyTypes))]
+	return s.createPodObject(ctx, h, s.newPod(n, podcertKeyTypes[rng.IntN(len(podcertKeyTypes))]))
+}
+
+// newPod records a new pod on n, before it is created: a create whose answer is lost may
+// still have happened.
+func (s *podcertSystem) newPod(n *agentNode, keyType string) *podcertPod {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.next++
-	p := &podcertPod{name: fmt.Sprintf("pod-%03d", s.next), node: n, firstStart: n.proc.Starts(), versions: 1, keyType: keyType}
-	// Recorded before the create: a create whose answer is lost may still have happened.
+	p := &podcertPod{name: fmt.Sprintf("pod-%03d", s.next), node: n, firstStart: n.proc.Starts(), created: time.Now(), versions: 1, keyType: keyType}
 	s.pods[p.name] = p
-	s.mu.Unlock()
+	return p
+}
+
+// createPodObject creates pod p, asking for two certificates.
+func (s *podcertSystem) createPodObject(ctx context.Context, h *Harness, p *podcertPod) error {
 	return h.Client.Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: podcertNamespace, Name: p.name, Annotations: map[string]string{
-			nodeagent.SignerAnnotation: podcertSigner, nodeagent.KeyTypeAnnotation: keyType,
+			nodeagent.SignerAnnotation: podcertSigner, nodeagent.KeyTypeAnnotation: p.keyType,
 			nodeagent.ServeAnnotation: nodeagent.ServeAgent,
 		}},
 		Spec: corev1.PodSpec{
-			NodeName: n.name, ServiceAccountName: podcertAccount, AutomountServiceAccountToken: ptr.To(false),
+			NodeName: p.node.name, ServiceAccountName: podcertAccount, AutomountServiceAccountToken: ptr.To(false),
 			Containers: []corev1.Container{{Name: "app", Image: "app"}},
 			Volumes: []corev1.Volume{{Name: volumeName, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 				Sources: []corev1.VolumeProjection{{PodCertificate: &corev1.PodCertificateProjection{
@@ -402,12 +447,21 @@ func (s *podcertSystem) Check(ctx context.Context, h *Harness) {
 	}
 	s.record(bundles.ResourceVersion, state)
 	s.checkLeavesInBundle(h)
+	if time.Now().After(s.warningsAfter) { // every event listed: not on every pass
+		s.warningsAfter = time.Now().Add(2 * time.Second)
+		s.checkWarnings(ctx, h)
+	}
 }
 
 // checkRequestCount: one request per projection per issuance. The agent keeps its
 // state in memory (as kubelet does), so an issuance is one projection source (the pod's
 // creation, each key-type change) as seen by one agent incarnation, plus a refresh per
-// certificate past its beginRefreshAt. The incarnations that can have served a pod are
+// certificate past its beginRefreshAt by the agent's clock (real time, or as far ahead as
+// a forward clock jump took it: it refreshes up to that much early), plus one per forward
+// jump of 10 minutes during the pod's life: a request the agent's cache has not seen yet
+// is presumed deleted (and asked again) once the agent's clock is 10 minutes plus its
+// jitter past the request's creation, which such a jump makes true at once for a request
+// the cache lags behind by more than the jitter (kubelet does the same). The incarnations that can have served a pod are
 // the one running when it was created (firstStart) through the one running now, read
 // after the list; several incarnations and versions chain, so their pairs number
 // incarnations + versions - 1. With no agent restart during a pod's life this is exact:
@@ -415,16 +469,13 @@ func (s *podcertSystem) Check(ctx context.Context, h *Harness) {
 func (s *podcertSystem) checkRequestCount(h *Harness, pcrs []certificatesv1.PodCertificateRequest) {
 	type projection struct{ pod, kind string }
 	count := map[projection][]string{}
-	refreshable := map[projection]int{}
+	refreshAt := map[projection][]time.Time{}
 	now := time.Now()
-	for _, pcr := range pcrs {
-		p := projection{pcr.Spec.PodName, "annotation"}
-		if pcr.Spec.UnverifiedUserAnnotations[projectionLabel] == "volume" {
-			p.kind = "volume"
-		}
+	for i, pcr := range pcrs {
+		p := projection{pcr.Spec.PodName, projectionKind(&pcrs[i])}
 		count[p] = append(count[p], pcr.Name)
-		if pcr.Status.BeginRefreshAt != nil && !pcr.Status.BeginRefreshAt.After(now) {
-			refreshable[p]++
+		if pcr.Status.BeginRefreshAt != nil {
+			refreshAt[p] = append(refreshAt[p], pcr.Status.BeginRefreshAt.Time)
 		}
 	}
 	s.mu.Lock()
@@ -435,15 +486,24 @@ func (s *podcertSystem) checkRequestCount(h *Harness, pcrs []certificatesv1.PodC
 			h.Check("podcert: one request per projection per issuance", false, "requests %v name pod %s, which the workload never created", names, p.pod)
 			continue
 		}
+		// Due by the agent's clock, which a forward clock jump ran ahead of real time.
+		dueBy := s.clockReached(pod.node, now)
+		refreshable := 0
+		for _, at := range refreshAt[p] {
+			if !at.After(dueBy) {
+				refreshable++
+			}
+		}
 		incarnations := pod.node.proc.Starts() - pod.firstStart + 1
 		versions := 1
 		if p.kind == "annotation" {
 			versions = pod.versions
 		}
-		allowed := incarnations + versions - 1 + refreshable[p]
+		presumedDeleted := s.forwardJumpsSince(pod.node, pod.created, now)
+		allowed := incarnations + versions - 1 + refreshable + presumedDeleted
 		h.Check("podcert: one request per projection per issuance", len(names) <= allowed,
-			"pod %s/%s %s projection: %d requests %v, but only %d issuances (%d agent incarnations of %s, %d key-type versions, %d certificates due for refresh)",
-			podcertNamespace, p.pod, p.kind, len(names), names, allowed, incarnations, pod.node.name, versions, refreshable[p])
+			"pod %s/%s %s projection: %d requests %v, but only %d issuances (%d agent incarnations of %s, %d key-type versions, %d certificates due for refresh by %s, %d forward clock jumps)",
+			podcertNamespace, p.pod, p.kind, len(names), names, allowed, incarnations, pod.node.name, versions, refreshable, dueBy.Format(time.RFC3339), presumedDeleted)
 	}
 }
 
@@ -463,7 +523,9 @@ func (s *podcertSystem) collectLeaves(h *Harness, pcrs []certificatesv1.PodCerti
 		if !ok {
 			continue
 		}
-		s.leaves[key] = &issuedLeaf{pcr: key, leaf: chain[0], ca: fingerprint(chain[1]), rv: rv}
+		beginRefreshAt, notAfter := leafTimes(&pcr)
+		s.leaves[key] = &issuedLeaf{pcr: key, pod: pcr.Spec.PodName, kind: projectionKind(&pcr), beginRefreshAt: beginRefreshAt, notAfter: notAfter,
+			leaf: chain[0], ca: fingerprint(chain[1]), rv: rv}
 	}
 }
 
@@ -622,6 +684,7 @@ func (s *podcertSystem) Settle(ctx context.Context, h *Harness) {
 		}
 		return true
 	})
+	s.warningsAfter = time.Time{} // the events too, once more
 	s.Check(ctx, h)
 	s.mu.Lock()
 	cas := map[string]bool{}
@@ -633,6 +696,7 @@ func (s *podcertSystem) Settle(ctx context.Context, h *Harness) {
 	h.Logf("podcert: %d pods created, %d leaves issued, checked against %d trust-bundle revisions holding %d CAs in all",
 		len(s.pods), len(s.leaves), len(s.revisions), len(cas))
 	s.mu.Unlock()
+	s.logAgentChecks(h)
 }
 
 // credentialsReady says what is still missing of pod p's credentials ("" when nothing).

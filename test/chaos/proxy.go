@@ -8,16 +8,19 @@ import (
 )
 
 // Proxy is a TCP proxy on a loopback port that can play an unreachable cluster: Down
-// cuts every connection and refuses new ones for a while.
+// cuts every connection and refuses new ones for a while. It dials the target from the
+// loopback address the harness gives the caller's (sourceFor): so the API server's audit
+// log tells which manager replica wrote through it (audit.go).
 type Proxy struct {
 	// Addr is the proxy's host:port.
 	Addr string
 
-	target   string
-	listener net.Listener
-	mu       sync.Mutex
-	down     bool
-	conns    map[net.Conn]struct{}
+	target    string
+	sourceFor func(remote net.Addr) *net.TCPAddr
+	listener  net.Listener
+	mu        sync.Mutex
+	down      bool
+	conns     map[net.Conn]struct{}
 }
 
 // NewProxy starts a proxy to target (host:port); it stops when the run ends.
@@ -26,7 +29,7 @@ func (h *Harness) NewProxy(target string) *Proxy {
 	if err != nil {
 		h.T.Fatalf("proxy listener: %v", err)
 	}
-	p := &Proxy{Addr: l.Addr().String(), target: target, listener: l, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{Addr: l.Addr().String(), target: target, sourceFor: h.proxySource, listener: l, conns: map[net.Conn]struct{}{}}
 	go p.serve()
 	h.T.Cleanup(func() { _ = l.Close(); p.cutAll() })
 	return p
@@ -52,7 +55,11 @@ func (p *Proxy) serve() {
 
 func (p *Proxy) pipe(in net.Conn) {
 	defer p.forget(in)
-	out, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+	dialer := net.Dialer{Timeout: 5 * time.Second}
+	if local := p.sourceFor(in.RemoteAddr()); local != nil {
+		dialer.LocalAddr = local
+	}
+	out, err := dialer.Dial("tcp", p.target)
 	if err != nil {
 		return
 	}

@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"maps"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -33,6 +34,9 @@ type Config struct {
 	SettleTimeout time.Duration
 	// LogDir keeps every process's output (CHAOS_LOGS; empty: not kept).
 	LogDir string
+	// FaultKinds restricts the faults to the kinds containing one of these (empty: all),
+	// to replay one kind of fault many times (CHAOS_FAULT_KINDS).
+	FaultKinds []string
 }
 
 // Result is what a run printed last.
@@ -63,8 +67,12 @@ func Run(t *testing.T, env *testenv.Env, cfg Config, systems []System) Result {
 	}
 	h.cp = cp
 	t.Cleanup(cp.stop) // before envtest stops etcd: cleanups run last-in first-out
-	h.Logf("seed %d (replay: CHAOS_SEED=%d CHAOS_FAULTS=%d CHAOS_DURATION=%v CHAOS_SYSTEMS=%s make chaos)",
-		cfg.Seed, cfg.Seed, cfg.Faults, cfg.Duration, strings.Join(systemNames(systems), ","))
+	kinds := ""
+	if len(cfg.FaultKinds) > 0 {
+		kinds = " CHAOS_FAULT_KINDS=" + strings.Join(cfg.FaultKinds, ",")
+	}
+	h.Logf("seed %d (replay: CHAOS_SEED=%d CHAOS_FAULTS=%d CHAOS_DURATION=%v CHAOS_SYSTEMS=%s%s make chaos)",
+		cfg.Seed, cfg.Seed, cfg.Faults, cfg.Duration, strings.Join(systemNames(systems), ","), kinds)
 
 	ctx := context.Background()
 	manager := testenv.Rendered(t, "config/default")
@@ -86,7 +94,10 @@ func Run(t *testing.T, env *testenv.Env, cfg Config, systems []System) Result {
 	}
 
 	faults := append(h.faults(), systemFaults(h, systems)...)
-	faults = append(faults, overlapping(faults)...)
+	faults = selectFaults(append(faults, overlapping(faults)...), cfg.FaultKinds)
+	if len(faults) == 0 {
+		t.Fatalf("no fault kind contains one of %q", cfg.FaultKinds)
+	}
 	workCtx, stopWork := context.WithCancel(ctx)
 	var work sync.WaitGroup
 	var stepErrors atomic.Int64
@@ -153,8 +164,15 @@ func (h *Harness) startManagers(t *testing.T, manager []*unstructured.Unstructur
 			extra = append(extra, m.ManagerArgs(h)...)
 		}
 	}
-	for i := range replicasOf(t, manager, "trustplane-manager") {
+	replicas := replicasOf(t, manager, "trustplane-manager")
+	h.nets = h.replicaNets(t, replicas)
+	for i := range replicas {
 		probes, metrics, jwks := testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t)
+		if n := h.nets[i]; n != nil {
+			// Inside its namespace the replica listens on its own address, where the
+			// harness reaches it.
+			probes, metrics, jwks = n.On(probes), n.On(metrics), n.On(jwks)
+		}
 		args := testenv.ArgsOf(t, container, nil, append([]string{
 			"--kubeconfig=" + kubeconfig,
 			// A pod reads these from its token mount; a process is told.
@@ -162,9 +180,58 @@ func (h *Harness) startManagers(t *testing.T, manager []*unstructured.Unstructur
 			"--secret-checksum-publish-namespace=" + ManagerNamespace, "--secret-checksum-scopes=cluster,namespace",
 			"--metrics-bind-address=" + metrics, "--health-probe-bind-address=" + probes, "--jwks-server-bind-address=" + jwks,
 		}, extra...)...)
-		h.managers = append(h.managers, h.Run(fmt.Sprintf("manager-%d", i), args...))
+		h.managers = append(h.managers, h.runIn(h.nets[i], fmt.Sprintf("manager-%d", i), args...))
 		h.jwks = append(h.jwks, jwks)
 	}
+}
+
+// replicaNets makes a network namespace for each replica, or none when the
+// machine cannot (the run then has no partition fault, and says why).
+func (h *Harness) replicaNets(t *testing.T, replicas int) []*replicaNet {
+	nets := make([]*replicaNet, replicas)
+	removeStaleRules()
+	for i := range nets {
+		rn, err := newReplicaNet(i)
+		if err != nil {
+			h.Logf("manager replicas run without network namespaces, so without the partition fault: %v", err)
+			for _, made := range nets[:i] {
+				made.remove()
+			}
+			return make([]*replicaNet, replicas)
+		}
+		t.Cleanup(rn.remove)
+		nets[i] = rn
+	}
+	sources := map[string]*net.TCPAddr{}
+	for _, rn := range nets {
+		sources[rn.replicaIP] = &net.TCPAddr{IP: net.ParseIP(rn.loopback)}
+	}
+	h.proxySources.Store(&sources)
+	return nets
+}
+
+// proxySource is the address a proxy dials from for a connection from remote: the
+// replica's loopback address, or any (nil) for others.
+func (h *Harness) proxySource(remote net.Addr) *net.TCPAddr {
+	sources := h.proxySources.Load()
+	addr, ok := remote.(*net.TCPAddr)
+	if sources == nil || !ok {
+		return nil
+	}
+	return (*sources)[addr.IP.String()]
+}
+
+// runIn is Run inside the network namespace n (nil: on the host).
+func (h *Harness) runIn(n *replicaNet, name string, args ...string) *Proc {
+	if n == nil {
+		return h.Run(name, args...)
+	}
+	path, args := n.Wrap(h.Bin, args)
+	p := startProc(h, name, path, args)
+	h.procsMu.Lock()
+	h.procs = append(h.procs, p)
+	h.procsMu.Unlock()
+	return p
 }
 
 // replicasOf is the Deployment's spec.replicas in the rendered manifests.
@@ -190,6 +257,16 @@ func systemNames(systems []System) []string {
 		names = append(names, s.Name())
 	}
 	return names
+}
+
+// selectFaults is the faults whose kind contains one of kinds (all when kinds is empty).
+func selectFaults(faults []Fault, kinds []string) []Fault {
+	if len(kinds) == 0 {
+		return faults
+	}
+	return slices.DeleteFunc(faults, func(f Fault) bool {
+		return !slices.ContainsFunc(kinds, func(k string) bool { return strings.Contains(f.Kind, k) })
+	})
 }
 
 func systemFaults(h *Harness, systems []System) []Fault {

@@ -35,4 +35,5 @@ func (h *Harness) settle(ctx context.Context, systems []System, canary *canary) 
 		}()
 	}
 	wg.Wait()
+	h.judgeLeaderWrites()
 }

@@ -30,4 +30,15 @@ const (
 	// data. Updating the pod makes the kubelet resync its ConfigMap volumes at once,
 	// instead of on its periodic sync a minute or more later.
 	PodContentAnnotation = "jwks.trustplane.io/jwks-hash"
+	// ServerLabel is set by each JWKS server (a manager replica's, or `trustplane
+	// jwks-server`) on the Lease it holds in the manager's namespace
+	// (--jwks-issuer-claim-namespace) while it answers: its value is the server's name
+	// there. The controller watches only Leases with this label there.
+	ServerLabel = "jwks.trustplane.io/server"
+	// ServingAnnotation is set by each JWKS server on its Lease: for each JWKSConfig whose
+	// status names a key waiting to sign (status.pendingKeyID), since when this server has
+	// answered a set holding it, as JSON ({"<namespace>/<name>": {"kid": ..., "since":
+	// ...}}). The controller copies a key to spec.signingSecret only once every server
+	// that holds a Lease says so (docs/jwks.md, "Rotating without refused tokens").
+	ServingAnnotation = "jwks.trustplane.io/serving"
 )

@@ -3,6 +3,7 @@ package jwkshttp
 import (
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"strings"
 	"sync"
 	"time"
@@ -48,6 +49,44 @@ type route struct {
 	set, discovery *document
 	// maxAge is the Cache-Control max-age sent with both documents.
 	maxAge time.Duration
+	// pending is the key the JWKSConfig's status says waits to sign (status.pendingKeyID;
+	// "" when none); since is when this server first answered a set holding each key of
+	// set, kept from route to route while the key stays (what it reports: report.go).
+	pending string
+	since   map[string]time.Time
+}
+
+// servedKey is what the server reports of the route: the key waiting to sign when its set
+// holds it, else "" (also for no route).
+func (r *route) servedKey() string {
+	if r == nil || r.pending == "" || r.state != published {
+		return ""
+	}
+	if _, ok := r.since[r.pending]; !ok {
+		return ""
+	}
+	return r.pending
+}
+
+// served is what the server reports: for each route whose set holds the key waiting to
+// sign, that key and since when it is answered (never before notBefore, when the server
+// began to report).
+func (t *routeTable) served(notBefore time.Time) Report {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	report := Report{}
+	for id, r := range t.byName {
+		kid := r.servedKey()
+		if kid == "" {
+			continue
+		}
+		since := r.since[kid]
+		if since.Before(notBefore) {
+			since = notBefore
+		}
+		report[id.String()] = ServedKey{KeyID: kid, Since: since.UTC()}
+	}
+	return report
 }
 
 // routeState is what a route answers.
@@ -171,14 +210,14 @@ func (t *routeTable) lookup(host, path string, ownHost bool) *route {
 	return nil
 }
 
-// newRoute is the route of cfg, served with the ConfigMap's document doc. previous is the
-// route the table holds for cfg (nil if none): its set is answered while the ConfigMap
-// lacks a key status.keys lists (someone emptied or edited it, and the controller puts
-// it back), if it holds the current key; a set without the current key, or without a
-// retired key inside its TTL, is never answered.
+// newRoute is the route of cfg, served with the ConfigMap's document doc from now.
+// previous is the route the table holds for cfg (nil if none): its set is answered while
+// the ConfigMap lacks a key status.keys lists (someone emptied or edited it, and the
+// controller puts it back), if it holds the current key; a set without the current key,
+// or without a retired key inside its TTL, is never answered.
 // An issuer a discovery document cannot be made for (the error) is served without one.
-func newRoute(cfg *jwksv1alpha1.JWKSConfig, doc string, found bool, previous *route, maxAge time.Duration) (*route, error) {
-	r := &route{id: types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Name}, uid: cfg.UID, maxAge: maxAge}
+func newRoute(cfg *jwksv1alpha1.JWKSConfig, doc string, found bool, previous *route, maxAge time.Duration, now time.Time) (*route, error) {
+	r := &route{id: types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Name}, uid: cfg.UID, maxAge: maxAge, pending: cfg.Status.PendingKeyID}
 	if key := jwkset.IssuerKeyOf(cfg); key != "" {
 		r.issuerKey = key
 		_, r.issuerPath = jwkset.SplitIssuerKey(key)
@@ -196,6 +235,7 @@ func newRoute(cfg *jwksv1alpha1.JWKSConfig, doc string, found bool, previous *ro
 		return r, nil
 	}
 	r.state = published
+	r.since = servedSince(r.set.body, previous, cfg.UID, now)
 	if cfg.Spec.Issuer != "" {
 		body, err := jwkset.Discovery(cfg.Spec.Issuer, r.set.body)
 		if err != nil {
@@ -204,6 +244,28 @@ func newRoute(cfg *jwksv1alpha1.JWKSConfig, doc string, found bool, previous *ro
 		r.discovery = newDocument(body)
 	}
 	return r, nil
+}
+
+// servedSince is when the server first answered each key of the set body (as go-jose
+// writes a kid): as previous says for a key its set held too (of the same JWKSConfig),
+// now for the others.
+func servedSince(body []byte, previous *route, uid types.UID, now time.Time) map[string]time.Time {
+	var set struct {
+		Keys []struct {
+			KeyID string `json:"kid"`
+		} `json:"keys"`
+	}
+	_ = json.Unmarshal(body, &set) // a set that does not parse holds no key to report
+	since := make(map[string]time.Time, len(set.Keys))
+	for _, k := range set.Keys {
+		since[k.KeyID] = now
+		if previous != nil && previous.uid == uid && previous.state == published {
+			if t, ok := previous.since[k.KeyID]; ok {
+				since[k.KeyID] = t
+			}
+		}
+	}
+	return since
 }
 
 // holdsKeys says whether the document names every key (as go-jose writes a kid).

@@ -2,7 +2,8 @@
 // Set (and, with an issuer, its discovery document) from a table that watch events of
 // JWKSConfigs, their ConfigMaps and the issuer claims keep. The manager runs it on every
 // replica (internal/jwks's Setup), `trustplane jwks-server` as a process of its own
-// (internal/jwks/jwksserver). It reads, and never writes.
+// (internal/jwks/jwksserver). It reads, and writes only its own Lease, where it reports
+// what it serves (report.go).
 package jwkshttp
 
 import (
@@ -72,11 +73,24 @@ type Server struct {
 	MaxCacheMaxAge time.Duration
 	// Limits bound what a client may hold of the server.
 	Limits ServerLimits
+	// Reports writes the server's Lease, in ReportNamespace (the manager's namespace),
+	// where it reports what it serves of the keys waiting to sign (report.go); it should
+	// read uncached. Nil (tests): the server reports nothing, and answers while it runs.
+	Reports         client.Client
+	ReportNamespace string
 
 	routesOnce sync.Once
 	table      *routeTable
 	queue      workqueue.TypedRateLimitingInterface[types.NamespacedName]
 	serving    atomic.Bool
+	// reports is the reporting's own state; opened is when the server first reported
+	// (no key is reported as served earlier); answerUntil is when, by this process's
+	// clock, it stops answering unless it reports again (Unix nanoseconds); reportSoon
+	// asks for a report before the next tick.
+	reports     reporter
+	opened      time.Time
+	answerUntil atomic.Int64
+	reportSoon  chan struct{}
 }
 
 // ServerLimits bound the connections and requests of the JWKS server, which answers
@@ -100,7 +114,8 @@ func (s *Server) routes() *routeTable {
 // Start fills the route table from the caches, keeps it from their events, and serves
 // until ctx ends. It binds its address first (a taken port fails at once) but accepts
 // connections only once the table is full, so a replica never answers 404 for a set it
-// has not read yet.
+// has not read yet, and, with Reports, once it has reported what it serves (report.go);
+// it returns an error when its report runs out.
 func (s *Server) Start(ctx context.Context) error {
 	ln, err := net.Listen("tcp", s.Addr)
 	if err != nil {
@@ -112,6 +127,7 @@ func (s *Server) Start(ctx context.Context) error {
 	s.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
 		workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "jwks-server"})
 	defer s.queue.ShutDown()
+	s.reportSoon = make(chan struct{}, 1)
 	if err := s.watch(ctx); err != nil {
 		_ = ln.Close()
 		return err
@@ -119,6 +135,15 @@ func (s *Server) Start(ctx context.Context) error {
 	if err := s.Sync(ctx); err != nil {
 		_ = ln.Close()
 		return err
+	}
+	var reported chan error // nil without reports: never ready
+	if s.Reports != nil {
+		if err := s.register(ctx); err != nil || ctx.Err() != nil {
+			_ = ln.Close()
+			return err
+		}
+		reported = make(chan error, 1)
+		go func() { reported <- s.keepReporting(ctx) }()
 	}
 	for range 2 {
 		go s.work(ctx)
@@ -136,16 +161,37 @@ func (s *Server) Start(ctx context.Context) error {
 	log.FromContext(ctx).Info("serving JWK Sets", "address", ln.Addr().String(), "jwksconfigs", s.routes().len())
 	s.serving.Store(true)
 	defer s.serving.Store(false)
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		if reported != nil {
+			return <-reported // ctx ended: it deletes the Lease
+		}
+		return nil
+	case err := <-reported:
+		if err == nil { // ctx ended
+			return nil
+		}
+		s.serving.Store(false)
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdownCtx)
 		return err
 	}
-	return nil
 }
 
-// Ready is a readiness check: the server has filled its table and accepts connections.
+// Ready is a readiness check: the server has filled its table and accepts connections,
+// and its report holds.
 func (s *Server) Ready(*http.Request) error {
 	if !s.serving.Load() {
 		return errors.New("the JWKS server has not read every JWKSConfig yet")
+	}
+	if !s.answering() {
+		return errors.New("the JWKS server cannot report what it serves to the API server")
 	}
 	return nil
 }
@@ -194,11 +240,18 @@ func (s *Server) refresh(ctx context.Context, id types.NamespacedName) error {
 		return fmt.Errorf("reading the JWKS ConfigMap of %s: %w", id, err)
 	}
 	found := err == nil && cm.Labels[jwksv1alpha1.OwnerLabel] == cfg.Name
-	r, err := newRoute(cfg, cm.Data[jwkset.DocumentKey], found, s.routes().get(id), s.maxAge(cfg))
+	previous := s.routes().get(id)
+	r, err := newRoute(cfg, cm.Data[jwkset.DocumentKey], found, previous, s.maxAge(cfg), time.Now())
 	if err != nil {
 		log.FromContext(ctx).Error(err, "rendering a discovery document", "jwksconfig", id)
 	}
 	s.routes().put(r)
+	if r.servedKey() != previous.servedKey() {
+		select { // what it reports changed: report soon, not at the next tick only
+		case s.reportSoon <- struct{}{}:
+		default:
+		}
+	}
 	return nil
 }
 
@@ -314,6 +367,11 @@ func (s *Server) serve(w http.ResponseWriter, req *http.Request, prefix string, 
 	}
 	r := s.routes().lookup(host, strings.TrimSuffix(prefix, "/"), host != "" && slices.Contains(s.Claims.ServerHosts, host))
 	switch {
+	case !s.answering():
+		// Its report ran out (it could not renew it): the controller no longer waits for
+		// this server before a key signs, so it answers no set it may not have read.
+		w.Header().Set("Retry-After", "1")
+		s.writeError(w, http.StatusServiceUnavailable, "this JWKS server cannot reach the API server")
 	case r == nil:
 		s.writeError(w, http.StatusNotFound, "no JWK Set is served here")
 	case r.state == unpublished:

@@ -69,6 +69,8 @@ type Agent struct {
 	uids     map[types.NamespacedName]types.UID       // pods seen, to forget them when they go
 	reported map[types.NamespacedName]map[string]bool // refused paths already reported, per pod
 	problems map[podcert.Key]string                   // the problem last reported of each projection
+	// writeFailed are the projections whose last write failed and was reported.
+	writeFailed map[podcert.Key]bool
 }
 
 // Run serves until ctx ends.
@@ -95,9 +97,13 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err := manager.AddProbes(mgr, manager.CachesSynced(mgr)); err != nil {
 		return err
 	}
+	if opts.ClockOffsetFile != "" {
+		opts.Clock = offsetFrom(ctx, opts.Clock, opts.ClockOffsetFile)
+	}
 	recorder := mgr.GetEventRecorder("trustplane-podcertificate-manager")
 	a := &Agent{opts: opts, reader: mgr.GetCache(), files: newFiles(opts.Dir, opts.BundleMode, opts.BundleGID), recorder: recorder,
-		uids: map[types.NamespacedName]types.UID{}, reported: map[types.NamespacedName]map[string]bool{}, problems: map[podcert.Key]string{}}
+		uids: map[types.NamespacedName]types.UID{}, reported: map[types.NamespacedName]map[string]bool{}, problems: map[podcert.Key]string{},
+		writeFailed: map[podcert.Key]bool{}}
 	api := &clusterAPI{client: mgr.GetClient(), cache: mgr.GetCache(), apiReader: mgr.GetAPIReader(), nodeName: opts.NodeName}
 	a.manager = podcert.NewManager(api, recorder, opts.Clock, types.NodeName(opts.NodeName))
 	if opts.Jitter != nil {
@@ -161,7 +167,8 @@ func (a *Agent) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 
 // handleProjections advances every projection of pod and writes the bundles it has. A
 // path the agent refuses to write through is reported, not retried: only its removal
-// helps, and the pod's other projections are served meanwhile.
+// helps, and the pod's other projections are served meanwhile. A write that fails
+// otherwise (a full disk) is reported and retried.
 func (a *Agent) handleProjections(ctx context.Context, pod *corev1.Pod, projections map[podcert.Key]*corev1.PodCertificateProjection) error {
 	var errs []error
 	refusedAny := false
@@ -175,7 +182,12 @@ func (a *Agent) handleProjections(ctx context.Context, pod *corev1.Pod, projecti
 			a.refuse(ctx, pod, key, refused)
 			refusedAny = true
 		case err != nil:
+			a.reportWriteFailure(ctx, pod, key, err)
 			errs = append(errs, err)
+		default:
+			a.mu.Lock()
+			delete(a.writeFailed, key) // a write that fails again is reported again
+			a.mu.Unlock()
 		}
 	}
 	if !refusedAny { // a path cleared up and refused again later is reported again

@@ -2,9 +2,11 @@ package nodeagent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"syscall"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,30 +26,25 @@ func (a *Agent) writeBundle(key podcert.Key, src *corev1.PodCertificateProjectio
 		return nil // not issued yet, or denied/failed: the events and metrics say so
 	}
 	bundle := append(append([]byte(nil), privateKey...), chain...)
-	// Each file is replaced atomically, not the set: the key and chain files first,
-	// credentialbundle.pem last, so that its presence says the others are there.
+	// The files are replaced together or not at all (a full disk changes none of them),
+	// each atomically, in this order: the key and chain files first, credentialbundle.pem
+	// last, so that its presence says the others are there.
 	type file struct {
 		name    string
 		content []byte
 	}
-	var files []file
-	for _, f := range []file{{src.KeyPath, privateKey}, {src.CertificateChainPath, chain}, {src.CredentialBundlePath, bundle}} {
+	dir := filepath.Join(key.Namespace, key.PodName, key.VolumeName+"-"+strconv.Itoa(key.SourceIndex))
+	var set []fileContent
+	for _, f := range []file{{src.KeyPath, privateKey}, {src.CertificateChainPath, chain}, {src.CredentialBundlePath, bundle}, {BundleFile, bundle}} {
 		if f.name == "" {
 			continue
 		}
 		if !filepath.IsLocal(f.name) {
 			return fmt.Errorf("pod %s/%s volume %s: path %q leaves the volume", key.Namespace, key.PodName, key.VolumeName, f.name)
 		}
-		files = append(files, file{filepath.Clean(f.name), f.content})
+		set = append(set, fileContent{filepath.Join(dir, filepath.Clean(f.name)), f.content})
 	}
-	files = append(files, file{BundleFile, bundle})
-	dir := filepath.Join(key.Namespace, key.PodName, key.VolumeName+"-"+strconv.Itoa(key.SourceIndex))
-	for _, f := range files {
-		if err := a.files.write(filepath.Join(dir, f.name), f.content); err != nil {
-			return err
-		}
-	}
-	return nil
+	return a.files.writeSet(set)
 }
 
 // refuse reports, once per pod and path, a bundle path the agent does not write through
@@ -68,4 +65,34 @@ func (a *Agent) refuse(ctx context.Context, pod *corev1.Pod, key podcert.Key, re
 	log.FromContext(ctx).Info("not writing a credential bundle", "volume", key.VolumeName, "path", refused.Path, "reason", refused.Why)
 	a.recorder.Eventf(pod, nil, corev1.EventTypeWarning, certificates.ReasonBundlePathRefused, "WriteBundle",
 		"credential bundle of volume %s not written: %s below the agent's directory: %s", key.VolumeName, refused.Path, refused.Why)
+}
+
+// reportWriteFailure reports, once per projection until one of its writes succeeds, a
+// bundle the agent could not write (a full disk, a failing device): in its log and as a
+// Warning event on the pod, for the pod's owner cannot see the agent's log and the
+// credential it uses stops being refreshed. The caller returns the error too, so the pod
+// is retried with back-off; the files of the last written credential stay meanwhile.
+func (a *Agent) reportWriteFailure(ctx context.Context, pod *corev1.Pod, key podcert.Key, err error) {
+	a.mu.Lock()
+	seen := a.writeFailed[key]
+	a.writeFailed[key] = true
+	a.mu.Unlock()
+	if seen {
+		return
+	}
+	why := err.Error()
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		why += " (the filesystem of the agent's --dir is full)"
+	}
+	log.FromContext(ctx).Info("could not write a credential bundle; the last written one stays, retrying", "volume", key.VolumeName, "error", why)
+	a.recorder.Eventf(pod, nil, corev1.EventTypeWarning, certificates.ReasonBundleWriteFailed, "WriteBundle",
+		"%s not written: %s; the last written credential stays in place and the write is retried", bundleName(key), why)
+}
+
+// bundleName names a projection's credential bundle in an event.
+func bundleName(key podcert.Key) string {
+	if key.VolumeName == podcert.AnnotationVolume {
+		return "credential bundle of the pod certificate"
+	}
+	return fmt.Sprintf("credential bundle of volume %s source %d", key.VolumeName, key.SourceIndex)
 }

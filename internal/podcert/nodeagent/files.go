@@ -27,6 +27,9 @@ type files struct {
 	dirMode  os.FileMode
 	gid      int // -1: the agent's own group, left alone
 	uid      int // the agent's: the owner of every directory it made
+	// writeTemp writes content into the new temporary file for rel; tests replace it to
+	// fail as a full disk does (a short write, then ENOSPC).
+	writeTemp func(tmp *os.File, rel string, content []byte) error
 
 	mu   sync.Mutex
 	root *os.Root
@@ -51,7 +54,13 @@ func dirModeFor(fileMode os.FileMode) os.FileMode {
 }
 
 func newFiles(dir string, fileMode os.FileMode, gid int) *files {
-	return &files{dir: dir, fileMode: fileMode, dirMode: dirModeFor(fileMode), gid: gid, uid: os.Geteuid()}
+	return &files{dir: dir, fileMode: fileMode, dirMode: dirModeFor(fileMode), gid: gid, uid: os.Geteuid(), writeTemp: writeAll}
+}
+
+// writeAll is files.writeTemp outside tests.
+func writeAll(tmp *os.File, _ string, content []byte) error {
+	_, err := tmp.Write(content)
+	return err
 }
 
 // current is the root, opened again when --dir was removed or replaced since (a host
@@ -80,25 +89,90 @@ func (f *files) current() (*os.Root, error) {
 	return root, nil
 }
 
+// fileContent is what one file below --dir (rel, a local path) is to hold.
+type fileContent struct {
+	rel     string
+	content []byte
+}
+
 // write makes rel (a local path below --dir) hold content, atomically, with the bundle
 // mode and group, making its directories. An identical file is left alone (no rename,
 // so watchers see no change).
 func (f *files) write(rel string, content []byte) error {
+	return f.writeSet([]fileContent{{rel, content}})
+}
+
+// writeSet makes each file of set hold its content, as write does, and replaces them
+// together or not at all: every changed content is first written in full to a new file
+// beside its name (the step a full disk or a failing device fails), and only once all
+// are written are they renamed into place, in order. So a failed write leaves each file
+// as it was and no temporary file behind, never keyPath with a new key beside
+// certificateChainPath with the old chain until space frees. (A reader may still see
+// the renames one by one, a window of microseconds: each file is atomic, not the set.)
+func (f *files) writeSet(set []fileContent) error {
 	root, err := f.current()
 	if err != nil {
 		return err
 	}
+	var pending []*stagedFile
+	defer func() {
+		for _, s := range pending {
+			s.discard()
+		}
+	}()
+	for _, c := range set {
+		s, err := f.stage(root, c.rel, c.content)
+		if err != nil {
+			return err
+		}
+		if s != nil {
+			pending = append(pending, s)
+		}
+	}
+	for _, s := range pending {
+		if err := s.dir.Rename(s.tmp, s.name); err != nil {
+			return fmt.Errorf("writing %s: %w", s.rel, err)
+		}
+	}
+	for _, s := range pending {
+		if err := syncDir(s.dir); err != nil {
+			return fmt.Errorf("writing %s: %w", s.rel, err)
+		}
+	}
+	return nil
+}
+
+// stagedFile is new content written in full to tmp in dir, to be renamed over name.
+type stagedFile struct {
+	dir            *os.Root
+	rel, name, tmp string
+}
+
+// discard removes the temporary file (a no-op once renamed) and closes its directory.
+func (s *stagedFile) discard() {
+	_ = s.dir.Remove(s.tmp)
+	_ = s.dir.Close()
+}
+
+// stage writes content for rel to a new file beside it, making its directories; nil
+// when rel already holds content.
+func (f *files) stage(root *os.Root, rel string, content []byte) (*stagedFile, error) {
 	dirRel, name := filepath.Split(rel)
 	dir, err := f.enterAll(root, dirRel, true)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer dir.Close()
 	same, err := f.holds(dir, rel, name, content)
 	if err != nil || same {
-		return err
+		_ = dir.Close()
+		return nil, err
 	}
-	return f.replace(dir, rel, name, content)
+	tmp, err := f.writeTempFile(dir, rel, name, content)
+	if err != nil {
+		_ = dir.Close()
+		return nil, err
+	}
+	return &stagedFile{dir: dir, rel: rel, name: name, tmp: tmp}, nil
 }
 
 // removeAll removes rel and everything below it; what is missing is no error. A link on
@@ -264,33 +338,30 @@ func (f *files) holds(dir *os.Root, rel, name string, content []byte) (bool, err
 	return err == nil && bytes.Equal(old, content), nil
 }
 
-// replace writes content to a new file beside name, gives it the bundle group and mode,
-// syncs it and renames it over name: a reader sees the old file or the new, and no
-// existing file is ever opened for writing (a hard link to a file elsewhere stays as it is).
-func (f *files) replace(dir *os.Root, rel, name string, content []byte) error {
+// writeTempFile writes content to a new file beside name, with the bundle group and
+// mode, synced, and returns its name; on a failure nothing of it stays. No existing file
+// is ever opened for writing (a hard link to a file elsewhere stays as it is).
+func (f *files) writeTempFile(dir *os.Root, rel, name string, content []byte) (string, error) {
 	tmpName := "." + name + ".tmp-" + rand.Text()
 	// O_EXCL: never follows a link, never opens an existing file.
 	tmp, err := dir.OpenFile(tmpName, os.O_WRONLY|os.O_CREATE|os.O_EXCL, f.fileMode)
 	if err != nil {
-		return fmt.Errorf("writing %s: %w", rel, err)
+		return "", fmt.Errorf("writing %s: %w", rel, err)
 	}
-	defer dir.Remove(tmpName) //nolint:errcheck // a no-op after the rename
-	if err := f.fill(tmp, content); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("writing %s: %w", rel, err)
+	err = f.fill(tmp, rel, content)
+	if closeErr := tmp.Close(); err == nil {
+		err = closeErr
 	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", rel, err)
+	if err != nil {
+		_ = dir.Remove(tmpName)
+		return "", fmt.Errorf("writing %s: %w", rel, err)
 	}
-	if err := dir.Rename(tmpName, name); err != nil {
-		return fmt.Errorf("writing %s: %w", rel, err)
-	}
-	return syncDir(dir)
+	return tmpName, nil
 }
 
 // fill writes content to the new file tmp, gives it the bundle group and mode, and syncs it.
-func (f *files) fill(tmp *os.File, content []byte) error {
-	if _, err := tmp.Write(content); err != nil {
+func (f *files) fill(tmp *os.File, rel string, content []byte) error {
+	if err := f.writeTemp(tmp, rel, content); err != nil {
 		return err
 	}
 	info, err := tmp.Stat()
@@ -303,7 +374,7 @@ func (f *files) fill(tmp *os.File, content []byte) error {
 	return tmp.Sync()
 }
 
-// syncDir makes a rename in dir durable.
+// syncDir makes the renames in dir durable.
 func syncDir(dir *os.Root) error {
 	h, err := dir.Open(".")
 	if err != nil {

@@ -85,13 +85,19 @@ func projectionName(key podcert.Key) string {
 	return fmt.Sprintf("pod certificate of volume %s source %d", key.VolumeName, key.SourceIndex)
 }
 
-// forgetProblems drops what was reported of a pod's projections.
+// forgetProblems drops what was reported of a pod's projections (their mistakes and
+// failed writes).
 func (a *Agent) forgetProblems(pod types.NamespacedName) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for key := range a.problems {
 		if key.Namespace == pod.Namespace && key.PodName == pod.Name {
 			delete(a.problems, key)
+		}
+	}
+	for key := range a.writeFailed {
+		if key.Namespace == pod.Namespace && key.PodName == pod.Name {
+			delete(a.writeFailed, key)
 		}
 	}
 }

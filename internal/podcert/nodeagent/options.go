@@ -28,6 +28,10 @@ type Options struct {
 	// Clock and Jitter are injected by tests.
 	Clock  clock.PassiveClock
 	Jitter func() time.Duration
+	// ClockOffsetFile, a test hook (a hidden flag), names a file holding a Go duration
+	// that is added to Clock while the agent runs, re-read when it changes: how a test
+	// jumps the clock of the agent as shipped, a process (see offsetClock).
+	ClockOffsetFile string
 }
 
 // DefaultOptions are the flag defaults.
@@ -49,6 +53,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"and warn twice. Without it, only pods annotated "+ServeAnnotation+"="+ServeAgent+" (volumes) or "+SignerAnnotation+" (no volume needed) are served.")
 	fs.Var((*fileMode)(&o.BundleMode), "bundle-mode", "Mode of the credential files, octal (e.g. 0640 lets the --bundle-gid group read them); directories get the matching x bits.")
 	fs.IntVar(&o.BundleGID, "bundle-gid", o.BundleGID, "Group of the credential files and their directories (-1: the agent's own); give pods this gid (runAsGroup or supplementalGroups) to read them as non-root.")
+	fs.StringVar(&o.ClockOffsetFile, "testing-clock-offset-file", o.ClockOffsetFile, "Test hook, never for production: a file holding a Go duration (10m, -10m; missing or empty: 0) "+
+		"added to the agent's clock, read again every 250ms, so that a test can jump the clock of a running agent (faketime cannot move a Go process's clock). Logged at start and at every change.")
+	// Hidden: not a setting (no field of the configuration file, no chart value).
+	_ = fs.MarkHidden("testing-clock-offset-file")
 }
 
 // Validate checks the options before anything connects. A pointer receiver: the command

@@ -21,7 +21,6 @@ import (
 	"math/big"
 	"os"
 	"runtime"
-	"sort"
 	"strconv"
 	"syscall"
 	"time"
@@ -35,7 +34,7 @@ import (
 
 var (
 	secrets     = flag.Int("secrets", 50000, "TLS Secrets at 1x.")
-	growth      = flag.Int("growth", 10, "The larger size is this many times -secrets (1: only 1x).")
+	growth      = flag.Int("growth", testenv.BenchGrowth(10), "The larger size is this many times -secrets (1: only 1x; $"+testenv.BenchScalesEnv+"=1 makes 1 the default).")
 	changes     = flag.Int("changes", 200, "Single-secret changes to time at each size.")
 	fullSamples = flag.Int("full-samples", 3, "Full recomputes to time at each size (each takes seconds).")
 )
@@ -165,8 +164,8 @@ func measure(world, spare []secret) (inProcess, error) {
 	if initialSum == set.Checksum() {
 		return r, fmt.Errorf("the checksum did not change")
 	}
-	r.incrementalP50, r.incrementalP99 = percentile(incremental, 0.5), percentile(incremental, 0.99)
-	r.full = percentile(full, 0.5)
+	r.incrementalP50, r.incrementalP99 = testenv.Percentile(incremental, 0.5), testenv.Percentile(incremental, 0.99)
+	r.full = testenv.Percentile(full, 0.5)
 	return r, nil
 }
 
@@ -212,7 +211,7 @@ func inProcessRows(results []inProcess) []testenv.BenchRow {
 func growthRow(system, work string, size int, figure string, one, ten float64) testenv.BenchRow {
 	ratio := ten / one
 	return testenv.BenchRow{System: system, Work: work, Size: size, Figure: figure + " 10x/1x", Value: ratio,
-		Ratio: testenv.Ptr(ratio), Target: "ratio <= 1.3", Pass: ratio <= 1.3}
+		Ratio: testenv.Ptr(ratio), Target: fmt.Sprintf("ratio <= %.1f", testenv.MaxGrowth), Pass: ratio <= testenv.MaxGrowth}
 }
 
 func perObject(d time.Duration, n int) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(n) }
@@ -269,10 +268,4 @@ func makeSecrets(n int) ([]secret, error) {
 		})
 	}
 	return out, g.Wait()
-}
-
-func percentile(d []time.Duration, p float64) time.Duration {
-	s := append([]time.Duration(nil), d...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s[int(p*float64(len(s)-1)+0.5)]
 }

@@ -5,11 +5,12 @@
 //
 //  1. Secret update → ConfigMap updated latency over 100 rotations (p50, p99);
 //  2. 1,000 and 10,000 JWKSConfigs (nginx off) created at once, each with its Secret:
-//     time until all are Ready, against the floor (many.go: the same Secrets and
-//     JWKSConfigs, and the ConfigMap and status the controller writes for each, written by
-//     a plain client from as many goroutines, with no manager running, just before the
-//     size's run); the manager's CPU
-//     and peak memory per JWKSConfig, and how they grow from 1x to 10x;
+//     time until all are Ready and each one's latency from its create to Ready (p50,
+//     p99), against the floor (many.go: the same Secrets and JWKSConfigs created by the
+//     same 32 goroutines while as many goroutines as the manager has workers write the
+//     ConfigMap and status the controller writes for each, with no manager running, just
+//     before the size's run); the manager's CPU and peak memory per JWKSConfig, and how
+//     they grow from 1x to 10x;
 //  3. a full resync of the 1x sets (a manager restart) with nothing changed: the API
 //     writes it makes, counted by the API server's own request metrics.
 package main
@@ -44,13 +45,15 @@ import (
 	"github.com/trustplane/trustplane/internal/scheme"
 	"github.com/trustplane/trustplane/internal/testcerts"
 	"github.com/trustplane/trustplane/internal/testenv"
+	"github.com/trustplane/trustplane/test/bench/benchprof"
 )
 
 var (
 	rotations = flag.Int("rotations", 100, "Secret rotations to time.")
 	configs   = flag.Int("configs", 1000, "JWKSConfigs to create at once at 1x.")
-	growth    = flag.Int("growth", 10, "The second size is this many times -configs (1: one size only).")
+	growth    = flag.Int("growth", testenv.BenchGrowth(10), "The second size is this many times -configs (1: one size only; $"+testenv.BenchScalesEnv+"=1 makes 1 the default).")
 	workers   = flag.Int("workers", jwksctrl.DefaultOptions().Workers, "Concurrent JWKSConfig reconciles (--jwks-workers).")
+	profile   = flag.String("cpuprofile", "", "Write each manager process's CPU profile to this path with .1, .2, ... appended, in the order they start (go tool pprof -top <file>).")
 )
 
 func main() {
@@ -67,6 +70,7 @@ type bench struct {
 	c          client.WithWatch
 	kubeconfig string
 	binary     string
+	prof       *benchprof.Profiler
 	certs      []testcerts.Chain // a pool: parsing, not key generation, is measured
 }
 
@@ -87,6 +91,9 @@ func run() error {
 		return err
 	}
 	b := &bench{env: env, c: c, kubeconfig: tb.Kubeconfig, binary: tb.Binary}
+	if b.prof, err = benchprof.Build(tb.Binary, *profile); err != nil {
+		return err
+	}
 	for range 16 {
 		key, _ := testcerts.NewKey(testcerts.P256)
 		chain, err := testcerts.NewChain(key, "bench", time.Now().Add(-time.Hour), time.Now().Add(365*24*time.Hour))
@@ -183,7 +190,7 @@ func (b *bench) rotationLatency(ctx context.Context) ([]testenv.BenchRow, error)
 		return nil, err
 	}
 	for i := range *rotations {
-		if _, err := b.createPair(ctx, ns, i, b.certs[0], true); err != nil {
+		if _, err := b.createPair(ctx, ns, i, b.certs[0], true, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -268,8 +275,9 @@ func (b *bench) resyncWrites(ctx context.Context, n int) (*managerProcess, teste
 }
 
 // createPair creates a TLS Secret and a JWKSConfig publishing it, with or without nginx,
-// and returns the JWKSConfig.
-func (b *bench) createPair(ctx context.Context, ns string, i int, chain testcerts.Chain, nginx bool) (*jwksv1alpha1.JWKSConfig, error) {
+// and returns the JWKSConfig; mark, when set, is told when the JWKSConfig's create was
+// sent (its latency starts there).
+func (b *bench) createPair(ctx context.Context, ns string, i int, chain testcerts.Chain, nginx bool, mark func(string, time.Time)) (*jwksv1alpha1.JWKSConfig, error) {
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("tls-%d", i)}, Type: corev1.SecretTypeTLS,
 		Data: map[string][]byte{corev1.TLSCertKey: chain.PEM(), corev1.TLSPrivateKeyKey: chain.KeyPEM()}}
 	if err := b.c.Create(ctx, s); err != nil {
@@ -279,6 +287,9 @@ func (b *bench) createPair(ctx context.Context, ns string, i int, chain testcert
 		Spec: jwksv1alpha1.JWKSConfigSpec{CertificateSecret: s.Name}}
 	if !nginx {
 		cfg.Spec.Nginx.Enabled = ptr.To(false)
+	}
+	if mark != nil {
+		mark(cfg.Name, time.Now())
 	}
 	return cfg, b.c.Create(ctx, cfg)
 }
@@ -347,6 +358,10 @@ func (b *bench) startManager() (*managerProcess, error) {
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // never outlive the bench
 	cmd.Stderr = logs                                                  // shutdown cancels in-flight reconciles; their errors are not results
+	if entry, file := b.prof.Env(); entry != "" {
+		cmd.Env = append(os.Environ(), entry)
+		fmt.Printf("manager CPU profile: %s\n", file)
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}

@@ -41,8 +41,8 @@ type floorTarget struct {
 }
 
 // runFloor is the floor: n KubeconfigRequests created at once, as the bench creates them
-// for the manager, and for each, by workers goroutines (the manager's concurrent
-// reconciles) and with no controller logic, the writes serving one takes: in the target
+// for the manager, and for each, by workers goroutines (as many as the manager serves at
+// once: floorWorkers) and with no controller logic, the writes serving one takes: in the target
 // the ServiceAccount, ClusterRole and ClusterRoleBinding (at once, as the controller
 // writes them), the token binding Secret and the TokenRequest; in the management cluster
 // the published Secret and the status. Left out, being the controller's own bookkeeping,

@@ -9,7 +9,8 @@
 //     API server, at 1x and 10x requests (signer.go): its throughput in issued
 //     PodCertificateRequests per second (ECDSA P-256), the floor (a plain client writing the
 //     same issued statuses with precomputed certificates and the same concurrency), the
-//     manager's CPU and peak memory per request, and how they grow from 1x to 10x.
+//     time from the start to each request issued (p50, p99) for both, as a watch sees it,
+//     the manager's CPU and peak memory per request, and how they grow from 1x to 10x.
 package main
 
 import (
@@ -34,13 +35,15 @@ import (
 	"github.com/trustplane/trustplane/internal/podcert"
 	"github.com/trustplane/trustplane/internal/podcert/podcertsigner"
 	"github.com/trustplane/trustplane/internal/testcerts"
+	"github.com/trustplane/trustplane/internal/testenv"
 )
 
 var (
 	projections = flag.Int("projections", 5000, "Projections on the node.")
 	requests    = flag.Int("requests", 2000, "PodCertificateRequests for the signer at 1x.")
-	growth      = flag.Int("growth", 10, "The second size is this many times -requests (1: one size only).")
+	growth      = flag.Int("growth", testenv.BenchGrowth(10), "The second size is this many times -requests (1: one size only; $"+testenv.BenchScalesEnv+"=1 makes 1 the default).")
 	workers     = flag.Int("workers", podcertsigner.DefaultOptions().Workers, "Signer workers (--podcertificate-signer-signer-workers).")
+	profile     = flag.String("cpuprofile", "", "Write each manager process's CPU profile to this path with .1, .2, ... appended, in the order they start (go tool pprof -top <file>).")
 )
 
 func main() {
