@@ -181,7 +181,7 @@ func (s *podcertSystem) Setup(ctx context.Context, h *Harness) error {
 // requests (the state is in memory, as kubelet's is) and requests afresh.
 func (s *podcertSystem) Faults(*Harness) []Fault {
 	faults := []Fault{s.killAgentFault(), s.clockJumpFault()}
-	if s.nodes[0].tmpfs {
+	if !slices.ContainsFunc(s.nodes, func(n *agentNode) bool { return !n.tmpfs }) {
 		faults = append(faults, s.diskFullFault())
 	}
 	return faults

@@ -119,8 +119,19 @@ func (d *diskFull) inject(ctx context.Context, h *Harness, rng *rand.Rand) (stri
 	return fmt.Sprintf("%s full for %.1fs (%d KiB filled), probe pod %s", n.proc.Name(), time.Since(start).Seconds(), size>>10, probeName), nil
 }
 
-// fill fills dir's filesystem with a file, until ENOSPC; it returns the file, open.
+// tmpfsMagic is statfs's f_type of a tmpfs.
+const tmpfsMagic = 0x01021994
+
+// fill fills dir's filesystem with a file, until ENOSPC; it returns the file, open. Only
+// a tmpfs: never the host's disk.
 func fill(dir string) (*os.File, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return nil, fmt.Errorf("not filling %s: %w", dir, err)
+	}
+	if st.Type != tmpfsMagic {
+		return nil, fmt.Errorf("not filling %s: not a tmpfs", dir)
+	}
 	f, err := os.OpenFile(filepath.Join(dir, fillerName), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("filling %s: %w", dir, err)

@@ -109,12 +109,16 @@ func leftovers(dir string, netnsBefore map[string]bool) []string {
 	return left
 }
 
-// netns are the named network namespaces (containerd's CRI pins pods' there).
+// netns are the named network namespaces of pods (containerd's CRI pins them there as
+// cni-<id>); others are not the node's: the chaos suite, which make test runs beside this
+// one, puts each manager replica in a namespace of its own.
 func netns() map[string]bool {
 	names := map[string]bool{}
 	entries, _ := os.ReadDir("/var/run/netns")
 	for _, e := range entries {
-		names[e.Name()] = true
+		if strings.HasPrefix(e.Name(), "cni-") {
+			names[e.Name()] = true
+		}
 	}
 	return names
 }

@@ -6,9 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +20,7 @@ import (
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	"github.com/trustplane/trustplane/internal/jwks/jwkset"
 	"github.com/trustplane/trustplane/internal/testenv"
+	"github.com/trustplane/trustplane/test/bench/benchmetrics"
 )
 
 // creators is how many goroutines create the Secrets and JWKSConfigs of a run, trustplane's
@@ -94,7 +93,7 @@ func (b *bench) createMany(ctx context.Context, m *managerProcess, n int) (manyR
 	if err != nil {
 		return run, err
 	}
-	timesBefore := m.workTimes() // scraped outside the CPU measured
+	before := benchmetrics.Scrape(m.metricsAddr, "jwks") // outside the CPU measured
 	pid := m.cmd.Process.Pid
 	resetPeakRSS(pid)
 	rss, cpu := testenv.ResidentSet(pid), testenv.ProcessCPU(pid)
@@ -103,7 +102,9 @@ func (b *bench) createMany(ctx context.Context, m *managerProcess, n int) (manyR
 	}
 	run.cpu, run.peak = testenv.ProcessCPU(pid)-cpu, testenv.PeakRSS(pid)
 	run.mem = run.peak - rss
-	m.workTimes().since(timesBefore).print()
+	if work := benchmetrics.Scrape(m.metricsAddr, "jwks").Since(before).String(); work != "" {
+		fmt.Println("manager: " + work)
+	}
 	requestsAfter, err := b.requestsByKind(ctx)
 	if err != nil {
 		return run, err
@@ -297,46 +298,6 @@ func (r *readyWatch) latencies() []time.Duration {
 		}
 	}
 	return out
-}
-
-// workTimes are the sums and counts of the jwks controller's reconcile times and of the
-// time its requests waited in the queue, as its metrics report them.
-func (m *managerProcess) workTimes() workTimes {
-	var t workTimes
-	out, err := exec.Command("curl", "-sf", "http://"+m.metricsAddr+"/metrics").Output()
-	if err != nil {
-		return t
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		v, _ := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
-		switch {
-		case strings.HasPrefix(line, `controller_runtime_reconcile_time_seconds_sum{controller="jwks"}`):
-			t.reconcile += v
-		case strings.HasPrefix(line, `controller_runtime_reconcile_time_seconds_count{controller="jwks"}`):
-			t.reconciles += v
-		case strings.HasPrefix(line, `workqueue_queue_duration_seconds_sum{controller="jwks",name="jwks"`):
-			t.queued += v
-		case strings.HasPrefix(line, `workqueue_queue_duration_seconds_count{controller="jwks",name="jwks"`):
-			t.dequeued += v
-		}
-	}
-	return t
-}
-
-// workTimes says where a JWKSConfig's time to Ready goes in the manager: waiting in the
-// queue for a worker, or in the reconcile (its requests to the API server).
-type workTimes struct{ reconcile, reconciles, queued, dequeued float64 }
-
-func (t workTimes) since(before workTimes) workTimes {
-	return workTimes{t.reconcile - before.reconcile, t.reconciles - before.reconciles, t.queued - before.queued, t.dequeued - before.dequeued}
-}
-
-func (t workTimes) print() {
-	if t.reconciles == 0 || t.dequeued == 0 {
-		return
-	}
-	fmt.Printf("manager: %.0f reconciles, mean %.1f ms each; mean wait in the queue %.1f ms\n",
-		t.reconciles, 1000*t.reconcile/t.reconciles, 1000*t.queued/t.dequeued)
 }
 
 // requestsByKind counts the API server's requests so far by verb and resource

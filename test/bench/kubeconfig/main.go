@@ -44,6 +44,7 @@ import (
 	kubeconfigctrl "github.com/trustplane/trustplane/internal/provisioning/kubeconfig"
 	"github.com/trustplane/trustplane/internal/scheme"
 	"github.com/trustplane/trustplane/internal/testenv"
+	"github.com/trustplane/trustplane/test/bench/benchmetrics"
 	"github.com/trustplane/trustplane/test/bench/benchprof"
 )
 
@@ -82,8 +83,9 @@ type result struct {
 	total, floorTotal time.Duration
 	lat, floorLat     []time.Duration
 	calls, floorCalls requestCounts
-	cpu               time.Duration // the manager's CPU over the work
-	mem               int64         // the manager's peak RSS over the work minus its RSS before it
+	reconciles        benchmetrics.Work // the manager's reconciles over the work
+	cpu               time.Duration     // the manager's CPU over the work
+	mem               int64             // the manager's peak RSS over the work minus its RSS before it
 }
 
 func run() error {
@@ -173,12 +175,14 @@ func runSize(scale, n, clusters int) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
+	reconciles := benchmetrics.Scrape(m.metrics, kubeconfigctrl.Name) // outside the CPU measured
 	cpu0, rss0 := m.cpu(), testenv.ResidentSet(m.cmd.Process.Pid)
 	if r.total, r.lat, err = createAndWait(ctx, tb.Env, n, names); err != nil {
 		return nil, err
 	}
 	time.Sleep(time.Second) // let trailing requests land before counting
 	r.cpu, r.mem = m.cpu()-cpu0, max(testenv.PeakRSS(m.cmd.Process.Pid)-rss0, 0)
+	r.reconciles = benchmetrics.Scrape(m.metrics, kubeconfigctrl.Name).Since(reconciles)
 	after, err := countRequests(ctx, envs)
 	if err != nil {
 		return nil, err
@@ -325,6 +329,9 @@ func (r *result) record() error {
 		quantile(r.floorLat, 0.5).Round(time.Millisecond), quantile(r.floorLat, 0.99).Round(time.Millisecond))
 	fmt.Printf("bench-kubeconfig: %s: manager CPU %.2f s (%.2f ms per request), peak memory +%d MiB (%.1f KiB per request)\n",
 		r.work, r.cpu.Seconds(), r.cpu.Seconds()*1000/n, r.mem>>20, float64(r.mem)/1024/n)
+	if line := r.reconciles.String(); line != "" {
+		fmt.Printf("bench-kubeconfig: %s: manager: %s\n", r.work, line)
+	}
 	fmt.Printf("bench-kubeconfig: %s: API requests per KubeconfigRequest, both API servers, the bench's own create included:\n", r.work)
 	fmt.Print(r.calls.breakdown(r.n, "  trustplane"))
 	fmt.Print(r.floorCalls.breakdown(r.n, "  floor"))
@@ -383,9 +390,10 @@ func recordGrowth(small, large *result) error {
 }
 
 type managerProcess struct {
-	cmd  *exec.Cmd
-	tick float64 // clock ticks per second of /proc/<pid>/stat
-	done bool
+	cmd     *exec.Cmd
+	metrics string  // its metrics endpoint, host:port
+	tick    float64 // clock ticks per second of /proc/<pid>/stat
+	done    bool
 }
 
 // floorWorkers is how many requests the shipped manager serves at once here: all of the
@@ -405,9 +413,9 @@ func profileOf(scale int) string {
 }
 
 func startManager(tb *testenv.Bench, prof *benchprof.Profiler) (*managerProcess, error) {
-	probes := testenv.BenchAddr()
+	probes, metrics := testenv.BenchAddr(), testenv.BenchAddr()
 	cmd := exec.Command(tb.Binary, "manager", "--kubeconfig", tb.Kubeconfig, "--controllers", kubeconfigctrl.Name,
-		"--leader-elect=false", "--metrics-bind-address", "0", "--health-probe-bind-address", probes, "--jwks-server-bind-address", "0")
+		"--leader-elect=false", "--metrics-bind-address", metrics, "--health-probe-bind-address", probes, "--jwks-server-bind-address", "0")
 	logs, err := os.Create(filepath.Join(tb.Dir, "manager.log"))
 	if err != nil {
 		return nil, err
@@ -424,7 +432,7 @@ func startManager(tb *testenv.Bench, prof *benchprof.Profiler) (*managerProcess,
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	m := &managerProcess{cmd: cmd, tick: 100}
+	m := &managerProcess{cmd: cmd, metrics: metrics, tick: 100}
 	if out, err := exec.Command("getconf", "CLK_TCK").Output(); err == nil {
 		if t, err := strconv.ParseFloat(strings.TrimSpace(string(out)), 64); err == nil && t > 0 {
 			m.tick = t

@@ -29,6 +29,9 @@ import (
 // heavyLock serialises heavy runs on a shared machine: each mutant's chaos run holds it.
 const heavyLock = "/tmp/trustplane-heavy.lock"
 
+// summaryPrefix starts the last line of a chaos run that finished (chaos.Result).
+const summaryPrefix = "chaos: seed "
+
 func main() {
 	only := flag.String("only", "", "comma-separated names of the mutants to run (default: every *.patch)")
 	flag.Parse()
@@ -158,24 +161,47 @@ func chaosRun(ctx context.Context, root, dir string, m mutant, seed uint64, logP
 	}
 	stopWatch := context.AfterFunc(ctx, func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) })
 	defer stopWatch()
-	at, caught = scan(io.TeeReader(out, logFile), m.invariant)
+	res := scan(io.TeeReader(out, logFile), m.invariant)
 	_ = cmd.Wait() // a run that caught the mutant fails
-	return at, caught, ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return "", false, err
+	}
+	if !res.caught && !res.finished {
+		// Not a judgement of the mutant: the run broke (a control plane that did not
+		// start on a loaded machine, a build error).
+		return "", false, fmt.Errorf("the chaos run did not finish (no summary line; output in %s): %s", logPath, res.first)
+	}
+	return res.at, res.caught, nil
 }
 
-// scan reads a run's output to its end and says whether it reported a violation of
-// invariant, and when the first was found.
-func scan(r io.Reader, invariant string) (at string, caught bool) {
+// scanned is what a run's output says.
+type scanned struct {
+	// caught: it reported a violation of the invariant, first at at.
+	caught bool
+	at     string
+	// finished: it printed the summary line; first is its first line.
+	finished bool
+	first    string
+}
+
+// scan reads a run's output to its end.
+func scan(r io.Reader, invariant string) scanned {
+	var res scanned
 	lines := bufio.NewScanner(r)
 	lines.Buffer(make([]byte, 0, 64<<10), 16<<20) // a violation's detail can be long
 	for lines.Scan() {
-		if t, ok := violation(lines.Text(), invariant); ok && !caught {
-			at, caught = t, true
+		line := lines.Text()
+		if res.first == "" {
+			res.first = strings.TrimSpace(line)
 		}
+		if t, ok := violation(line, invariant); ok && !res.caught {
+			res.at, res.caught = t, true
+		}
+		res.finished = res.finished || strings.HasPrefix(line, summaryPrefix)
 	}
 	// A line longer than the buffer ends the scan: read the rest so the run is not blocked.
 	_, _ = io.Copy(io.Discard, r)
-	return at, caught
+	return res
 }
 
 // chaosEnv is the environment of a mutant's run: this one's, without CHAOS_* settings of

@@ -80,13 +80,18 @@ func TestViolation(t *testing.T) {
 	}
 }
 
-func TestScanTakesTheFirstViolation(t *testing.T) {
-	out := "chaos    1.0s seed 7\nchaos   12.5s VIOLATION pool: claim kept: a\nchaos   20.0s VIOLATION pool: claim kept: b\n"
-	if at, ok := scan(strings.NewReader(out), "pool: claim kept"); !ok || at != "12.5s" {
-		t.Errorf("scan = %q, %v", at, ok)
+func TestScan(t *testing.T) {
+	out := "chaos    1.0s seed 7\nchaos   12.5s VIOLATION pool: claim kept: a\nchaos   20.0s VIOLATION pool: claim kept: b\n" +
+		"chaos: seed 7, faults 3, invariant checks 900, violations 2, not judged 0\n--- FAIL: TestChaos (90.00s)\n"
+	if res := scan(strings.NewReader(out), "pool: claim kept"); !res.caught || res.at != "12.5s" || !res.finished {
+		t.Errorf("scan = %+v; want the first violation, finished", res)
 	}
-	if _, ok := scan(strings.NewReader(out), "pool: one tenant per credential"); ok {
-		t.Error("caught by another invariant")
+	if res := scan(strings.NewReader(out), "pool: one tenant per credential"); res.caught || !res.finished {
+		t.Errorf("scan = %+v; want not caught by another invariant, finished", res)
+	}
+	broken := "starting test control plane: kube-apiserver did not start\nFAIL\tgithub.com/trustplane/trustplane/test/chaos\t118.5s\n"
+	if res := scan(strings.NewReader(broken), "pool: claim kept"); res.caught || res.finished || !strings.HasPrefix(res.first, "starting test control plane") {
+		t.Errorf("scan = %+v; want a run that did not finish, and its first line", res)
 	}
 }
 
