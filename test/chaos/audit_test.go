@@ -110,6 +110,9 @@ func TestWriteOfReadsTheAuditEvent(t *testing.T) {
 	}
 	for name, mutate := range map[string]func(map[string]any){
 		"the target's credential writing the Lease": func(m map[string]any) { m["user"] = map[string]any{"username": targetUser} },
+		"an Event": func(m map[string]any) {
+			m["objectRef"] = map[string]any{"resource": "events", "namespace": "default", "name": "x.1"}
+		},
 		"a JWKS server's own Lease": func(m map[string]any) {
 			m["objectRef"] = map[string]any{"resource": "leases", "namespace": "default", "name": "trustplane-jwks-server-1", "apiGroup": "coordination.k8s.io"}
 		},

@@ -39,8 +39,11 @@ import (
 const (
 	// ReportInterval is how often a server renews its Lease and report.
 	ReportInterval = 2 * time.Second
-	// ReportDuration is how long a report holds: the Lease's duration.
-	ReportDuration = 20 * time.Second
+	// ReportDuration is how long a report holds: the Lease's duration. Long enough to ride
+	// out a kube-apiserver restart (a server stops answering once its report runs out),
+	// short against the promotion margin and cacheMaxAge: a server that stopped without
+	// deleting its Lease holds a promotion up for at most this long.
+	ReportDuration = 30 * time.Second
 )
 
 // ServedKey is a key a server answers in a JWKSConfig's set, and since when (in this
