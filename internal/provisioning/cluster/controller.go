@@ -128,7 +128,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// Every slot of this namespace is taken (by Clusters whose targets may not
 		// answer): give the worker back to the other namespaces and look again soon.
 		// Nothing was done, so there is nothing to report and no backoff to grow.
-		return reconcile.Result{RequeueAfter: slots.Retry}, nil
+		return reconcile.Result{RequeueAfter: slots.RetryAfter()}, nil
 	}
 	defer release()
 	patcher := status.NewPatcher(c)

@@ -129,7 +129,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if !ok {
 		// Every slot of this namespace is taken (by requests whose targets may not
 		// answer): give the worker back to the other namespaces and look again soon.
-		return reconcile.Result{RequeueAfter: slots.Retry}, nil
+		return reconcile.Result{RequeueAfter: slots.RetryAfter()}, nil
 	}
 	defer release()
 	patcher := status.NewPatcher(kr)

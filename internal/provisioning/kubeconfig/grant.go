@@ -105,7 +105,7 @@ func (r *Reconciler) grantPhase(ctx context.Context, s *scope) (reconcile.Result
 	}
 	if err := r.grant(ctx, kr, target, s.held != nil && !s.firstSpec); errors.Is(err, clustertarget.ErrPreparing) {
 		// Another worker prepares the target now: look again soon, the status as it is.
-		return reconcile.Result{RequeueAfter: slots.Retry}, nil
+		return reconcile.Result{RequeueAfter: slots.RetryAfter()}, nil
 	} else if err != nil {
 		return reconcile.Result{}, stale(kr, target, s.moved, targetUnreachable(target, err))
 	}

@@ -1,6 +1,9 @@
 package slots
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestAcquireStopsAtTheLimitPerKey(t *testing.T) {
 	var s PerKey
@@ -29,5 +32,20 @@ func TestAcquireStopsAtTheLimitPerKey(t *testing.T) {
 	}
 	if _, ok := s.Acquire("carol", 0); !ok {
 		t.Error("limit 0 refused a slot")
+	}
+}
+
+func TestRetryAfterIsSpreadAroundRetry(t *testing.T) {
+	lo, hi := Retry, time.Duration(0)
+	for range 1000 {
+		d := RetryAfter()
+		if d < Retry/2 || d >= Retry*3/2 {
+			t.Fatalf("RetryAfter() = %v, outside [%v, %v)", d, Retry/2, Retry*3/2)
+		}
+		lo, hi = min(lo, d), max(hi, d)
+	}
+	// Spread, not one value: objects that found no slot at once must not come back at once.
+	if hi-lo < Retry/2 {
+		t.Fatalf("1000 retries between %v and %v: not spread", lo, hi)
 	}
 }
