@@ -70,6 +70,9 @@ type Reconciler struct {
 	endpointChanges chan event.GenericEvent
 	// slots hold each namespace to opts.WorkersPerNamespace reconciles at a time.
 	slots slots.PerKey
+	// firstIssues are the requests this process issued a first kubeconfig for whose cached
+	// copy has not shown it yet (issue.go).
+	firstIssues firstIssues
 }
 
 // +kubebuilder:rbac:groups=operator.kyma-project.io,resources=kubeconfigrequests,verbs=get;list;watch;update;patch

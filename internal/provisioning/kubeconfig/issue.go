@@ -5,11 +5,13 @@ import (
 	"encoding/base64"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -25,10 +27,14 @@ import (
 // The request is then Ready, and comes back when its rotation is due.
 func (r *Reconciler) issuePhase(ctx context.Context, s *scope) (reconcile.Result, error) {
 	kr, target, now := s.kr, s.target, s.now
+	if kr.Status.Kubeconfig != "" {
+		r.firstIssues.seen(kr.UID) // the cache has a status with a kubeconfig: it cannot go back
+	}
 	rotateAt := r.rotateAt(kr)
 	rotateNow := kr.Annotations[operatorv1alpha1.RotateAnnotation] == "true"
 	if kr.Status.Kubeconfig == "" || rotateNow || !now.Before(rotateAt) || s.moved != "" {
-		if kr.Status.Kubeconfig == "" {
+		first := kr.Status.Kubeconfig == ""
+		if first && r.firstIssues.pending(kr.UID) {
 			// A first issue acts only on the request as stored: a cache that has not seen
 			// the status of the reconcile that just issued (another event brought the
 			// request back at once) would issue a second credential no status names, live
@@ -36,6 +42,9 @@ func (r *Reconciler) issuePhase(ctx context.Context, s *scope) (reconcile.Result
 			if issued, err := r.issuedAlready(ctx, kr); err != nil || issued {
 				return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, err
 			}
+		}
+		if first {
+			r.firstIssues.add(kr.UID)
 		}
 		if err := r.rotate(ctx, kr, target, rotateNow, now); err != nil {
 			return reconcile.Result{}, stale(kr, target, s.moved, err)
@@ -48,6 +57,40 @@ func (r *Reconciler) issuePhase(ctx context.Context, s *scope) (reconcile.Result
 	}
 	status.MarkReady(kr, operatorv1alpha1.ReasonIssued, fmt.Sprintf("kubeconfig for cluster %s valid until %s", target.Name, kr.Status.ExpirationTimestamp.UTC().Format(time.RFC3339)))
 	return reconcile.Result{RequeueAfter: max(rotateAt.Sub(now), time.Second)}, nil
+}
+
+// firstIssues are the requests for which this process issued a first kubeconfig and whose
+// cached copy has not shown one since. Only for those can the cache be behind a first
+// issue: another process's writes were all made before this one held the Lease, while its
+// caches were already watching. So only those are read uncached before a first issue,
+// and a request that gets its first kubeconfig costs no read of its own (make
+// bench-kubeconfig counts the requests per KubeconfigRequest).
+type firstIssues struct {
+	mu   sync.Mutex
+	uids map[types.UID]struct{}
+}
+
+func (f *firstIssues) add(uid types.UID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.uids == nil {
+		f.uids = map[types.UID]struct{}{}
+	}
+	f.uids[uid] = struct{}{}
+}
+
+// seen forgets uid: its cached copy has shown a kubeconfig (or it is gone).
+func (f *firstIssues) seen(uid types.UID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.uids, uid)
+}
+
+func (f *firstIssues) pending(uid types.UID) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.uids[uid]
+	return ok
 }
 
 // issuedAlready says whether the request as stored already holds a kubeconfig.

@@ -84,6 +84,7 @@ func (r *Reconciler) finalize(ctx context.Context, kr *operatorv1alpha1.Kubeconf
 			return status.Transient(operatorv1alpha1.ReasonTargetUnreachable, err)
 		}
 	}
+	r.firstIssues.seen(kr.UID)
 	return Finalizer.Release(ctx, r.Client, kr)
 }
 
