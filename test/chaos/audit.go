@@ -168,32 +168,49 @@ func (v leaderWriteViolation) String() string {
 		v.write.replica, v.write.what, v.write.at.Format(time.RFC3339Nano), v.write.at.Sub(v.ended), v.ended.Format(time.RFC3339Nano), v.holder)
 }
 
+// inFlightAtRelease is how long after a replica's release of the Lease a write of its
+// own may still land, as long as no other replica has written the Lease since. A stopping
+// manager releases only once its controllers have returned (controller-runtime stops
+// them first), but a write sent just before on another connection than the Lease's can
+// arrive after the release (seed 202: 21.6 ms after). No other replica leads then, so it
+// meets no other leader's writes.
+const inFlightAtRelease = time.Second
+
 // judgeLeaderWrites judges every write that is not the Lease's: it must come from the
 // replica holding the Lease, within leaseDuration of its last renewal (after that another
 // replica may acquire it) and before it released it. A replica's tenure starts with its
 // first successful write of the Lease after another's (the API server's optimistic lock
 // lets only one win) and ends at the first of: another's write of the Lease, its own
-// release, leaseDuration after its last renewal. Times are the API server's reception
-// times, one clock for all.
+// release (plus inFlightAtRelease, unless another replica writes the Lease sooner),
+// leaseDuration after its last renewal. Times are the API server's reception times, one
+// clock for all.
 func judgeLeaderWrites(writes []managerWrite, leaseDuration time.Duration) (judged int, violations []leaderWriteViolation) {
 	sort.SliceStable(writes, func(i, j int) bool { return writes[i].at.Before(writes[j].at) })
 	holder, tenureEnd := "", time.Time{}
+	// releaser released the Lease last, and its writes in flight may land until
+	// releaserEnd, unless a replica writes the Lease before.
+	releaser, releaserEnd := "", time.Time{}
 	ended := map[string]time.Time{} // each replica's last tenure's end
 	for _, w := range writes {
 		if w.lease {
 			if holder != "" && holder != w.replica {
 				ended[holder] = minTime(tenureEnd, w.at)
 			}
+			if releaser != "" {
+				ended[releaser] = minTime(releaserEnd, w.at)
+				releaser = ""
+			}
 			if w.released {
 				ended[w.replica] = w.at
 				holder, tenureEnd = "", time.Time{}
+				releaser, releaserEnd = w.replica, w.at.Add(inFlightAtRelease)
 				continue
 			}
 			holder, tenureEnd = w.replica, w.at.Add(leaseDuration)
 			continue
 		}
 		judged++
-		if w.replica == holder && !w.at.After(tenureEnd) {
+		if w.replica == holder && !w.at.After(tenureEnd) || w.replica == releaser && !w.at.After(releaserEnd) {
 			continue
 		}
 		end := ended[w.replica]

@@ -22,6 +22,7 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -81,6 +82,12 @@ type podcertSystem struct {
 	// revisions are the trust bundles seen: every watch event, and a consistent list in
 	// every Check.
 	revisions []bundleRevision
+	// supplied are the next CAs supplyNextCA wrote into the CA Secret, by fingerprint,
+	// with the time just before the write: the signer cannot have seen one earlier.
+	supplied map[string]time.Time
+	// overlapJudged and issuanceJudged count the leaves judged against their CA's overlap
+	// (a supplied CA's) and against the trust bundle at their issuance.
+	overlapJudged, issuanceJudged int
 }
 
 type agentNode struct {
@@ -116,8 +123,13 @@ type issuedLeaf struct {
 	leaf                     *x509.Certificate
 	ca                       string // SHA-256 of the chain's CA certificate, hex
 	// rv is the request's resourceVersion when seen issued: no earlier than the issuance.
-	rv      int64
+	rv int64
+	// seenAt is when the list that first showed it issued returned: no earlier than the
+	// issuance.
+	seenAt  time.Time
 	checked int // revisions[:checked] were checked against it
+	// atIssuance: the trust bundle in effect at rv was judged (or could not be).
+	atIssuance bool
 }
 
 // bundleRevision is the signer's trust (the union of its ClusterTrustBundles) at one
@@ -125,27 +137,48 @@ type issuedLeaf struct {
 type bundleRevision struct {
 	rv         int64
 	observedAt time.Time
-	cas        map[string]*x509.Certificate // by SHA-256 of the DER, hex
+	// stream: the watch's list or one of its events. The watch's revisions are every
+	// revision of the bundles from its list on, so the bundle in effect at any revision
+	// between two of them is the earlier's, unless the later is a list (restart): the
+	// watch broke, and revisions between were missed.
+	stream, restart bool
+	cas             map[string]*x509.Certificate // by SHA-256 of the DER, hex
 }
 
 func newPodcert() System {
 	return &podcertSystem{pods: map[string]*podcertPod{}, leaves: map[string]*issuedLeaf{}, probes: map[string]bool{}, judgedEvents: map[string]bool{},
-		agentChecks: map[string]int{}}
+		agentChecks: map[string]int{}, supplied: map[string]time.Time{}}
 }
 
 func (s *podcertSystem) Name() string { return "podcert" }
+
+// podcertCAOverlap is the manager's --podcertificate-signer-ca-overlap: how long a new CA
+// is in the trust bundle before it signs.
+const podcertCAOverlap = 75 * time.Second
 
 // ManagerArgs: the shortest leaves the API allows (1h), and a CA rotation every three
 // minutes whose overlap is longer than the minute a leaf's notBefore is backdated, so a
 // new CA is in the bundle before any leaf it signs is valid.
 func (s *podcertSystem) ManagerArgs(*Harness) []string {
-	return []string{"--podcertificate-signer-max-lifetime=1h", "--podcertificate-signer-ca-rotation=3m", "--podcertificate-signer-ca-overlap=75s"}
+	return []string{"--podcertificate-signer-max-lifetime=1h", "--podcertificate-signer-ca-rotation=3m",
+		"--podcertificate-signer-ca-overlap=" + podcertCAOverlap.String()}
 }
 
+// progressBundle is a ClusterTrustBundle of no signer that Check writes to when leaves
+// wait for their judgement at issuance: the watch of the bundles then shows a revision
+// after theirs (bundles of the signer change only with its CAs).
+const progressBundle = "chaos-progress"
+
 func (s *podcertSystem) Setup(ctx context.Context, h *Harness) error {
+	marker, err := podcert.NewCA("chaos progress marker", time.Now(), time.Hour)
+	if err != nil {
+		return err
+	}
 	for _, obj := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: podcertNamespace}},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: podcertNamespace, Name: podcertAccount}},
+		&certificatesv1.ClusterTrustBundle{ObjectMeta: metav1.ObjectMeta{Name: progressBundle},
+			Spec: certificatesv1.ClusterTrustBundleSpec{TrustBundle: string(marker.CertPEM)}},
 	} {
 		if err := h.Client.Create(ctx, obj); err != nil {
 			return err
@@ -321,6 +354,11 @@ func (s *podcertSystem) supplyNextCA(ctx context.Context, h *Harness) error {
 		return err
 	}
 	secret.Data[podcert.NextCertKey], secret.Data[podcert.NextKeyKey] = ca.CertPEM, ca.KeyPEM
+	// Recorded before the write, whatever its answer: a write whose answer is lost may
+	// have happened, and none can have happened before now.
+	s.mu.Lock()
+	s.supplied[fingerprint(ca.Cert)] = time.Now()
+	s.mu.Unlock()
 	return h.Client.Update(ctx, secret) // optimistic: conflicts with the signer's own writes
 }
 
@@ -342,7 +380,7 @@ func (s *podcertSystem) watchBundles(ctx context.Context, h *Harness) {
 		for _, b := range list.Items {
 			state[b.Name] = b
 		}
-		s.record(list.ResourceVersion, state)
+		s.recordStream(list.ResourceVersion, state, true)
 		w, err := wc.Watch(ctx, &certificatesv1.ClusterTrustBundleList{}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
 		if err != nil {
 			sleep(ctx, time.Second)
@@ -361,19 +399,29 @@ func (s *podcertSystem) watchBundles(ctx context.Context, h *Harness) {
 			default:
 				continue
 			}
-			s.record(b.ResourceVersion, state)
+			s.recordStream(b.ResourceVersion, state, false)
 		}
 		w.Stop()
 	}
 }
 
-// record adds the signer's trust at revision rv.
+// record adds the signer's trust at revision rv, from a list of Check's.
 func (s *podcertSystem) record(rv string, state map[string]certificatesv1.ClusterTrustBundle) {
+	s.add(rv, state, bundleRevision{})
+}
+
+// recordStream adds the signer's trust at revision rv, from the watch: its list (restart)
+// or an event.
+func (s *podcertSystem) recordStream(rv string, state map[string]certificatesv1.ClusterTrustBundle, restart bool) {
+	s.add(rv, state, bundleRevision{stream: true, restart: restart})
+}
+
+func (s *podcertSystem) add(rv string, state map[string]certificatesv1.ClusterTrustBundle, rev bundleRevision) {
 	n, err := strconv.ParseInt(rv, 10, 64)
 	if err != nil {
 		return
 	}
-	rev := bundleRevision{rv: n, observedAt: time.Now(), cas: map[string]*x509.Certificate{}}
+	rev.rv, rev.observedAt, rev.cas = n, time.Now(), map[string]*x509.Certificate{}
 	for _, b := range state {
 		if b.Spec.SignerName != podcertSigner {
 			continue
@@ -431,8 +479,9 @@ func (s *podcertSystem) Check(ctx context.Context, h *Harness) {
 		h.NotJudged("podcert: issued chain is a leaf and its CA", "listing the PodCertificateRequests: %v", err)
 		return
 	}
+	seenAt := time.Now()
 	s.checkRequestCount(h, pcrs.Items)
-	s.collectLeaves(h, pcrs.Items)
+	s.collectLeaves(h, pcrs.Items, seenAt)
 	s.checkFiles(h, files, pcrs.Items)
 	// A consistent list of the bundles after the requests: its revision is no earlier
 	// than any issuance just collected, so every leaf seen so far must verify against it.
@@ -447,6 +496,7 @@ func (s *podcertSystem) Check(ctx context.Context, h *Harness) {
 	}
 	s.record(bundles.ResourceVersion, state)
 	s.checkLeavesInBundle(h)
+	s.bumpProgress(ctx, h)
 	if time.Now().After(s.warningsAfter) { // every event listed: not on every pass
 		s.warningsAfter = time.Now().Add(2 * time.Second)
 		s.checkWarnings(ctx, h)
@@ -507,8 +557,11 @@ func (s *podcertSystem) checkRequestCount(h *Harness, pcrs []certificatesv1.PodC
 	}
 }
 
-// collectLeaves records the leaf and CA of every issued request not seen before.
-func (s *podcertSystem) collectLeaves(h *Harness, pcrs []certificatesv1.PodCertificateRequest) {
+// collectLeaves records the leaf and CA of every issued request not seen before, listed
+// at seenAt. A leaf of a CA the workload supplied must come an overlap after the supply:
+// the signer lets a new CA sign only once it has been in the trust bundle that long, so
+// that relying parties holding the bundle from before know it.
+func (s *podcertSystem) collectLeaves(h *Harness, pcrs []certificatesv1.PodCertificateRequest, seenAt time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, pcr := range pcrs {
@@ -524,8 +577,15 @@ func (s *podcertSystem) collectLeaves(h *Harness, pcrs []certificatesv1.PodCerti
 			continue
 		}
 		beginRefreshAt, notAfter := leafTimes(&pcr)
-		s.leaves[key] = &issuedLeaf{pcr: key, pod: pcr.Spec.PodName, kind: projectionKind(&pcr), beginRefreshAt: beginRefreshAt, notAfter: notAfter,
-			leaf: chain[0], ca: fingerprint(chain[1]), rv: rv}
+		l := &issuedLeaf{pcr: key, pod: pcr.Spec.PodName, kind: projectionKind(&pcr), beginRefreshAt: beginRefreshAt, notAfter: notAfter,
+			leaf: chain[0], ca: fingerprint(chain[1]), rv: rv, seenAt: seenAt}
+		s.leaves[key] = l
+		if supplied, ok := s.supplied[l.ca]; ok {
+			s.overlapJudged++
+			h.Check("podcert: a new CA signs only after its overlap in the trust bundle", !seenAt.Before(supplied.Add(podcertCAOverlap)),
+				"leaf of PodCertificateRequest %s (serial %x) signed by CA %s, seen issued %.1fs after that CA was supplied as the next CA: the overlap is %v",
+				key, l.leaf.SerialNumber, l.ca[:16], seenAt.Sub(supplied).Seconds(), podcertCAOverlap)
+		}
 	}
 }
 
@@ -537,6 +597,9 @@ func (s *podcertSystem) checkLeavesInBundle(h *Harness) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, l := range s.leaves {
+		if !l.atIssuance {
+			s.checkBundleAtIssuance(h, l)
+		}
 		for _, rev := range s.revisions[l.checked:] {
 			if rev.rv < l.rv || !rev.observedAt.Before(l.leaf.NotAfter) {
 				continue
@@ -547,6 +610,67 @@ func (s *podcertSystem) checkLeavesInBundle(h *Harness) {
 				l.pcr, l.leaf.SerialNumber, l.rv, l.leaf.NotAfter.Format(time.RFC3339), l.ca[:16], podcertSigner, rev.rv, short(rev.cas))
 		}
 		l.checked = len(s.revisions)
+	}
+}
+
+// bumpProgress writes progressBundle when a leaf waits for the watch of the bundles to
+// pass its revision, so that a later Check can judge it.
+func (s *podcertSystem) bumpProgress(ctx context.Context, h *Harness) {
+	s.mu.Lock()
+	waiting := false
+	for _, l := range s.leaves {
+		waiting = waiting || !l.atIssuance
+	}
+	s.mu.Unlock()
+	if !waiting {
+		return
+	}
+	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{"chaos.trustplane.io/progress":%q}}}`, time.Now().Format(time.RFC3339Nano)))
+	// A failed write is judged later: the leaves wait for the next one.
+	_ = h.Client.Patch(ctx, &certificatesv1.ClusterTrustBundle{ObjectMeta: metav1.ObjectMeta{Name: progressBundle}}, client.RawPatch(types.MergePatchType, patch))
+}
+
+// leavesAwaitingJudgement counts the leaves not yet judged against the bundle at their
+// issuance.
+func (s *podcertSystem) leavesAwaitingJudgement() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, l := range s.leaves {
+		if !l.atIssuance {
+			n++
+		}
+	}
+	return n
+}
+
+// checkBundleAtIssuance: the leaf's CA was in the trust bundle in effect at the revision
+// the leaf was issued by, the last revision of the watch at or before it (exact: the
+// watch sees every revision of the bundles). A leaf whose revision the watch has not
+// passed yet waits for a later Check. s.mu is held.
+func (s *podcertSystem) checkBundleAtIssuance(h *Harness, l *issuedLeaf) {
+	const invariant = "podcert: leaf's CA in the trust bundle"
+	var before *bundleRevision
+	for i := range s.revisions {
+		rev := &s.revisions[i]
+		if !rev.stream {
+			continue
+		}
+		if rev.rv <= l.rv {
+			before = rev
+			continue
+		}
+		l.atIssuance = true
+		if before == nil || rev.restart {
+			h.NotJudged(invariant, "leaf of PodCertificateRequest %s issued by resourceVersion %d: the watch of the trust bundles missed the revisions around it", l.pcr, l.rv)
+			return
+		}
+		_, ok := before.cas[l.ca]
+		s.issuanceJudged++
+		h.Check(invariant, ok,
+			"leaf of PodCertificateRequest %s (serial %x) issued by resourceVersion %d, signed by CA %s, which the ClusterTrustBundles of %s did not hold then (resourceVersion %d holds %v)",
+			l.pcr, l.leaf.SerialNumber, l.rv, l.ca[:16], podcertSigner, before.rv, short(before.cas))
+		return
 	}
 }
 
@@ -686,15 +810,29 @@ func (s *podcertSystem) Settle(ctx context.Context, h *Harness) {
 	})
 	s.warningsAfter = time.Time{} // the events too, once more
 	s.Check(ctx, h)
+	// The last leaves wait for the watch to pass the progress write of that Check.
+	h.Eventually(ctx, "progress: podcert: every leaf judged against the bundle at its issuance", func(ctx context.Context) bool {
+		s.checkLeavesInBundle(h)
+		if s.leavesAwaitingJudgement() == 0 {
+			return true
+		}
+		s.bumpProgress(ctx, h)
+		return false
+	})
 	s.mu.Lock()
+	for _, l := range s.leaves {
+		if !l.atIssuance {
+			h.NotJudged("podcert: leaf's CA in the trust bundle", "leaf of PodCertificateRequest %s issued by resourceVersion %d: the watch of the trust bundles never passed it", l.pcr, l.rv)
+		}
+	}
 	cas := map[string]bool{}
 	for _, rev := range s.revisions {
 		for fp := range rev.cas {
 			cas[fp] = true
 		}
 	}
-	h.Logf("podcert: %d pods created, %d leaves issued, checked against %d trust-bundle revisions holding %d CAs in all",
-		len(s.pods), len(s.leaves), len(s.revisions), len(cas))
+	h.Logf("podcert: %d pods created, %d leaves issued, checked against %d trust-bundle revisions holding %d CAs in all; %d leaves judged against the bundle at their issuance, %d leaves of the %d supplied CAs against the overlap",
+		len(s.pods), len(s.leaves), len(s.revisions), len(cas), s.issuanceJudged, s.overlapJudged, len(s.supplied))
 	s.mu.Unlock()
 	s.logAgentChecks(h)
 }
