@@ -173,8 +173,9 @@ bench: k8s-bins ## Every bench-* BENCH_RUNS (3) times on one commit, each at 1x 
 	mkdir -p $(BIN)/bench && : > $(BENCH_ROWS)
 	go run ./test/bench/table -begin $(BENCH_SOURCE)
 	failed=""; for run in $$(seq 1 $(BENCH_RUNS)); do for b in $(BENCHES); do \
-		echo "== make bench-$$b, run $$run of $(BENCH_RUNS)"; \
+		echo "== make bench-$$b, run $$run of $(BENCH_RUNS)"; start=$$(date +%s); \
 		TRUSTPLANE_BENCH_ROWS=$(BENCH_ROWS) TRUSTPLANE_BENCH_RUN=$$run $(MAKE) --no-print-directory bench-$$b || failed="$$failed bench-$$b(run $$run)"; \
+		echo "== make bench-$$b, run $$run of $(BENCH_RUNS): $$(( $$(date +%s) - start )) s"; \
 	done; done; \
 	go run ./test/bench/table -source $(BENCH_SOURCE) -runs $(BENCH_RUNS) -rows $(BENCH_ROWS) -json $(BIN)/bench/latest.json -readme README.md || failed="$$failed table"; \
 	if [ -n "$$failed" ]; then echo "did not finish:$$failed"; exit 1; fi

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/trustplane/trustplane/internal/testenv"
@@ -61,7 +62,23 @@ func withAuditLog(dir string) ([]testenv.Option, error) {
 	return []testenv.Option{
 		testenv.WithAPIServerFlag("audit-policy-file", policy),
 		testenv.WithAPIServerFlag("audit-log-path", auditLog),
+		// The log rotates at 100 MB unless told otherwise (lumberjack's default), which a
+		// 40-minute run passed: the judge read only the newest file, saw none of the
+		// Lease's earlier writes, and took 38 writes of the leader for a stranger's.
+		// auditLogs reads the rotated files as well; this keeps them few.
+		testenv.WithAPIServerFlag("audit-log-maxsize", "1024"),
 	}, nil
+}
+
+// auditLogs are the audit log's files: those rotated away (audit-<time>.log, oldest
+// first) and the current one.
+func auditLogs() ([]string, error) {
+	rotated, err := filepath.Glob(strings.TrimSuffix(auditLog, ".log") + "-*.log")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(rotated) // the names carry the time of the rotation
+	return append(rotated, auditLog), nil
 }
 
 // auditEvent is what the judge reads of an audit.k8s.io/v1 Event.
@@ -96,8 +113,21 @@ type managerWrite struct {
 }
 
 // readManagerWrites reads the successful writes of the manager's replicas from the audit
-// log; replicaOf names the replica by source IP (writes from elsewhere are left out).
-func readManagerWrites(path string, replicaOf map[string]string) ([]managerWrite, error) {
+// log's files; replicaOf names the replica by source IP (writes from elsewhere are left
+// out).
+func readManagerWrites(paths []string, replicaOf map[string]string) ([]managerWrite, error) {
+	var writes []managerWrite
+	for _, path := range paths {
+		more, err := readManagerWritesFrom(path, replicaOf)
+		if err != nil {
+			return nil, err
+		}
+		writes = append(writes, more...)
+	}
+	return writes, nil
+}
+
+func readManagerWritesFrom(path string, replicaOf map[string]string) ([]managerWrite, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -184,7 +214,7 @@ const inFlightAtRelease = time.Second
 // release (plus inFlightAtRelease, unless another replica writes the Lease sooner),
 // leaseDuration after its last renewal. Times are the API server's reception times, one
 // clock for all.
-func judgeLeaderWrites(writes []managerWrite, leaseDuration time.Duration) (judged int, violations []leaderWriteViolation) {
+func judgeLeaderWrites(writes []managerWrite) (judged int, violations []leaderWriteViolation) {
 	sort.SliceStable(writes, func(i, j int) bool { return writes[i].at.Before(writes[j].at) })
 	holder, tenureEnd := "", time.Time{}
 	// releaser released the Lease last, and its writes in flight may land until
@@ -241,17 +271,28 @@ func (h *Harness) judgeLeaderWrites() {
 		replicaOf[n.replicaIP] = h.managers[i].Name()
 		replicaOf[n.loopback] = h.managers[i].Name()
 	}
+	logs, err := auditLogs()
+	if err != nil {
+		h.NotJudged(invLeaderWrites, "finding the audit log's files: %v", err)
+		return
+	}
 	if h.LogDir != "" {
-		if err := copyFile(auditLog, filepath.Join(h.LogDir, "kube-apiserver-audit.log")); err != nil {
-			h.Logf("keeping the audit log: %v", err)
+		for i, path := range logs {
+			name := "kube-apiserver-audit.log"
+			if i < len(logs)-1 {
+				name = "kube-apiserver-audit-" + strings.TrimPrefix(filepath.Base(path), "audit-")
+			}
+			if err := copyFile(path, filepath.Join(h.LogDir, name)); err != nil {
+				h.Logf("keeping the audit log: %v", err)
+			}
 		}
 	}
-	writes, err := readManagerWrites(auditLog, replicaOf)
+	writes, err := readManagerWrites(logs, replicaOf)
 	if err != nil {
 		h.NotJudged(invLeaderWrites, "reading the audit log: %v", err)
 		return
 	}
-	judged, violations := judgeLeaderWrites(writes, leaseDuration)
+	judged, violations := judgeLeaderWrites(writes)
 	for _, v := range violations {
 		h.Check(invLeaderWrites, false, "%s", v)
 	}

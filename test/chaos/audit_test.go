@@ -2,6 +2,8 @@ package chaos
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -39,7 +41,7 @@ func TestJudgeLeaderWrites(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			judged, violations := judgeLeaderWrites(tt.writes, leaseDuration)
+			judged, violations := judgeLeaderWrites(tt.writes)
 			var got []float64
 			for _, v := range violations {
 				got = append(got, v.write.at.Sub(t0).Seconds())
@@ -145,5 +147,61 @@ func TestStalePID(t *testing.T) {
 		if pid != want || ok != (want != 0) {
 			t.Errorf("stalePID(%q) = %d, %v; want %d", rule, pid, ok, want)
 		}
+	}
+}
+
+// TestRotatedAuditLogsAreRead: the API server rotates its audit log (at 100 MB by
+// default); the Lease's writes in the rotated file must still count, or the leader's
+// later writes look like a stranger's (a 40-minute run: 38 false violations).
+func TestRotatedAuditLogsAreRead(t *testing.T) {
+	dir := t.TempDir()
+	saved := auditLog
+	auditLog = filepath.Join(dir, "audit.log")
+	t.Cleanup(func() { auditLog = saved })
+	line := func(resource, holder, at string) string {
+		e := map[string]any{
+			"verb": "update", "user": map[string]any{"username": managerUser}, "sourceIPs": []any{"10.253.0.2"},
+			"objectRef":                map[string]any{"resource": resource, "namespace": ManagerNamespace, "name": leaseName, "apiGroup": "coordination.k8s.io"},
+			"responseStatus":           map[string]any{"code": 200},
+			"requestObject":            map[string]any{"spec": map[string]any{"holderIdentity": holder}},
+			"requestReceivedTimestamp": at,
+		}
+		if resource != "leases" {
+			e["objectRef"] = map[string]any{"resource": resource, "namespace": "a", "name": "b"}
+		}
+		raw, _ := json.Marshal(e)
+		return string(raw) + "\n"
+	}
+	files := map[string]string{
+		"audit-2026-11-29T16-18-36.826.log": line("leases", "manager-0_1", "2026-11-29T16:18:30Z"),
+		"audit.log":                         line("configmaps", "", "2026-11-29T16:18:37Z"),
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logs, err := auditLogs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(logs) != 2 || logs[1] != auditLog {
+		t.Fatalf("audit logs %v, want the rotated one, then %s", logs, auditLog)
+	}
+	replicaOf := map[string]string{"10.253.0.2": "manager-0"}
+	writes, err := readManagerWrites(logs, replicaOf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if judged, violations := judgeLeaderWrites(writes); judged != 1 || len(violations) != 0 {
+		t.Errorf("judged %d writes, violations %v; want 1 judged, none", judged, violations)
+	}
+	// The current file alone, as before: the holder's write looks like a stranger's.
+	writes, err = readManagerWrites(logs[1:], replicaOf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, violations := judgeLeaderWrites(writes); len(violations) != 1 {
+		t.Errorf("the current file alone: violations %v, want 1", violations)
 	}
 }

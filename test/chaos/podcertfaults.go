@@ -28,9 +28,10 @@ import (
 
 // The node agent's own faults besides its death: its disk full, and its clock jumped.
 
-// agentDirSize is the tmpfs each node agent writes into: a hundred times what the
-// workload's pods need (a page per file, three files a pod), small enough to fill at once.
-const agentDirSize = "1m"
+// agentDirSize is the tmpfs each node agent writes into: several times what the
+// workload's pods need at most (podcertMaxPods live and as many terminating, the probes,
+// two projections of a page per file each), small enough to fill at once.
+const agentDirSize = "4m"
 
 // fillerName is the file that fills a node agent's tmpfs, at its root (the agent never
 // looks there: its tree is <namespace>/<pod>/...).
