@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -102,7 +103,11 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 			return out
 		}), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 			return holdingChanged(e.ObjectOld.(*operatorv1alpha1.KubeconfigRequest), e.ObjectNew.(*operatorv1alpha1.KubeconfigRequest))
-		}}))
+		}})).
+		// A Cluster that waited for a slot of its namespace, now kept for it.
+		WatchesRawSource(source.Channel(r.slots.WakeInto(func(namespace, name string) client.Object {
+			return &operatorv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+		}), &handler.EnqueueRequestForObject{}))
 	if g != nil {
 		b = b.WatchesRawSource(source.Kind(g.Cache, garden.NewShoot(), handler.TypedEnqueueRequestsFromMapFunc(clusterOfShoot)))
 		// A garden that does not answer when the manager starts holds up this controller
@@ -119,16 +124,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	c := &operatorv1alpha1.Cluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, c); apierrors.IsNotFound(err) {
 		forget(c, req.NamespacedName) // gone: its series go with it
+		r.slots.Cancel(req.Namespace, req.Name)
 		return reconcile.Result{}, nil
 	} else if err != nil {
 		return reconcile.Result{}, err
 	}
-	release, ok := r.slots.Acquire(req.Namespace, r.Options.WorkersPerNamespace)
+	release, ok := r.slots.Acquire(req.Namespace, req.Name, r.Options.WorkersPerNamespace)
 	if !ok {
 		// Every slot of this namespace is taken (by Clusters whose targets may not
 		// answer): give the worker back to the other namespaces and look again soon.
 		// Nothing was done, so there is nothing to report and no backoff to grow.
-		return reconcile.Result{RequeueAfter: slots.RetryAfter()}, nil
+		return reconcile.Result{RequeueAfter: r.slots.Requeue()}, nil
 	}
 	defer release()
 	patcher := status.NewPatcher(c)

@@ -67,10 +67,12 @@ type Target struct {
 	closeIdle func()
 
 	mu        sync.Mutex
-	prepared  bool      // prepare succeeded
-	preparing bool      // a prepare runs now
-	downUntil time.Time // found unreachable: answering downErr until then
-	downErr   error
+	prepared  bool // prepare succeeded
+	preparing bool // a prepare runs now
+	// whenPrepared are the callers told ErrPreparing, called when that prepare ends.
+	whenPrepared []func()
+	downUntil    time.Time // found unreachable: answering downErr until then
+	downErr      error
 }
 
 // close closes the connection's idle sockets (a nil Target has none).
@@ -94,8 +96,10 @@ func (t *Target) Redact(err error) error { return Redact(t.Config, t.TenantServe
 // another: while one reconcile prepares, the others get ErrPreparing at once; and for
 // UnreachableFor after the target was found unreachable (by prepare or by Unreachable),
 // every caller gets that failure at once. So a dead target costs one timeout per
-// UnreachableFor, not one per reconcile, and holds no worker while it is down.
-func (t *Target) Prepare(prepare func() error) error {
+// UnreachableFor, not one per reconcile, and holds no worker while it is down. A caller
+// told ErrPreparing has whenPrepared (if not nil) called once that prepare ends, to come
+// back then rather than poll.
+func (t *Target) Prepare(prepare func() error, whenPrepared func()) error {
 	t.mu.Lock()
 	if err := t.downLocked(); err != nil {
 		t.mu.Unlock()
@@ -106,6 +110,9 @@ func (t *Target) Prepare(prepare func() error) error {
 		return nil
 	}
 	if t.preparing {
+		if whenPrepared != nil {
+			t.whenPrepared = append(t.whenPrepared, whenPrepared)
+		}
 		t.mu.Unlock()
 		return ErrPreparing
 	}
@@ -114,14 +121,19 @@ func (t *Target) Prepare(prepare func() error) error {
 
 	err := prepare()
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	t.preparing = false
 	if err != nil {
 		t.observeLocked(err)
-		return err
+	} else {
+		t.prepared = true
 	}
-	t.prepared = true
-	return nil
+	waiting := t.whenPrepared
+	t.whenPrepared = nil
+	t.mu.Unlock()
+	for _, f := range waiting {
+		f()
+	}
+	return err
 }
 
 // Unreachable records a failed call to the target: when it failed for want of an answer

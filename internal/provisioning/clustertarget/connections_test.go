@@ -81,39 +81,47 @@ func TestPrepareNeverMakesAWorkerWait(t *testing.T) {
 	started, finish := make(chan struct{}), make(chan error)
 	first := make(chan error)
 	go func() {
-		first <- target.Prepare(func() error { close(started); return <-finish })
+		first <- target.Prepare(func() error { close(started); return <-finish }, nil)
 	}()
 	<-started
-	if err := target.Prepare(func() error { t.Error("prepared twice at once"); return nil }); !errors.Is(err, ErrPreparing) {
+	woken := 0
+	if err := target.Prepare(func() error { t.Error("prepared twice at once"); return nil }, func() { woken++ }); !errors.Is(err, ErrPreparing) {
 		t.Fatalf("a second Prepare while one runs = %v, want ErrPreparing", err)
+	}
+	if woken != 0 {
+		t.Fatal("a caller told ErrPreparing was woken before the prepare ended")
 	}
 	unreachable := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("i/o timeout")}
 	finish <- unreachable
 	if err := <-first; !errors.Is(err, unreachable) {
 		t.Fatalf("the first Prepare = %v", err)
 	}
+	// The caller told ErrPreparing comes back when the prepare ends, failed or not, once.
+	if woken != 1 {
+		t.Fatalf("a caller told ErrPreparing was woken %d times when the prepare ended, want 1", woken)
+	}
 
 	calls := 0
 	prepare := func() error { calls++; return nil }
 	now.SetTime(now.Now().Add(UnreachableFor - time.Second))
-	if err := target.Prepare(prepare); !errors.Is(err, unreachable) || calls != 0 {
+	if err := target.Prepare(prepare, nil); !errors.Is(err, unreachable) || calls != 0 {
 		t.Fatalf("Prepare within UnreachableFor = %v after %d calls, want the failure at once", err, calls)
 	}
 	if err := target.Down(); !errors.Is(err, unreachable) {
 		t.Errorf("Down() = %v", err)
 	}
 	now.SetTime(now.Now().Add(time.Second))
-	if err := target.Prepare(prepare); err != nil || calls != 1 || target.Down() != nil {
+	if err := target.Prepare(prepare, nil); err != nil || calls != 1 || target.Down() != nil {
 		t.Fatalf("Prepare after UnreachableFor = %v after %d calls", err, calls)
 	}
 
 	// A later call finding it unreachable makes it prepared again after the pause.
 	target.Unreachable(unreachable)
-	if err := target.Prepare(prepare); !errors.Is(err, unreachable) || calls != 1 {
+	if err := target.Prepare(prepare, nil); !errors.Is(err, unreachable) || calls != 1 {
 		t.Fatalf("Prepare right after Unreachable = %v after %d calls", err, calls)
 	}
 	now.SetTime(now.Now().Add(UnreachableFor))
-	if err := target.Prepare(prepare); err != nil || calls != 2 {
+	if err := target.Prepare(prepare, nil); err != nil || calls != 2 {
 		t.Fatalf("Prepare after the pause = %v after %d calls, want prepared again", err, calls)
 	}
 
@@ -125,7 +133,7 @@ func TestPrepareNeverMakesAWorkerWait(t *testing.T) {
 	broken := &Target{Name: "refusing", clock: now}
 	refused := apierrors.NewForbidden(schema.GroupResource{Resource: "namespaces"}, "x", errors.New("no"))
 	for range 2 {
-		if err := broken.Prepare(func() error { calls++; return refused }); !errors.Is(err, refused) {
+		if err := broken.Prepare(func() error { calls++; return refused }, nil); !errors.Is(err, refused) {
 			t.Fatalf("Prepare = %v", err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -109,6 +110,10 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.requestsUsingKubeconfigSecret)).
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(requestPublishingIn), builder.WithPredicates(deletions)).
 		WatchesRawSource(source.Channel(r.endpointChanges, handler.EnqueueRequestsFromMapFunc(r.requestsForCluster))).
+		// A request that waited for a slot of its namespace, now kept for it.
+		WatchesRawSource(source.Channel(r.slots.WakeInto(func(namespace, name string) client.Object {
+			return &operatorv1alpha1.KubeconfigRequest{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+		}), &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: opts.Workers,
 			// Per request only: controller-runtime's default adds a bucket shared by all
@@ -124,15 +129,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	kr := &operatorv1alpha1.KubeconfigRequest{}
 	if err := r.Client.Get(ctx, req.NamespacedName, kr); apierrors.IsNotFound(err) {
 		forget(kr, req.NamespacedName) // gone: its series go with it
+		r.slots.Cancel(req.Namespace, req.Name)
 		return reconcile.Result{}, nil
 	} else if err != nil {
 		return reconcile.Result{}, err
 	}
-	release, ok := r.slots.Acquire(req.Namespace, r.opts.WorkersPerNamespace)
+	release, ok := r.slots.Acquire(req.Namespace, req.Name, r.opts.WorkersPerNamespace)
 	if !ok {
 		// Every slot of this namespace is taken (by requests whose targets may not
 		// answer): give the worker back to the other namespaces and look again soon.
-		return reconcile.Result{RequeueAfter: slots.RetryAfter()}, nil
+		return reconcile.Result{RequeueAfter: r.slots.Requeue()}, nil
 	}
 	defer release()
 	patcher := status.NewPatcher(kr)

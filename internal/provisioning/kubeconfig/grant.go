@@ -20,7 +20,6 @@ import (
 	"github.com/trustplane/trustplane/internal/apply"
 	"github.com/trustplane/trustplane/internal/provisioning/access"
 	"github.com/trustplane/trustplane/internal/provisioning/clustertarget"
-	"github.com/trustplane/trustplane/internal/provisioning/slots"
 	"github.com/trustplane/trustplane/internal/status"
 )
 
@@ -104,8 +103,9 @@ func (r *Reconciler) grantPhase(ctx context.Context, s *scope) (reconcile.Result
 		}
 	}
 	if err := r.grant(ctx, kr, target, s.held != nil && !s.firstSpec); errors.Is(err, clustertarget.ErrPreparing) {
-		// Another worker prepares the target now: look again soon, the status as it is.
-		return reconcile.Result{RequeueAfter: slots.RetryAfter()}, nil
+		// Another worker prepares the target now: the request is woken when it is done
+		// (ensureNamespace), the status as it is.
+		return reconcile.Result{RequeueAfter: r.slots.Requeue()}, nil
 	} else if err != nil {
 		return reconcile.Result{}, stale(kr, target, s.moved, targetUnreachable(target, err))
 	}
@@ -124,7 +124,7 @@ func (r *Reconciler) grantPhase(ctx context.Context, s *scope) (reconcile.Result
 // chaos suite ("kubeconfig: granted as asked").
 func (r *Reconciler) grant(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest, target *clustertarget.Target, held bool) error {
 	// First, as it fails at once for a target found unreachable moments ago.
-	if err := ensureNamespace(ctx, target); err != nil {
+	if err := r.ensureNamespace(ctx, target, kr); err != nil {
 		return err
 	}
 	if held && mayHoldAnOldSpec(kr) {
@@ -161,12 +161,17 @@ func mayHoldAnOldSpec(kr *operatorv1alpha1.KubeconfigRequest) bool {
 }
 
 // ensureNamespace applies TargetNamespace in the target, once per connection (again after
-// a failure).
-func ensureNamespace(ctx context.Context, t *clustertarget.Target) error {
+// a failure). A request that finds another reconcile preparing the target is woken when
+// that ends.
+func (r *Reconciler) ensureNamespace(ctx context.Context, t *clustertarget.Target, kr *operatorv1alpha1.KubeconfigRequest) error {
+	var wake func()
+	if r.slots.Wake != nil {
+		wake = func() { r.slots.Wake(kr.Namespace, kr.Name) }
+	}
 	return t.Prepare(func() error {
 		ns := &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: TargetNamespace}}
 		return status.WriteFailed("apply", ns, apply.Apply(ctx, t.Client, ns, FieldOwner))
-	})
+	}, wake)
 }
 
 // createOrApply applies obj; for a request never issued before it first tries a plain

@@ -9,60 +9,163 @@ package slots
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 )
 
-// Retry is how soon, on average, an object whose key had no free slot is looked at again:
-// short, since a slot frees as soon as one of that key's reconciles ends, and cheap, since
-// nothing but the informer cache is read before the slot is taken. Nothing was done, so a
-// reconcile that found no slot returns RequeueAfter: RetryAfter() and no error (no backoff
-// to grow).
+// Retry is how soon, on average, an object whose key had no free slot is looked at again
+// when nothing wakes it: short, since a slot frees as soon as one of that key's
+// reconciles ends, and cheap, since nothing but the informer cache is read before the
+// slot is taken. Nothing was done, so a reconcile that found no slot returns
+// RequeueAfter: Requeue() and no error (no backoff to grow).
 const Retry = 500 * time.Millisecond
 
-// RetryAfter is when an object that found no free slot is looked at again: Retry, spread
-// evenly from half of it to one and a half. A burst of one namespace's objects finds the
-// slots taken all at once; retried after exactly Retry, they came back all at once, every
-// Retry, and a slot freed in between stayed idle until then (make bench-kubeconfig, 200
-// requests of one namespace with 4 slots: 3.6 times the time of a plain client writing
-// with 4 goroutines; spread, 1.7 times). Spread, a freed slot is taken by the next
-// waiting object within moments.
+// RetryAfter is Retry, spread evenly from half of it to one and a half: objects that
+// found no slot at once do not come back all at once.
 func RetryAfter() time.Duration {
 	return Retry/2 + rand.N(Retry) //nolint:gosec // G404: a spread of retry times, not a secret
 }
 
-// PerKey counts the reconciles in flight per key. The zero value is ready to use.
-type PerKey struct {
-	mu    sync.Mutex
-	inUse map[string]int
+// Requeue is when an object that found no free slot of s is looked at again: with a
+// Wake, Fallback, spread like RetryAfter (it is woken as soon as a slot is kept for it;
+// the requeue only catches a wake that was lost); without, RetryAfter().
+func (s *PerKey) Requeue() time.Duration {
+	if s.Wake != nil {
+		return Fallback/2 + rand.N(Fallback) //nolint:gosec // G404: a spread of retry times, not a secret
+	}
+	return RetryAfter()
 }
 
-// Acquire takes a slot of key if fewer than limit are taken; release gives it back. A
-// limit of 0 is no limit.
-func (s *PerKey) Acquire(key string, limit int) (release func(), ok bool) {
+// Fallback is how soon, on average, a waiting object is looked at again although no wake
+// came (one dropped at shutdown, a slot kept for an object whose reconcile failed first).
+const Fallback = 10 * time.Second
+
+// PerKey counts the reconciles in flight per key, and the objects that wait for a slot
+// of it. The zero value is ready to use.
+//
+// Waiting objects are woken in turn: with Wake set, the slot a release frees is kept for
+// the object that has waited longest, and Wake brings it back (make bench-kubeconfig,
+// 200 requests of one namespace with 4 slots: retried every half second instead, the
+// slots stood idle between the end of one reconcile and the retry of the next, 1.4 times
+// the time of a plain client writing with 4 goroutines).
+type PerKey struct {
+	// Wake, when set (before the first Acquire), brings the named object back (of
+	// namespace key): a slot of key is kept for it. It must not block. A controller may
+	// call it too, to bring back an object that waits for something else.
+	Wake func(key, name string)
+
+	mu    sync.Mutex
+	inUse map[string]int // slots taken or kept, per key
+	// waiting are the objects waiting per key, oldest first; kept the names a freed slot
+	// is kept for, per key.
+	waiting map[string][]string
+	kept    map[string]map[string]bool
+}
+
+// Acquire takes a slot of key for the object name: the one kept for it, or a free one if
+// fewer than limit are taken (a limit of 0 is no limit); release gives it back. When
+// none is free, the object waits (with Wake set) until a release keeps one for it.
+func (s *PerKey) Acquire(key, name string, limit int) (release func(), ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.inUse == nil {
-		s.inUse = map[string]int{}
+		s.inUse, s.waiting, s.kept = map[string]int{}, map[string][]string{}, map[string]map[string]bool{}
 	}
-	if limit > 0 && s.inUse[key] >= limit {
-		return nil, false
-	}
-	s.inUse[key]++
-	return func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.inUse[key]--; s.inUse[key] == 0 {
-			delete(s.inUse, key)
+	switch {
+	case s.kept[key][name]:
+		delete(s.kept[key], name) // still counted in inUse
+	case limit > 0 && s.inUse[key] >= limit:
+		if s.Wake != nil && !slices.Contains(s.waiting[key], name) {
+			s.waiting[key] = append(s.waiting[key], name)
 		}
-	}, true
+		return nil, false
+	default:
+		s.inUse[key]++
+	}
+	s.stopWaiting(key, name)
+	var once sync.Once
+	return func() { once.Do(func() { s.free(key) }) }, true
 }
 
-// InUse is the number of slots of key taken now.
+// Cancel gives up what the object name holds of key: its place among the waiting, and the
+// slot kept for it, if any, which goes to the next. For an object found gone.
+func (s *PerKey) Cancel(key, name string) {
+	s.mu.Lock()
+	wasKept := s.kept[key][name]
+	delete(s.kept[key], name)
+	s.stopWaiting(key, name)
+	s.mu.Unlock()
+	if wasKept {
+		s.free(key)
+	}
+}
+
+// free gives a slot of key back, or keeps it for the object that has waited longest and
+// wakes that.
+func (s *PerKey) free(key string) {
+	s.mu.Lock()
+	var next string
+	if waiting := s.waiting[key]; len(waiting) > 0 {
+		next = waiting[0]
+		s.stopWaiting(key, next)
+		if s.kept[key] == nil {
+			s.kept[key] = map[string]bool{}
+		}
+		s.kept[key][next] = true
+	} else if s.inUse[key]--; s.inUse[key] == 0 {
+		delete(s.inUse, key)
+		delete(s.kept, key)
+	}
+	s.mu.Unlock()
+	if next != "" {
+		s.Wake(key, next)
+	}
+}
+
+// wakeBuffer is how many wakes may wait for the controller's source to read them.
+const wakeBuffer = 1024
+
+// WakeInto sets s.Wake to send the woken object, made by object from its key (the
+// namespace) and name, on the channel it returns, for the controller's source.Channel.
+// A wake that finds the channel full (the controller stopping) is dropped: Requeue's
+// fallback brings that object back.
+func (s *PerKey) WakeInto(object func(namespace, name string) client.Object) <-chan event.GenericEvent {
+	wakes := make(chan event.GenericEvent, wakeBuffer)
+	s.Wake = func(key, name string) {
+		select {
+		case wakes <- event.GenericEvent{Object: object(key, name)}:
+		default:
+		}
+	}
+	return wakes
+}
+
+// stopWaiting takes name off key's waiting list. s.mu is held.
+func (s *PerKey) stopWaiting(key, name string) {
+	if i := slices.Index(s.waiting[key], name); i >= 0 {
+		s.waiting[key] = slices.Delete(s.waiting[key], i, i+1)
+	}
+	if len(s.waiting[key]) == 0 {
+		delete(s.waiting, key)
+	}
+}
+
+// InUse is the number of slots of key taken (or kept for a woken object) now.
 func (s *PerKey) InUse(key string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.inUse[key]
+}
+
+// Waiting is the number of objects waiting for a slot of key now.
+func (s *PerKey) Waiting(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.waiting[key])
 }
 
 // ValidateFlags checks a controller's worker and retry flags, named after its flag prefix
