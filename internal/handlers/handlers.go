@@ -25,3 +25,21 @@ func OldNew[T client.Object](fn func(old, cur T, q Queue)) handler.TypedEventHan
 		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[T], q Queue) { fn(e.Object, zero, q) },
 	}
 }
+
+// wakeBuffer is how many wakes may wait for the controller's source to read them.
+const wakeBuffer = 1024
+
+// Wakes makes the channel a controller's source.Channel reads objects to bring back from,
+// and wake, which sends the object (made by object from its namespace and name) on it.
+// wake never blocks: one that finds the channel full (the controller stopping) is
+// dropped, and the caller must have the object come back some other way too (a
+// RequeueAfter).
+func Wakes(object func(namespace, name string) client.Object) (wakes <-chan event.GenericEvent, wake func(namespace, name string)) {
+	ch := make(chan event.GenericEvent, wakeBuffer)
+	return ch, func(namespace, name string) {
+		select {
+		case ch <- event.GenericEvent{Object: object(namespace, name)}:
+		default:
+		}
+	}
+}

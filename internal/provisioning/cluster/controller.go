@@ -28,6 +28,7 @@ import (
 	cp "github.com/trustplane/trustplane/api/controlplane/v1alpha1"
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
 	"github.com/trustplane/trustplane/internal/finalizer"
+	"github.com/trustplane/trustplane/internal/handlers"
 	"github.com/trustplane/trustplane/internal/provisioning/clustertarget"
 	"github.com/trustplane/trustplane/internal/provisioning/garden"
 	"github.com/trustplane/trustplane/internal/provisioning/slots"
@@ -86,6 +87,12 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		// Clusters, through which one tenant's failing Clusters would slow everyone's.
 		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](opts.RetryBaseDelay, opts.RetryMaxDelay),
 	}
+	// A Cluster that waited for a slot of its namespace is brought back once one is kept
+	// for it.
+	wakes, wake := handlers.Wakes(func(namespace, name string) client.Object {
+		return &operatorv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	})
+	r.slots.Wake = wake
 	b := ctrl.NewControllerManagedBy(mgr).Named(Name).
 		For(&operatorv1alpha1.Cluster{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, status.ReconcileRequested))).
 		Owns(&cp.SubscriptionRequest{}).
@@ -104,10 +111,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		}), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 			return holdingChanged(e.ObjectOld.(*operatorv1alpha1.KubeconfigRequest), e.ObjectNew.(*operatorv1alpha1.KubeconfigRequest))
 		}})).
-		// A Cluster that waited for a slot of its namespace, now kept for it.
-		WatchesRawSource(source.Channel(r.slots.WakeInto(func(namespace, name string) client.Object {
-			return &operatorv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
-		}), &handler.EnqueueRequestForObject{}))
+		WatchesRawSource(source.Channel(wakes, &handler.EnqueueRequestForObject{}))
 	if g != nil {
 		b = b.WatchesRawSource(source.Kind(g.Cache, garden.NewShoot(), handler.TypedEnqueueRequestsFromMapFunc(clusterOfShoot)))
 		// A garden that does not answer when the manager starts holds up this controller

@@ -25,6 +25,7 @@ import (
 
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
 	"github.com/trustplane/trustplane/internal/finalizer"
+	"github.com/trustplane/trustplane/internal/handlers"
 	"github.com/trustplane/trustplane/internal/provisioning/clustertarget"
 	"github.com/trustplane/trustplane/internal/provisioning/slots"
 	"github.com/trustplane/trustplane/internal/status"
@@ -99,6 +100,12 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		return nil, err
 	}
 	annotationsOrSpec := predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{})
+	// A request that waited (for a slot of its namespace, for its target's preparation)
+	// is brought back as soon as it need not wait.
+	wakes, wake := handlers.Wakes(func(namespace, name string) client.Object {
+		return &operatorv1alpha1.KubeconfigRequest{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	})
+	r.slots.Wake = wake
 	return r, ctrl.NewControllerManagedBy(mgr).Named(Name).
 		For(&operatorv1alpha1.KubeconfigRequest{}, builder.WithPredicates(annotationsOrSpec)).
 		Watches(&operatorv1alpha1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.requestsForCluster)).
@@ -110,10 +117,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.requestsUsingKubeconfigSecret)).
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(requestPublishingIn), builder.WithPredicates(deletions)).
 		WatchesRawSource(source.Channel(r.endpointChanges, handler.EnqueueRequestsFromMapFunc(r.requestsForCluster))).
-		// A request that waited for a slot of its namespace, now kept for it.
-		WatchesRawSource(source.Channel(r.slots.WakeInto(func(namespace, name string) client.Object {
-			return &operatorv1alpha1.KubeconfigRequest{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
-		}), &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(wakes, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: opts.Workers,
 			// Per request only: controller-runtime's default adds a bucket shared by all

@@ -12,9 +12,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 )
 
 // Retry is how soon, on average, an object whose key had no free slot is looked at again
@@ -124,24 +121,6 @@ func (s *PerKey) free(key string) {
 	if next != "" {
 		s.Wake(key, next)
 	}
-}
-
-// wakeBuffer is how many wakes may wait for the controller's source to read them.
-const wakeBuffer = 1024
-
-// WakeInto sets s.Wake to send the woken object, made by object from its key (the
-// namespace) and name, on the channel it returns, for the controller's source.Channel.
-// A wake that finds the channel full (the controller stopping) is dropped: Requeue's
-// fallback brings that object back.
-func (s *PerKey) WakeInto(object func(namespace, name string) client.Object) <-chan event.GenericEvent {
-	wakes := make(chan event.GenericEvent, wakeBuffer)
-	s.Wake = func(key, name string) {
-		select {
-		case wakes <- event.GenericEvent{Object: object(key, name)}:
-		default:
-		}
-	}
-	return wakes
 }
 
 // stopWaiting takes name off key's waiting list. s.mu is held.
