@@ -15,12 +15,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	"github.com/trustplane/trustplane/internal/apply"
@@ -208,12 +210,12 @@ func (r *Reconciler) writeSet(ctx context.Context, s *scope) (ctrl.Result, error
 			"the set changed within %v of its last update; the change is published at %s, the previous set is served until then",
 			r.Throttle.Interval, s.now.Add(wait).UTC().Format(time.RFC3339)).After(wait).KeepReady()
 	}
-	if cm == nil && createsFirst(cfg) {
-		err = r.create(ctx, cfg, desired)
-	} else {
-		err = r.apply(ctx, desired)
-	}
-	if err != nil {
+	if err := r.writeOwn(s.id, desired, func() error {
+		if cm == nil && createsFirst(cfg) {
+			return r.create(ctx, cfg, desired)
+		}
+		return r.apply(ctx, desired)
+	}); err != nil {
 		return ctrl.Result{}, err
 	}
 	r.awaitOwnedCache(ctx, s.id, desired, s.doc)
@@ -255,6 +257,26 @@ func (r *Reconciler) create(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, o
 	return nil
 }
 
+// writeOwn runs write, which writes cm (the JWKS ConfigMap of the JWKSConfig id) and
+// leaves the version written in cm's resourceVersion, and records it (ownWrites): the
+// echo of the write, however early it comes, brings nothing back.
+func (r *Reconciler) writeOwn(id types.NamespacedName, cm client.Object, write func() error) error {
+	r.ownWrites.writing(id)
+	written := false
+	defer func() {
+		if written {
+			r.ownWrites.wrote(id, cm)
+		} else {
+			r.ownWrites.failed(id) // also when write panics: nothing stays held
+		}
+	}()
+	if err := write(); err != nil {
+		return err
+	}
+	written = true
+	return nil
+}
+
 // ownedCacheWait is the longest a reconcile waits for its own cache to show the set it
 // has just written.
 const ownedCacheWait = time.Second
@@ -267,13 +289,13 @@ const ownedCacheWait = time.Second
 // it is as before: ServerSyncing, and the watch brings the JWKSConfig back.
 //
 // The watch event of the version written (cm's resourceVersion, as create and apply leave
-// it) is the echo of this reconcile's own write, and is expected (ownWrites) before the
-// cache can show it: a reconcile that has seen its write in the cache has acted on all
-// the echo would show. One that gives up waiting takes the expectation back, so the echo
-// still brings the JWKSConfig back; if the echo came in between, the cache already holds
-// the version, and checkServed, which reads it next, sees it.
+// it) is the echo of this reconcile's own write, and is expected (ownWrites, writeOwn)
+// from before the write is sent: a reconcile that has seen its write in the cache has
+// acted on all the echo would show. One that gives up waiting takes the expectation back,
+// so the echo still brings the JWKSConfig back; if the echo came in between (or before
+// the write's answer), the cache already holds the version, and checkServed, which reads
+// it next, sees it.
 func (r *Reconciler) awaitOwnedCache(ctx context.Context, id types.NamespacedName, cm client.Object, doc []byte) {
-	r.ownWrites.expect(id, cm)
 	key := client.ObjectKeyFromObject(cm)
 	err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, ownedCacheWait, true, func(ctx context.Context) (bool, error) {
 		cached := &corev1.ConfigMap{}
@@ -368,8 +390,30 @@ func (r *Reconciler) removeRenamed(ctx context.Context, s *scope) (ctrl.Result, 
 // so it has acted on everything the echo shows, and a second reconcile would find nothing
 // to do (one reconcile per published set, not two). Any other version, a deletion, or
 // an echo the reconcile stopped waiting for still brings the JWKSConfig back.
+//
+// The echo may come before the write's answer does (the API server sends both at once;
+// which the manager handles first is chance: a quarter of the sets of a burst, when the
+// machine is busy): while a write is in flight (writing), the events of the JWKSConfig's
+// ConfigMaps are held, not dropped, until its answer names the version written. Then the
+// echo among them is dropped, and every other one is passed on as it would have been;
+// a write that fails passes them all on.
 type ownWrites struct {
-	versions sync.Map // types.NamespacedName (the JWKSConfig) → ownWrite
+	mu  sync.Mutex
+	ids map[types.NamespacedName]*writeState // by JWKSConfig
+}
+
+// writeState is one JWKSConfig's: the version whose echo is expected, and the events held
+// while a write is in flight.
+type writeState struct {
+	expected ownWrite // zero: none
+	writing  bool
+	held     []heldEvent
+}
+
+// heldEvent is an event that came while a write was in flight, and how to pass it on.
+type heldEvent struct {
+	version ownWrite
+	pass    func()
 }
 
 // ownWrite is one ConfigMap version a reconcile wrote.
@@ -381,29 +425,125 @@ func writeOf(cm client.Object) ownWrite {
 	return ownWrite{name: cm.GetName(), resourceVersion: cm.GetResourceVersion()}
 }
 
-// expect records that the reconcile of id wrote cm, at cm's resourceVersion.
-func (w *ownWrites) expect(id types.NamespacedName, cm client.Object) {
-	w.versions.Store(id, writeOf(cm))
+// state is id's, made when absent; w.mu is held.
+func (w *ownWrites) state(id types.NamespacedName) *writeState {
+	if w.ids == nil {
+		w.ids = map[types.NamespacedName]*writeState{}
+	}
+	st, ok := w.ids[id]
+	if !ok {
+		st = &writeState{}
+		w.ids[id] = st
+	}
+	return st
 }
 
-// unexpect takes expect back, unless the echo has come already.
+// writing records that the reconcile of id is about to write its JWKS ConfigMap: events
+// of its ConfigMaps are held until wrote or failed.
+func (w *ownWrites) writing(id types.NamespacedName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.state(id).writing = true
+}
+
+// wrote records that the reconcile of id wrote cm, at cm's resourceVersion: the echo of
+// that version, held already or still to come, is dropped once; the other events held
+// meanwhile are passed on.
+func (w *ownWrites) wrote(id types.NamespacedName, cm client.Object) {
+	w.settle(id, writeOf(cm), true)
+}
+
+// failed records that the write of id's reconcile failed: the events held meanwhile are
+// passed on.
+func (w *ownWrites) failed(id types.NamespacedName) {
+	w.settle(id, ownWrite{}, false)
+}
+
+func (w *ownWrites) settle(id types.NamespacedName, written ownWrite, ok bool) {
+	w.mu.Lock()
+	st := w.state(id)
+	held := st.held
+	st.writing, st.held = false, nil
+	echoed := false
+	var pass []func()
+	for _, e := range held {
+		if ok && !echoed && e.version == written {
+			echoed = true
+			continue
+		}
+		pass = append(pass, e.pass)
+	}
+	if ok && !echoed {
+		st.expected = written
+	}
+	w.tidy(id, st)
+	w.mu.Unlock()
+	for _, p := range pass {
+		p()
+	}
+}
+
+// unexpect takes wrote's expectation back, unless the echo has come already.
 func (w *ownWrites) unexpect(id types.NamespacedName, cm client.Object) {
-	w.versions.CompareAndDelete(id, writeOf(cm))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if st, ok := w.ids[id]; ok && st.expected == writeOf(cm) {
+		st.expected = ownWrite{}
+		w.tidy(id, st)
+	}
 }
 
-// echo says whether cm is the version expected, and forgets it: an echo is dropped once.
-func (w *ownWrites) echo(cm client.Object) bool {
+// tidy forgets id's state once it holds nothing; w.mu is held.
+func (w *ownWrites) tidy(id types.NamespacedName, st *writeState) {
+	if !st.writing && len(st.held) == 0 && st.expected == (ownWrite{}) {
+		delete(w.ids, id)
+	}
+}
+
+// admit says whether an event of cm passes on now. The echo of the version expected is
+// dropped (and forgotten: an echo is dropped once); while a write is in flight, the event
+// is held, and pass is called if it turns out not to be the echo.
+func (w *ownWrites) admit(cm client.Object, pass func()) bool {
 	id := types.NamespacedName{Namespace: cm.GetNamespace(), Name: cm.GetLabels()[jwksv1alpha1.OwnerLabel]}
-	return w.versions.CompareAndDelete(id, writeOf(cm))
+	version := writeOf(cm)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st, ok := w.ids[id]
+	switch {
+	case !ok:
+		return true
+	case st.expected == version:
+		st.expected = ownWrite{}
+		w.tidy(id, st)
+		return false
+	case st.writing:
+		st.held = append(st.held, heldEvent{version: version, pass: pass})
+		return false
+	}
+	return true
 }
 
-func (w *ownWrites) forget(id types.NamespacedName) { w.versions.Delete(id) }
+func (w *ownWrites) forget(id types.NamespacedName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.ids, id)
+}
 
-// notAnEcho passes every event of a JWKS ConfigMap but the echo of the controller's own
-// write (ownWrites); deletions always pass.
-func (w *ownWrites) notAnEcho() predicate.Predicate {
-	return predicate.Funcs{
-		CreateFunc: func(e event.CreateEvent) bool { return !w.echo(e.Object) },
-		UpdateFunc: func(e event.UpdateEvent) bool { return !w.echo(e.ObjectNew) },
+// notAnEcho passes every event of a JWKS ConfigMap to next but the echo of the
+// controller's own write (ownWrites); deletions always pass.
+func (w *ownWrites) notAnEcho(next handler.EventHandler) handler.EventHandler {
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if w.admit(e.Object, func() { next.Create(ctx, e, q) }) {
+				next.Create(ctx, e, q)
+			}
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if w.admit(e.ObjectNew, func() { next.Update(ctx, e, q) }) {
+				next.Update(ctx, e, q)
+			}
+		},
+		DeleteFunc:  next.Delete,
+		GenericFunc: next.Generic,
 	}
 }

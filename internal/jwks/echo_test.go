@@ -8,8 +8,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	"github.com/trustplane/trustplane/internal/jwks/jwkset"
@@ -27,7 +31,7 @@ func TestTheEchoOfItsOwnWriteBringsNothingBack(t *testing.T) {
 	ns := newNamespace(t)
 	putSecret(t, ns, "tls", tlsData(newChain(t, testcerts.P256)))
 	newJWKSConfig(t, ns, "echo", "tls", withoutNginx)
-	pass := d.ownWrites.notAnEcho()
+	pass := passedOn(&d.ownWrites)
 
 	d.mustReconcile(t, ns, "echo")
 	created := getConfigMap(t, ns, "echo-jwks") // as the watch shows it
@@ -74,7 +78,7 @@ func TestAnUnseenWriteStillBringsTheConfigBack(t *testing.T) {
 	if c := readyCondition(getConfig(t, ns, "blind")); c == nil || c.Reason != jwksv1alpha1.ReasonServerSyncing {
 		t.Fatalf("Ready %+v, want reason %s", c, jwksv1alpha1.ReasonServerSyncing)
 	}
-	if !d.ownWrites.notAnEcho().Create(event.CreateEvent{Object: getConfigMap(t, ns, "blind-jwks")}) {
+	if !passedOn(&d.ownWrites).Create(event.CreateEvent{Object: getConfigMap(t, ns, "blind-jwks")}) {
 		t.Error("the echo of a write its reconcile never saw is dropped: the JWKSConfig stays ServerSyncing")
 	}
 }
@@ -119,4 +123,96 @@ func (b blindToConfigMaps) Get(ctx context.Context, key client.ObjectKey, obj cl
 		return apierrors.NewNotFound(corev1.Resource("configmaps"), key.Name)
 	}
 	return b.Reader.Get(ctx, key, obj, opts...)
+}
+
+// TestAnEchoBeforeTheAnswerBringsNothingBack: while a write is in flight, the events of
+// the JWKSConfig's ConfigMaps wait for its answer: then its echo is dropped, and any other
+// version is passed on; a write that fails passes them all on.
+func TestAnEchoBeforeTheAnswerBringsNothingBack(t *testing.T) {
+	id := types.NamespacedName{Namespace: "ns", Name: "idp"}
+	version := func(name, rv string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: rv,
+			Labels: map[string]string{jwksv1alpha1.OwnerLabel: "idp"}}}
+	}
+	var w ownWrites
+	pass := passedOn(&w)
+
+	w.writing(id)
+	if pass.Create(event.CreateEvent{Object: version("idp-jwks", "7")}) {
+		t.Error("an event during the write is passed on before its answer")
+	}
+	if pass.Update(event.UpdateEvent{ObjectOld: version("idp-nginx", "5"), ObjectNew: version("idp-nginx", "8")}) {
+		t.Error("an event during the write is passed on before its answer")
+	}
+	w.wrote(id, version("idp-jwks", "7"))
+	if pass.n != 1 {
+		t.Errorf("%d events passed on once the write answered, want 1 (nginx's ConfigMap, not the echo)", pass.n)
+	}
+	if !pass.Create(event.CreateEvent{Object: version("idp-jwks", "7")}) {
+		t.Error("a second event of the version written (a relist) is dropped too")
+	}
+	if !pass.Update(event.UpdateEvent{ObjectOld: version("idp-jwks", "7"), ObjectNew: version("idp-jwks", "9")}) {
+		t.Error("an event after the write is held")
+	}
+
+	pass.n = 0
+	w.writing(id)
+	pass.Create(event.CreateEvent{Object: version("idp-jwks", "10")})
+	w.failed(id)
+	if pass.n != 1 {
+		t.Errorf("%d events passed on once the write failed, want 1", pass.n)
+	}
+
+	pass.n = 0
+	w.writing(id)
+	w.wrote(id, version("idp-jwks", "11")) // answered before its echo: as before
+	if pass.Create(event.CreateEvent{Object: version("idp-jwks", "11")}) || pass.n != 0 {
+		t.Error("the echo of a write that answered first brings the JWKSConfig back")
+	}
+	if len(w.ids) != 0 {
+		t.Errorf("%d JWKSConfigs still remembered once every echo came", len(w.ids))
+	}
+}
+
+// echoFilter is ownWrites.notAnEcho over a handler that counts what it is passed; each
+// method says whether its event was passed on at once.
+type echoFilter struct {
+	h handler.EventHandler
+	q workqueue.TypedRateLimitingInterface[reconcile.Request]
+	n int
+}
+
+func passedOn(w *ownWrites) *echoFilter {
+	f := &echoFilter{q: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())}
+	count := func() { f.n++ }
+	f.h = w.notAnEcho(handler.Funcs{
+		CreateFunc: func(context.Context, event.CreateEvent, workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			count()
+		},
+		UpdateFunc: func(context.Context, event.UpdateEvent, workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			count()
+		},
+		DeleteFunc: func(context.Context, event.DeleteEvent, workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			count()
+		},
+	})
+	return f
+}
+
+func (f *echoFilter) passes(send func()) bool {
+	before := f.n
+	send()
+	return f.n > before
+}
+
+func (f *echoFilter) Create(e event.CreateEvent) bool {
+	return f.passes(func() { f.h.Create(context.Background(), e, f.q) })
+}
+
+func (f *echoFilter) Update(e event.UpdateEvent) bool {
+	return f.passes(func() { f.h.Update(context.Background(), e, f.q) })
+}
+
+func (f *echoFilter) Delete(e event.DeleteEvent) bool {
+	return f.passes(func() { f.h.Delete(context.Background(), e, f.q) })
 }

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	"github.com/trustplane/trustplane/internal/jwks/jwkset"
@@ -49,13 +50,12 @@ func (r *Reconciler) readSecret(ctx context.Context, s *scope) (ctrl.Result, err
 func (r *Reconciler) currentKey(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, now time.Time) (jwkset.Key, error) {
 	ref := types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Spec.CertificateSecret}
 	id := types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.Name}
-	if v, ok := r.parsed.Load(id); ok {
-		if watched, ok := r.watchedSecret(ctx, ref, cfg.Spec.Algorithm); ok && watched == v.(parsedCert).secret {
-			return unexpired(v.(parsedCert).key, ref.Name, now)
-		}
+	watched, isWatched := r.watchedSecret(ctx, ref, cfg.Spec.Algorithm)
+	if v, ok := r.parsed.Load(id); ok && isWatched && watched == v.(parsedCert).secret {
+		return unexpired(v.(parsedCert).key, ref.Name, now)
 	}
 	secret := &corev1.Secret{}
-	if err := r.APIReader.Get(ctx, ref, secret); err != nil {
+	if err := r.getSecret(ctx, ref, watched.resourceVersion, secret); err != nil {
 		if apierrors.IsNotFound(err) {
 			return jwkset.Key{}, status.Waiting(jwksv1alpha1.ReasonSecretNotFound, "Secret %q does not exist; waiting for it", ref.Name).Warn()
 		}
@@ -84,6 +84,23 @@ func (r *Reconciler) currentKey(ctx context.Context, cfg *jwksv1alpha1.JWKSConfi
 	}
 	r.parsed.Store(id, parsedCert{fingerprint: fp, key: key, secret: version})
 	return key, nil
+}
+
+// getSecret reads Secret ref, as the API server has it at least at resourceVersion (the
+// version the Secret watch shows; "": the newest). At a version the watch has shown, the
+// API server answers from its own watch cache, without reading etcd: the reconciles of a
+// burst of new JWKSConfigs, each reading its Secret, weigh on it as little as the watch
+// does. What the watch shows later brings the JWKSConfig back (readSecret), as it does
+// for a key read from the parse cache. If the API server cannot answer so, it is read
+// as it is now.
+func (r *Reconciler) getSecret(ctx context.Context, ref types.NamespacedName, resourceVersion string, secret *corev1.Secret) error {
+	if resourceVersion != "" {
+		err := r.APIReader.Get(ctx, ref, secret, &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: resourceVersion}})
+		if err == nil || apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return r.APIReader.Get(ctx, ref, secret)
 }
 
 // unexpired is key, or CertificateExpired once its certificate has expired.

@@ -96,8 +96,8 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
 		For(&jwksv1alpha1.JWKSConfig{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, status.ReconcileRequested))).
-		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.configsForSecret)).
-		WatchesRawSource(source.Kind(owned, client.Object(&corev1.ConfigMap{}), handler.EnqueueRequestsFromMapFunc(r.configsForConfigMap), r.ownWrites.notAnEcho())).
+		WatchesMetadata(&corev1.Secret{}, r.secretEvents()).
+		WatchesRawSource(source.Kind(owned, client.Object(&corev1.ConfigMap{}), r.ownWrites.notAnEcho(handler.EnqueueRequestsFromMapFunc(r.configsForConfigMap)))).
 		WatchesRawSource(source.Kind(owned, client.Object(&appsv1.Deployment{}), toOwner)).
 		WatchesRawSource(source.Kind(owned, client.Object(&corev1.Service{}), toOwner)).
 		WatchesRawSource(source.Kind(claimCache, client.Object(&corev1.ConfigMap{}), handler.EnqueueRequestsFromMapFunc(r.configsForClaim))).

@@ -51,6 +51,13 @@ type runningManager struct {
 // (or stop is called).
 func startManager(t *testing.T, mutate ...func(*Options)) *runningManager {
 	t.Helper()
+	return startManagerWith(t, nil, mutate...)
+}
+
+// startManagerWith is startManager with the manager's own options changed by managerOpts
+// (when not nil): its client, for one.
+func startManagerWith(t *testing.T, managerOpts func(*ctrl.Options), mutate ...func(*Options)) *runningManager {
+	t.Helper()
 	opts := DefaultOptions()
 	opts.MinUpdateInterval = 0
 	opts.ServerBindAddress = testenv.FreeAddr(t)
@@ -62,11 +69,15 @@ func startManager(t *testing.T, mutate ...func(*Options)) *runningManager {
 	env.RollOutDeployments(t, jwksv1alpha1.OwnerLabel)
 	var r *Reconciler
 	var informers cache.Cache
+	var mgrOpts []func(*ctrl.Options)
+	if managerOpts != nil {
+		mgrOpts = append(mgrOpts, managerOpts)
+	}
 	stop := env.RunManager(t, func(mgr ctrl.Manager) (err error) {
 		informers = mgr.GetCache()
 		r, err = Setup(mgr, opts)
 		return err
-	})
+	}, mgrOpts...)
 	syncCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if !informers.WaitForCacheSync(syncCtx) {

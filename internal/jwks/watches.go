@@ -82,18 +82,69 @@ func configOfOwned(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetLabels()[jwksv1alpha1.OwnerLabel]}}}
 }
 
-// configsForSecret maps a Secret event to the JWKSConfigs that read it.
+// secretEvents maps the events of the Secrets (metadata only) to the JWKSConfigs that
+// read them: a created or changed Secret to those that have not read this version of it
+// yet (configsForSecret), a deleted one to all (configsReading).
+func (r *Reconciler) secretEvents() handler.EventHandler {
+	enqueue := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], reqs []reconcile.Request) {
+		for _, req := range reqs {
+			q.Add(req)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(q, r.configsForSecret(ctx, e.Object))
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(q, r.configsForSecret(ctx, e.ObjectNew))
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(q, r.configsReading(ctx, e.Object, false))
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(q, r.configsReading(ctx, e.Object, false))
+		},
+	}
+}
+
+// configsForSecret maps the event of a created or changed Secret to the JWKSConfigs that
+// read it, but those whose current key was read from this very version of it
+// (certificateSecret: same UID and resourceVersion, under the same spec.algorithm): the
+// reconcile that read it has acted on all the event tells, and another would find
+// nothing to do. That is the Secret created just before its JWKSConfig, whose event comes
+// after the JWKSConfig's first reconcile has read it.
 func (r *Reconciler) configsForSecret(ctx context.Context, secret client.Object) []reconcile.Request {
+	return r.configsReading(ctx, secret, true)
+}
+
+// configsReading maps a Secret to the JWKSConfigs that read it (secretIndex); with
+// unreadOnly, only those that have not read this version of it yet.
+func (r *Reconciler) configsReading(ctx context.Context, secret client.Object, unreadOnly bool) []reconcile.Request {
 	list := &jwksv1alpha1.JWKSConfigList{}
 	if err := r.Client.List(ctx, list, client.InNamespace(secret.GetNamespace()), client.MatchingFields{secretIndex: secret.GetName()}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing JWKSConfigs for a Secret", "secret", secret.GetName())
 		return nil
 	}
 	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for _, c := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Name}})
+	for i := range list.Items {
+		c := &list.Items[i]
+		id := types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
+		if unreadOnly && r.hasRead(id, c, secret) {
+			continue
+		}
+		reqs = append(reqs, reconcile.Request{NamespacedName: id})
 	}
 	return reqs
+}
+
+// hasRead says whether c's current key was read from secret at its version (readSecret).
+// Not for its signing Secret, which the key is not read from.
+func (r *Reconciler) hasRead(id types.NamespacedName, c *jwksv1alpha1.JWKSConfig, secret client.Object) bool {
+	if secret.GetName() != c.Spec.CertificateSecret || secret.GetName() == c.Spec.SigningSecret || secret.GetResourceVersion() == "" {
+		return false
+	}
+	v, ok := r.parsed.Load(id)
+	return ok && v.(parsedCert).secret == secretVersion{name: secret.GetName(), algorithm: c.Spec.Algorithm, uid: secret.GetUID(), resourceVersion: secret.GetResourceVersion()}
 }
 
 // configsForConfigMap maps an event of a ConfigMap made for a JWKSConfig to that
@@ -133,31 +184,48 @@ func (r *Reconciler) configsForClaim(ctx context.Context, cm client.Object) []re
 }
 
 // serverReports maps the events of the JWKS servers' Leases (jwkshttp, report.go) to the
-// JWKSConfigs whose promotion they may let go on: those a report names, before or after
-// a change of it, and, when a server stops (deletes its Lease), every JWKSConfig whose
-// key waits for the servers. A renewal that changes no report maps to nothing; a report
-// that runs out brings nothing back, the waiting JWKSConfig asks to come back then.
+// JWKSConfigs whose promotion they may let go on: those a new report names; those whose
+// entry a changed report adds or gives another key (promote reads only which key a server
+// answers); and, when a server stops (deletes its Lease), every JWKSConfig whose key
+// waits for the servers. Nothing else can let a promotion go on: not an entry left as it
+// was (a report names every key waiting to sign that its server answers, so a burst of
+// them changes it many times), nor one removed (its key no longer waits, or that server
+// no longer answers it: a wait can only grow).
+// A renewal that changes no report maps to nothing; a report that runs out brings nothing
+// back, the waiting JWKSConfig asks to come back then.
 func (r *Reconciler) serverReports() handler.EventHandler {
-	named := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], leases ...client.Object) {
-		for _, l := range leases {
-			lease, ok := l.(*coordinationv1.Lease)
-			if !ok {
-				continue
-			}
-			for id := range jwkshttp.ReportOf(lease).Serving {
-				if ns, name, ok := strings.Cut(id, "/"); ok {
-					q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
-				}
-			}
+	enqueue := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], id string) {
+		if ns, name, ok := strings.Cut(id, "/"); ok {
+			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
 		}
+	}
+	reportOf := func(o client.Object) (jwkshttp.Report, bool) {
+		lease, ok := o.(*coordinationv1.Lease)
+		if !ok {
+			return nil, false
+		}
+		return jwkshttp.ReportOf(lease).Serving, true
 	}
 	return handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			named(q, e.Object)
+			report, _ := reportOf(e.Object)
+			for id := range report {
+				enqueue(q, id)
+			}
 		},
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if e.ObjectOld.GetAnnotations()[jwksv1alpha1.ServingAnnotation] != e.ObjectNew.GetAnnotations()[jwksv1alpha1.ServingAnnotation] {
-				named(q, e.ObjectOld, e.ObjectNew)
+			if e.ObjectOld.GetAnnotations()[jwksv1alpha1.ServingAnnotation] == e.ObjectNew.GetAnnotations()[jwksv1alpha1.ServingAnnotation] {
+				return
+			}
+			was, okOld := reportOf(e.ObjectOld)
+			is, okNew := reportOf(e.ObjectNew)
+			if !okOld || !okNew {
+				return
+			}
+			for id, served := range is {
+				if before, ok := was[id]; !ok || before.KeyID != served.KeyID {
+					enqueue(q, id)
+				}
 			}
 		},
 		DeleteFunc: func(ctx context.Context, _ event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
