@@ -21,20 +21,20 @@ import (
 // RequeueAfter: Requeue() and no error (no backoff to grow).
 const Retry = 500 * time.Millisecond
 
-// RetryAfter is Retry, spread evenly from half of it to one and a half: objects that
+// retryAfter is Retry, spread evenly from half of it to one and a half: objects that
 // found no slot at once do not come back all at once.
-func RetryAfter() time.Duration {
+func retryAfter() time.Duration {
 	return Retry/2 + rand.N(Retry) //nolint:gosec // G404: a spread of retry times, not a secret
 }
 
 // Requeue is when an object that found no free slot of s is looked at again: with a
-// Wake, Fallback, spread like RetryAfter (it is woken as soon as a slot is kept for it;
-// the requeue only catches a wake that was lost); without, RetryAfter().
+// Wake, Fallback, spread like retryAfter (it is woken as soon as a slot is kept for it;
+// the requeue only catches a wake that was lost); without, retryAfter().
 func (s *PerKey) Requeue() time.Duration {
 	if s.Wake != nil {
 		return Fallback/2 + rand.N(Fallback) //nolint:gosec // G404: a spread of retry times, not a secret
 	}
-	return RetryAfter()
+	return retryAfter()
 }
 
 // Fallback is how soon, on average, a waiting object is looked at again although no wake

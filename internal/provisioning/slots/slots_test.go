@@ -38,9 +38,9 @@ func TestAcquireStopsAtTheLimitPerKey(t *testing.T) {
 func TestRetryAfterIsSpreadAroundRetry(t *testing.T) {
 	lo, hi := Retry, time.Duration(0)
 	for range 1000 {
-		d := RetryAfter()
+		d := retryAfter()
 		if d < Retry/2 || d >= Retry*3/2 {
-			t.Fatalf("RetryAfter() = %v, outside [%v, %v)", d, Retry/2, Retry*3/2)
+			t.Fatalf("retryAfter() = %v, outside [%v, %v)", d, Retry/2, Retry*3/2)
 		}
 		lo, hi = min(lo, d), max(hi, d)
 	}
@@ -103,7 +103,7 @@ func TestAFreedSlotIsKeptForTheLongestWaiting(t *testing.T) {
 }
 
 // TestWithoutWakeNobodyWaits: without Wake, an object that found no slot does not wait
-// (it retries after RetryAfter), and a release frees the slot for anyone.
+// (it retries after retryAfter), and a release frees the slot for anyone.
 func TestWithoutWakeNobodyWaits(t *testing.T) {
 	var s PerKey
 	hold, _ := s.Acquire("ns", "a", 1)
@@ -118,7 +118,7 @@ func TestWithoutWakeNobodyWaits(t *testing.T) {
 		t.Fatal("a freed slot was kept although nobody is woken")
 	}
 	if d := s.Requeue(); d < Retry/2 || d >= Retry*3/2 {
-		t.Errorf("Requeue() = %v without Wake, want RetryAfter's", d)
+		t.Errorf("Requeue() = %v without Wake, want retryAfter's", d)
 	}
 	s.Wake = func(string, string) {}
 	if d := s.Requeue(); d < Fallback/2 {
