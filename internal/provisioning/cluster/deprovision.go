@@ -97,11 +97,18 @@ func (r *Reconciler) clock() clock.PassiveClock {
 }
 
 // releaseSubscription deletes the Cluster's SubscriptionRequest, which releases the
-// credential, and waits until it is gone (its watch brings the Cluster back).
+// credential, and waits until it is gone (its watch brings the Cluster back). The
+// request is gone only if the API server says so: a Cluster deleted right after its
+// request was created may find the cache not yet showing it; going on then would leave
+// the request, and its credential, to the garbage collector, if the cluster runs one.
 func (r *Reconciler) releaseSubscription(ctx context.Context, s *scope) error {
 	c := s.c
 	sr := &cp.SubscriptionRequest{}
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: c.Name}, sr)
+	key := types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
+	err := r.Client.Get(ctx, key, sr)
+	if apierrors.IsNotFound(err) {
+		err = r.APIReader.Get(ctx, key, sr)
+	}
 	if apierrors.IsNotFound(err) || (err == nil && !metav1.IsControlledBy(sr, c)) {
 		return nil
 	}

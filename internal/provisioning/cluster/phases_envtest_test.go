@@ -455,6 +455,17 @@ func TestEveryPhase(t *testing.T) {
 				if !h.gone(t, &cp.SubscriptionRequest{ObjectMeta: metav1.ObjectMeta{Namespace: s.c.Namespace, Name: s.c.Name}}) {
 					t.Error("the SubscriptionRequest was not deleted")
 				}
+				// A Cluster deleted right after its request was created: the cache has not
+				// seen the request yet, and the deletion must not go on without it.
+				unseen := h.cluster(t, "release-subscription-unseen", nil)
+				if _, err := h.r.applySubscription(ctx, unseen); err != nil {
+					t.Fatal(err)
+				}
+				lagging := &Reconciler{Client: cacheWithoutRequests{h.r.Client}, APIReader: h.r.APIReader, Recorder: h.r.Recorder}
+				wantReason(t, lagging.releaseSubscription(ctx, &scope{c: unseen}), operatorv1alpha1.ReasonDeprovisioning)
+				if !h.gone(t, &cp.SubscriptionRequest{ObjectMeta: metav1.ObjectMeta{Namespace: unseen.Namespace, Name: unseen.Name}}) {
+					t.Error("a SubscriptionRequest the cache had not seen was left behind")
+				}
 			},
 		},
 		"release": {
@@ -514,4 +525,15 @@ func setLastOperation(t *testing.T, s *unstructured.Unstructured, state string, 
 	if err := unstructured.SetNestedMap(s.Object, map[string]any{"type": "Create", "state": state, "progress": progress}, "status", "lastOperation"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// cacheWithoutRequests is a cache that has not yet seen any SubscriptionRequest: one
+// the controller has just created, and the watch has not yet delivered.
+type cacheWithoutRequests struct{ client.Client }
+
+func (c cacheWithoutRequests) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*cp.SubscriptionRequest); ok {
+		return apierrors.NewNotFound(cp.GroupVersion.WithResource("subscriptionrequests").GroupResource(), key.Name)
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
 }
