@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
@@ -210,15 +209,16 @@ func (r *Reconciler) writeSet(ctx context.Context, s *scope) (ctrl.Result, error
 			"the set changed within %v of its last update; the change is published at %s, the previous set is served until then",
 			r.Throttle.Interval, s.now.Add(wait).UTC().Format(time.RFC3339)).After(wait).KeepReady()
 	}
-	if err := r.writeOwn(s.id, desired, func() error {
+	echo, err := r.writeOwn(s.id, desired, func() error {
 		if cm == nil && createsFirst(cfg) {
 			return r.create(ctx, cfg, desired)
 		}
 		return r.apply(ctx, desired)
-	}); err != nil {
+	})
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	r.awaitOwnedCache(ctx, s.id, desired, s.doc)
+	r.awaitOwnedCache(ctx, s.id, desired, s.doc, echo)
 	if cm != nil && !repair { // creating a set is not an update: it does not start a window
 		r.Throttle.Wrote(s.id, s.now)
 	}
@@ -259,22 +259,23 @@ func (r *Reconciler) create(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, o
 
 // writeOwn runs write, which writes cm (the JWKS ConfigMap of the JWKSConfig id) and
 // leaves the version written in cm's resourceVersion, and records it (ownWrites): the
-// echo of the write, however early it comes, brings nothing back.
-func (r *Reconciler) writeOwn(id types.NamespacedName, cm client.Object, write func() error) error {
+// echo of the write, however early it comes, brings nothing back. echo is closed once the
+// private cache holds the version written.
+func (r *Reconciler) writeOwn(id types.NamespacedName, cm client.Object, write func() error) (echo <-chan struct{}, err error) {
 	r.ownWrites.writing(id)
 	written := false
 	defer func() {
 		if written {
-			r.ownWrites.wrote(id, cm)
+			echo = r.ownWrites.wrote(id, cm)
 		} else {
 			r.ownWrites.failed(id) // also when write panics: nothing stays held
 		}
 	}()
 	if err := write(); err != nil {
-		return err
+		return nil, err
 	}
 	written = true
-	return nil
+	return nil, nil
 }
 
 // ownedCacheWait is the longest a reconcile waits for its own cache to show the set it
@@ -283,10 +284,15 @@ const ownedCacheWait = time.Second
 
 // awaitOwnedCache waits, at most ownedCacheWait, until the private cache (which
 // trustplane's server answers from, and checkServed reads) holds the document just
-// written to cm. Without it most reconciles of a new set would find the cache a moment
-// behind, store a ServerSyncing status, and come back for a second status write once
-// the watch brought the ConfigMap: one write more per set for nothing new. After the wait
-// it is as before: ServerSyncing, and the watch brings the JWKSConfig back.
+// written to cm. It looks once, then waits for the write's echo (echo closed), which the
+// informer hands on only after its cache holds that version, and looks again if none came
+// in time. Nothing is polled: 32 workers polling the cache every few milliseconds took
+// CPU from the API server whose watch they wait for.
+//
+// Without the wait most reconciles of a new set would find the cache a moment behind,
+// store a ServerSyncing status, and come back for a second status write once the watch
+// brought the ConfigMap: one write more per set for nothing new. After the wait it is as
+// before: ServerSyncing, and the watch brings the JWKSConfig back.
 //
 // The watch event of the version written (cm's resourceVersion, as create and apply leave
 // it) is the echo of this reconcile's own write, and is expected (ownWrites, writeOwn)
@@ -295,18 +301,27 @@ const ownedCacheWait = time.Second
 // so the echo still brings the JWKSConfig back; if the echo came in between (or before
 // the write's answer), the cache already holds the version, and checkServed, which reads
 // it next, sees it.
-func (r *Reconciler) awaitOwnedCache(ctx context.Context, id types.NamespacedName, cm client.Object, doc []byte) {
-	key := client.ObjectKeyFromObject(cm)
-	err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, ownedCacheWait, true, func(ctx context.Context) (bool, error) {
-		cached := &corev1.ConfigMap{}
-		if err := r.Owned.Get(ctx, key, cached); err != nil {
-			return false, client.IgnoreNotFound(err)
-		}
-		return cached.Data[jwkset.DocumentKey] == string(doc), nil
-	})
-	if err != nil {
+func (r *Reconciler) awaitOwnedCache(ctx context.Context, id types.NamespacedName, cm client.Object, doc []byte, echo <-chan struct{}) {
+	if r.ownedCacheHolds(ctx, cm, doc) {
+		return
+	}
+	timeout := time.NewTimer(ownedCacheWait)
+	defer timeout.Stop()
+	select {
+	case <-echo:
+		return
+	case <-timeout.C:
+	case <-ctx.Done():
+	}
+	if !r.ownedCacheHolds(ctx, cm, doc) {
 		r.ownWrites.unexpect(id, cm)
 	}
+}
+
+// ownedCacheHolds says whether the private cache holds doc in cm.
+func (r *Reconciler) ownedCacheHolds(ctx context.Context, cm client.Object, doc []byte) bool {
+	cached := &corev1.ConfigMap{}
+	return r.Owned.Get(ctx, client.ObjectKeyFromObject(cm), cached) == nil && cached.Data[jwkset.DocumentKey] == string(doc)
 }
 
 // announce emits events for what changed in the set.
@@ -405,7 +420,8 @@ type ownWrites struct {
 // writeState is one JWKSConfig's: the version whose echo is expected, and the events held
 // while a write is in flight.
 type writeState struct {
-	expected ownWrite // zero: none
+	expected ownWrite      // zero: none
+	echoed   chan struct{} // closed when the echo of expected comes
 	writing  bool
 	held     []heldEvent
 }
@@ -448,9 +464,10 @@ func (w *ownWrites) writing(id types.NamespacedName) {
 
 // wrote records that the reconcile of id wrote cm, at cm's resourceVersion: the echo of
 // that version, held already or still to come, is dropped once; the other events held
-// meanwhile are passed on.
-func (w *ownWrites) wrote(id types.NamespacedName, cm client.Object) {
-	w.settle(id, writeOf(cm), true)
+// meanwhile are passed on. The channel it returns is closed when the echo has come (at
+// once if it came before the answer).
+func (w *ownWrites) wrote(id types.NamespacedName, cm client.Object) <-chan struct{} {
+	return w.settle(id, writeOf(cm), true)
 }
 
 // failed records that the write of id's reconcile failed: the events held meanwhile are
@@ -459,7 +476,10 @@ func (w *ownWrites) failed(id types.NamespacedName) {
 	w.settle(id, ownWrite{}, false)
 }
 
-func (w *ownWrites) settle(id types.NamespacedName, written ownWrite, ok bool) {
+// closedChannel is an echo that has come already.
+var closedChannel = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func (w *ownWrites) settle(id types.NamespacedName, written ownWrite, ok bool) <-chan struct{} {
 	w.mu.Lock()
 	st := w.state(id)
 	held := st.held
@@ -473,14 +493,17 @@ func (w *ownWrites) settle(id types.NamespacedName, written ownWrite, ok bool) {
 		}
 		pass = append(pass, e.pass)
 	}
+	echo := closedChannel
 	if ok && !echoed {
-		st.expected = written
+		st.expected, st.echoed = written, make(chan struct{})
+		echo = st.echoed
 	}
 	w.tidy(id, st)
 	w.mu.Unlock()
 	for _, p := range pass {
 		p()
 	}
+	return echo
 }
 
 // unexpect takes wrote's expectation back, unless the echo has come already.
@@ -488,7 +511,7 @@ func (w *ownWrites) unexpect(id types.NamespacedName, cm client.Object) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if st, ok := w.ids[id]; ok && st.expected == writeOf(cm) {
-		st.expected = ownWrite{}
+		st.expected, st.echoed = ownWrite{}, nil
 		w.tidy(id, st)
 	}
 }
@@ -513,7 +536,8 @@ func (w *ownWrites) admit(cm client.Object, pass func()) bool {
 	case !ok:
 		return true
 	case st.expected == version:
-		st.expected = ownWrite{}
+		close(st.echoed)
+		st.expected, st.echoed = ownWrite{}, nil
 		w.tidy(id, st)
 		return false
 	case st.writing:

@@ -174,6 +174,55 @@ func TestAnEchoBeforeTheAnswerBringsNothingBack(t *testing.T) {
 	}
 }
 
+// TestTheWriteLearnsWhenItsEchoCame: the reconcile that wrote a set waits for its echo,
+// not for a poll of the cache: wrote's channel closes when the echo is admitted (the
+// informer's cache holds the version by then), at once when the echo came before the
+// answer, and never for another version.
+func TestTheWriteLearnsWhenItsEchoCame(t *testing.T) {
+	id := types.NamespacedName{Namespace: "ns", Name: "idp"}
+	version := func(rv string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "idp-jwks", ResourceVersion: rv,
+			Labels: map[string]string{jwksv1alpha1.OwnerLabel: "idp"}}}
+	}
+	came := func(echo <-chan struct{}) bool {
+		select {
+		case <-echo:
+			return true
+		default:
+			return false
+		}
+	}
+	var w ownWrites
+	pass := passedOn(&w)
+
+	w.writing(id)
+	echo := w.wrote(id, version("3"))
+	if came(echo) {
+		t.Fatal("the echo came before any event")
+	}
+	pass.Update(event.UpdateEvent{ObjectOld: version("1"), ObjectNew: version("2")})
+	if came(echo) {
+		t.Error("an event of another version closed the wait")
+	}
+	pass.Update(event.UpdateEvent{ObjectOld: version("2"), ObjectNew: version("3")})
+	if !came(echo) {
+		t.Error("the echo was admitted and the wait still open")
+	}
+
+	w.writing(id)
+	pass.Update(event.UpdateEvent{ObjectOld: version("3"), ObjectNew: version("4")})
+	if !came(w.wrote(id, version("4"))) {
+		t.Error("the echo came before the answer and the wait is open")
+	}
+
+	w.writing(id)
+	echo = w.wrote(id, version("5"))
+	w.unexpect(id, version("5"))
+	if !pass.Update(event.UpdateEvent{ObjectOld: version("4"), ObjectNew: version("5")}) || came(echo) {
+		t.Error("an echo no longer waited for is dropped, or closes a wait given up")
+	}
+}
+
 // echoFilter is ownWrites.notAnEcho over a handler that counts what it is passed; each
 // method says whether its event was passed on at once.
 type echoFilter struct {
