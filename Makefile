@@ -170,12 +170,14 @@ BENCH_SOURCE := $(BIN)/bench/source.json
 BENCH_GO     := TRUSTPLANE_BENCH_SCALES=$(BENCH_SCALES) go run -tags bench
 .PHONY: bench
 bench: k8s-bins ## Every bench-* BENCH_RUNS (3) times on one commit, each at 1x and 10x (hours), then one table of each row's median and spread: printed, in bin/bench/latest.json and README's Benchmarks section.
-	mkdir -p $(BIN)/bench && : > $(BENCH_ROWS)
+	mkdir -p $(BIN)/bench && : > $(BENCH_ROWS) && : > $(BIN)/bench/timings.txt
 	go run ./test/bench/table -begin $(BENCH_SOURCE)
+	go build -o $(BIN)/bench/trustplane ./cmd/trustplane
 	failed=""; for run in $$(seq 1 $(BENCH_RUNS)); do for b in $(BENCHES); do \
 		echo "== make bench-$$b, run $$run of $(BENCH_RUNS)"; start=$$(date +%s); \
-		TRUSTPLANE_BENCH_ROWS=$(BENCH_ROWS) TRUSTPLANE_BENCH_RUN=$$run $(MAKE) --no-print-directory bench-$$b || failed="$$failed bench-$$b(run $$run)"; \
-		echo "== make bench-$$b, run $$run of $(BENCH_RUNS): $$(( $$(date +%s) - start )) s"; \
+		TRUSTPLANE_BENCH_BINARY=$(BIN)/bench/trustplane TRUSTPLANE_BENCH_ROWS=$(BENCH_ROWS) TRUSTPLANE_BENCH_RUN=$$run \
+			$(MAKE) --no-print-directory bench-$$b || failed="$$failed bench-$$b(run $$run)"; \
+		echo "== make bench-$$b, run $$run of $(BENCH_RUNS): $$(( $$(date +%s) - start )) s" | tee -a $(BIN)/bench/timings.txt; \
 	done; done; \
 	go run ./test/bench/table -source $(BENCH_SOURCE) -runs $(BENCH_RUNS) -rows $(BENCH_ROWS) -json $(BIN)/bench/latest.json -readme README.md || failed="$$failed table"; \
 	if [ -n "$$failed" ]; then echo "did not finish:$$failed"; exit 1; fi

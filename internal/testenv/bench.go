@@ -40,18 +40,32 @@ func StartBench(name string) (*Bench, error) {
 		b.Close()
 		return nil, err
 	}
-	b.Kubeconfig, b.Binary = filepath.Join(b.Dir, "kubeconfig"), filepath.Join(b.Dir, "trustplane")
+	b.Kubeconfig = filepath.Join(b.Dir, "kubeconfig")
 	if err := os.WriteFile(b.Kubeconfig, env.Environment().KubeConfig, 0o600); err != nil {
 		b.Close()
 		return nil, err
 	}
-	cmd := exec.Command("go", "build", "-o", b.Binary, "./cmd/trustplane")
-	cmd.Dir = RepoRoot()
-	if out, err := cmd.CombinedOutput(); err != nil {
+	if b.Binary, err = BenchBinary(b.Dir); err != nil {
 		b.Close()
-		return nil, fmt.Errorf("building trustplane: %w\n%s", err, out)
+		return nil, err
 	}
 	return b, nil
+}
+
+// BenchBinary is the trustplane binary a bench measures: $TRUSTPLANE_BENCH_BINARY, which
+// make bench builds once so that every bench and run measures the same build, or else
+// one built from the tree into dir.
+func BenchBinary(dir string) (string, error) {
+	if built := os.Getenv("TRUSTPLANE_BENCH_BINARY"); built != "" {
+		return built, nil
+	}
+	binary := filepath.Join(dir, "trustplane")
+	cmd := exec.Command("go", "build", "-o", binary, "./cmd/trustplane")
+	cmd.Dir = RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building trustplane: %w\n%s", err, out)
+	}
+	return binary, nil
 }
 
 // Close stops the control plane and removes the directory.

@@ -250,15 +250,28 @@ func Eventually(tb testing.TB, what string, timeout time.Duration, cond func() b
 // APIRequests sums the API server's own apiserver_request_total counter over the series
 // whose label text satisfies match (nil: every series). Benchmarks count API calls with it.
 func APIRequests(ctx context.Context, cfg *rest.Config, match func(labels string) bool) (int, error) {
+	sums, err := APIRequestsBy(ctx, cfg, func(labels string) string {
+		if match != nil && !match(labels) {
+			return ""
+		}
+		return "matched"
+	})
+	return sums["matched"], err
+}
+
+// APIRequestsBy sums apiserver_request_total by the key each series' label text gives
+// (series keyed "" are left out), from one reading of the API server's metrics: the
+// counts of every key are of the same moment.
+func APIRequestsBy(ctx context.Context, cfg *rest.Config, key func(labels string) string) (map[string]int, error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("reading the API server's metrics: %w", err)
+		return nil, fmt.Errorf("reading the API server's metrics: %w", err)
 	}
-	total := 0
+	sums := map[string]int{}
 	sc := bufio.NewScanner(bytes.NewReader(raw))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -267,14 +280,15 @@ func APIRequests(ctx context.Context, cfg *rest.Config, match func(labels string
 			continue
 		}
 		end := strings.LastIndexByte(line, '}')
-		if match != nil && !match(line[len("apiserver_request_total{"):end]) {
+		k := key(line[len("apiserver_request_total{"):end])
+		if k == "" {
 			continue
 		}
 		v, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64)
 		if err != nil {
-			return 0, fmt.Errorf("metric line %q: %w", line, err)
+			return nil, fmt.Errorf("metric line %q: %w", line, err)
 		}
-		total += int(v)
+		sums[k] += int(v)
 	}
-	return total, sc.Err()
+	return sums, sc.Err()
 }

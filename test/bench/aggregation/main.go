@@ -15,7 +15,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -78,9 +77,9 @@ func run() error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	binary := filepath.Join(dir, "trustplane")
-	if out, err := exec.Command("go", "build", "-o", binary, filepath.Join(root, "cmd/trustplane")).CombinedOutput(); err != nil {
-		return fmt.Errorf("building trustplane: %w\n%s", err, out)
+	binary, err := testenv.BenchBinary(dir)
+	if err != nil {
+		return err
 	}
 	sizes := []int{*roles}
 	if *growth > 1 {

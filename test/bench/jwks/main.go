@@ -7,9 +7,9 @@
 //  2. 1,000 and 10,000 JWKSConfigs (nginx off) created at once, each with its Secret:
 //     time until all are Ready and each one's latency from its create to Ready (p50,
 //     p99), against the floor (many.go: the same Secrets and JWKSConfigs created by the
-//     same 32 goroutines while as many goroutines as the manager has workers write the
-//     ConfigMap and status the controller writes for each, with no manager running, just
-//     before the size's run); the manager's CPU and peak memory per JWKSConfig, and how
+//     same 32 goroutines while as many goroutines as the manager has workers take each
+//     from a watch, read its Secret and write the ConfigMap and status the controller
+//     writes for it, with no manager running, just before the size's run); the manager's CPU and peak memory per JWKSConfig, and how
 //     they grow from 1x to 10x;
 //  3. a full resync of the 1x sets (a manager restart) with nothing changed: the API
 //     writes it makes, counted by the API server's own request metrics.
@@ -190,7 +190,7 @@ func (b *bench) rotationLatency(ctx context.Context) ([]testenv.BenchRow, error)
 		return nil, err
 	}
 	for i := range *rotations {
-		if _, err := b.createPair(ctx, ns, i, b.certs[0], true, nil); err != nil {
+		if err := b.createPair(ctx, ns, i, b.certs[0], true, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -277,11 +277,11 @@ func (b *bench) resyncWrites(ctx context.Context, n int) (*managerProcess, teste
 // createPair creates a TLS Secret and a JWKSConfig publishing it, with or without nginx,
 // and returns the JWKSConfig; mark, when set, is told when the JWKSConfig's create was
 // sent (its latency starts there).
-func (b *bench) createPair(ctx context.Context, ns string, i int, chain testcerts.Chain, nginx bool, mark func(string, time.Time)) (*jwksv1alpha1.JWKSConfig, error) {
+func (b *bench) createPair(ctx context.Context, ns string, i int, chain testcerts.Chain, nginx bool, mark func(string, time.Time)) error {
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("tls-%d", i)}, Type: corev1.SecretTypeTLS,
 		Data: map[string][]byte{corev1.TLSCertKey: chain.PEM(), corev1.TLSPrivateKeyKey: chain.KeyPEM()}}
 	if err := b.c.Create(ctx, s); err != nil {
-		return nil, err
+		return err
 	}
 	cfg := &jwksv1alpha1.JWKSConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("set-%d", i)},
 		Spec: jwksv1alpha1.JWKSConfigSpec{CertificateSecret: s.Name}}
@@ -291,7 +291,7 @@ func (b *bench) createPair(ctx context.Context, ns string, i int, chain testcert
 	if mark != nil {
 		mark(cfg.Name, time.Now())
 	}
-	return cfg, b.c.Create(ctx, cfg)
+	return b.c.Create(ctx, cfg)
 }
 
 func (b *bench) putSecret(ctx context.Context, ns string, i int, chain testcerts.Chain) error {

@@ -115,8 +115,9 @@ func (b *bench) createMany(ctx context.Context, m *managerProcess, n int) (manyR
 
 // createAndObserve creates n Secrets and JWKSConfigs in ns from creators goroutines and
 // waits until a watch has seen every JWKSConfig Ready. With serve set (the floor), each
-// JWKSConfig is handed, once created, to *workers goroutines that call serve on it, as
-// the manager's workqueue hands it to its reconciles.
+// JWKSConfig a watch of its own shows created is handed to *workers goroutines that call
+// serve on it: a controller learns of an object from a watch, and its workqueue hands it
+// to its reconciles.
 func (b *bench) createAndObserve(ctx context.Context, ns string, n int, serve func(context.Context, *jwksv1alpha1.JWKSConfig) error) (observed, error) {
 	var obs observed
 	w, err := newReadyWatch(ctx, b.c, ns, n)
@@ -124,22 +125,27 @@ func (b *bench) createAndObserve(ctx context.Context, ns string, n int, serve fu
 		return obs, err
 	}
 	defer w.stop()
-	queue := make(chan *jwksv1alpha1.JWKSConfig, n) // never full: the creators never wait for the workers
-	failed := make(chan error, *workers)
+	queue := make(chan *jwksv1alpha1.JWKSConfig, n) // never full: the watch never waits for the workers
+	failed := make(chan error, *workers+1)
 	var served servers
 	if serve != nil {
+		feed, err := newFeed(ctx, b.c, ns)
+		if err != nil {
+			return obs, err
+		}
+		defer feed.stop()
+		go func() {
+			if err := feed.run(ctx, n, queue); err != nil {
+				failed <- err
+			}
+		}()
 		served.start(ctx, *workers, queue, serve, failed)
 	}
 	start := time.Now()
 	created := make(chan error, 1)
 	go func() {
-		defer close(queue)
 		created <- testenv.Parallel(creators, n, func(i int) error {
-			cfg, err := b.createPair(ctx, ns, i, b.certs[i%len(b.certs)], false, w.markCreated)
-			if err == nil && serve != nil {
-				queue <- cfg
-			}
-			return err
+			return b.createPair(ctx, ns, i, b.certs[i%len(b.certs)], false, w.markCreated)
 		})
 	}()
 	if err := w.wait(created, failed, func() { obs.created = time.Since(start) }); err != nil {
@@ -152,6 +158,52 @@ func (b *bench) createAndObserve(ctx context.Context, ns string, n int, serve fu
 	}
 	obs.latency = w.latencies()
 	return obs, nil
+}
+
+// feed is the floor's watch of the JWKSConfigs of a namespace: what it shows created goes
+// to the workers' queue, as a controller's informer hands it to its workqueue.
+type feed struct {
+	c  client.WithWatch
+	ns string
+	w  watch.Interface
+}
+
+func newFeed(ctx context.Context, c client.WithWatch, ns string) (*feed, error) {
+	w, err := c.Watch(ctx, &jwksv1alpha1.JWKSConfigList{}, client.InNamespace(ns))
+	if err != nil {
+		return nil, fmt.Errorf("floor: watching JWKSConfigs in %s: %w", ns, err)
+	}
+	return &feed{c: c, ns: ns, w: w}, nil
+}
+
+func (f *feed) stop() { f.w.Stop() }
+
+// run queues each JWKSConfig once, until n are queued, then closes queue. A watch the
+// API server ends is caught up by a list, and watched again from there.
+func (f *feed) run(ctx context.Context, n int, queue chan<- *jwksv1alpha1.JWKSConfig) error {
+	defer close(queue)
+	queued := map[string]bool{}
+	add := func(cfg *jwksv1alpha1.JWKSConfig) {
+		if !queued[cfg.Name] {
+			queued[cfg.Name] = true
+			queue <- cfg
+		}
+	}
+	for len(queued) < n {
+		ev, ok := <-f.w.ResultChan()
+		if ok {
+			if cfg, isConfig := ev.Object.(*jwksv1alpha1.JWKSConfig); isConfig && ev.Type == watch.Added {
+				add(cfg)
+			}
+			continue
+		}
+		w, err := catchUp(ctx, f.c, f.ns, add)
+		if err != nil {
+			return fmt.Errorf("floor: %w", err)
+		}
+		f.w = w
+	}
+	return nil
 }
 
 // servers are the floor's workers, and the time they took per JWKSConfig.
@@ -257,20 +309,30 @@ func (r *readyWatch) wait(created, failed <-chan error, allCreated func()) error
 }
 
 func (r *readyWatch) rewatch(ctx context.Context) error {
-	list := &jwksv1alpha1.JWKSConfigList{}
-	if err := r.c.List(ctx, list, client.InNamespace(r.ns)); err != nil {
-		return fmt.Errorf("listing JWKSConfigs in %s: %w", r.ns, err)
-	}
-	for i := range list.Items {
-		r.see(&list.Items[i])
-	}
-	w, err := r.c.Watch(ctx, &jwksv1alpha1.JWKSConfigList{}, client.InNamespace(r.ns),
-		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
+	w, err := catchUp(ctx, r.c, r.ns, r.see)
 	if err != nil {
-		return fmt.Errorf("watching JWKSConfigs in %s again: %w", r.ns, err)
+		return err
 	}
 	r.w = w
 	return nil
+}
+
+// catchUp is what follows a watch the API server ended: every JWKSConfig of ns listed
+// (each passed to see), and a watch from the list's version on.
+func catchUp(ctx context.Context, c client.WithWatch, ns string, see func(*jwksv1alpha1.JWKSConfig)) (watch.Interface, error) {
+	list := &jwksv1alpha1.JWKSConfigList{}
+	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return nil, fmt.Errorf("listing JWKSConfigs in %s: %w", ns, err)
+	}
+	for i := range list.Items {
+		see(&list.Items[i])
+	}
+	w, err := c.Watch(ctx, &jwksv1alpha1.JWKSConfigList{}, client.InNamespace(ns),
+		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
+	if err != nil {
+		return nil, fmt.Errorf("watching JWKSConfigs in %s again: %w", ns, err)
+	}
+	return w, nil
 }
 
 func (r *readyWatch) see(cfg *jwksv1alpha1.JWKSConfig) {
@@ -303,8 +365,7 @@ func (r *readyWatch) latencies() []time.Duration {
 // requestsByKind counts the API server's requests so far by verb and resource
 // (subresource too), watches and the API server's own requests left out.
 func (b *bench) requestsByKind(ctx context.Context) (map[string]int, error) {
-	counts := map[string]int{}
-	_, err := testenv.APIRequests(ctx, b.env.Config, func(labels string) bool {
+	return testenv.APIRequestsBy(ctx, b.env.Config, func(labels string) string {
 		fields := map[string]string{}
 		for _, kv := range strings.Split(labels, ",") {
 			if k, v, ok := strings.Cut(kv, "="); ok {
@@ -312,32 +373,14 @@ func (b *bench) requestsByKind(ctx context.Context) (map[string]int, error) {
 			}
 		}
 		if fields["verb"] == "WATCH" || fields["resource"] == "" {
-			return false
+			return ""
 		}
 		kind := fields["verb"] + " " + fields["resource"]
 		if fields["subresource"] != "" {
 			kind += "/" + fields["subresource"]
 		}
-		counts[kind] = 0 // the total is summed below, from the lines this one matches
-		return true
+		return kind
 	})
-	if err != nil {
-		return nil, err
-	}
-	for kind := range counts {
-		verb, resource, _ := strings.Cut(kind, " ")
-		sub := ""
-		resource, sub, _ = strings.Cut(resource, "/")
-		n, err := testenv.APIRequests(ctx, b.env.Config, func(labels string) bool {
-			return strings.Contains(labels, `verb="`+verb+`"`) && strings.Contains(labels, `resource="`+resource+`"`) &&
-				strings.Contains(labels, `subresource="`+sub+`"`)
-		})
-		if err != nil {
-			return nil, err
-		}
-		counts[kind] = n
-	}
-	return counts, nil
 }
 
 // printRequests prints the API requests of a run per JWKSConfig, by verb and resource:
@@ -362,9 +405,9 @@ func printRequests(n int, before, after map[string]int) {
 
 // floor is what n JWKSConfigs at once amount to with no controller: the same creators
 // create each TLS Secret and JWKSConfig as createMany does, and as many goroutines as the
-// manager has workers (--jwks-workers) do what the controller must for each, as it is
-// created: read its Secret, write the JWK Set ConfigMap (with the document, computed
-// beforehand) and a Ready status. So as many writes are in flight as under the manager (creators + workers). It
+// manager has workers (--jwks-workers) do what any controller must for each, as a watch
+// shows it created: read its Secret, write the JWK Set ConfigMap (with the document,
+// computed beforehand) and a Ready status. So as many writes are in flight as under the manager (creators + workers). It
 // is timed by the same watch; its objects are deleted afterwards.
 func (b *bench) floor(ctx context.Context, n int) (observed, error) {
 	ns := fmt.Sprintf("floor-%d", n)

@@ -45,26 +45,17 @@ func kind(labels string) string {
 }
 
 // countRequests reads the requests each API server answered so far (envs: the
-// management cluster's, then the target's), through testenv.APIRequests: once for the
-// kinds there are, then once per kind.
+// management cluster's, then the target's), by kind, from one reading of each server's
+// metrics.
 func countRequests(ctx context.Context, envs []*testenv.Env) (requestCounts, error) {
 	counts := requestCounts{}
 	for i, env := range envs {
 		server := [...]string{"management", "target"}[i]
-		kinds := map[string]bool{}
-		if _, err := testenv.APIRequests(ctx, env.Config, func(labels string) bool {
-			if k := kind(labels); k != "" {
-				kinds[k] = true
-			}
-			return false
-		}); err != nil {
+		byKind, err := testenv.APIRequestsBy(ctx, env.Config, kind)
+		if err != nil {
 			return nil, err
 		}
-		for k := range kinds {
-			n, err := testenv.APIRequests(ctx, env.Config, func(labels string) bool { return kind(labels) == k })
-			if err != nil {
-				return nil, err
-			}
+		for k, n := range byKind {
 			counts[server+" "+k] = n
 		}
 	}
