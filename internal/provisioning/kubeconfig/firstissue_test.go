@@ -3,11 +3,12 @@ package kubeconfig
 import (
 	"context"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -22,6 +23,8 @@ import (
 // that status (injected: the client serves the request as it was before). The second
 // reconcile must not issue a second credential, which no status would name and which
 // would stay valid until it expires (seen on a sample: two token bindings in one second).
+// It waits for the cache without a request of its own, and reads the request as stored
+// only if the cache is still behind after firstIssueCacheWait.
 func TestAFirstIssueNeverIssuesTwice(t *testing.T) {
 	ctx := context.Background()
 	const namespace = "default"
@@ -63,7 +66,8 @@ func TestAFirstIssueNeverIssuesTwice(t *testing.T) {
 		},
 	})
 	opts := DefaultOptions()
-	opts.Clock = clock.RealClock{}
+	now := clocktesting.NewFakeClock(time.Now())
+	opts.Clock = now
 	r := &Reconciler{Client: env.Client, APIReader: apiReader, Recorder: events.NewFakeRecorder(100), opts: opts,
 		targets: &clustertarget.Connections{Client: env.Client, APIReader: env.Client, Policy: opts.Kubeconfig, Clock: opts.Clock}}
 	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(kr)}
@@ -88,12 +92,20 @@ func TestAFirstIssueNeverIssuesTwice(t *testing.T) {
 	}
 	r.Client = stale
 	r.targets.Client = stale
+	result, err := r.Reconcile(ctx, req)
+	if n := bindings(t, kr); n != 1 || err != nil || result.RequeueAfter == 0 {
+		t.Errorf("%d token bindings after a reconcile that read a stale cache (error %v, %+v), want 1, and a wait for the cache", n, err, result)
+	}
+	if uncachedReads != 0 {
+		t.Errorf("a reconcile right after the first issue read the request uncached %d times, want 0 (the cache is waited for)", uncachedReads)
+	}
+	now.Step(firstIssueCacheWait)
 	_, err = r.Reconcile(ctx, req)
 	if n := bindings(t, kr); n != 1 {
-		t.Errorf("%d token bindings after a reconcile that read a stale cache (error %v), want 1", n, err)
+		t.Errorf("%d token bindings after a reconcile on a cache still behind (error %v), want 1", n, err)
 	}
 	if uncachedReads == 0 {
-		t.Error("the reconcile on a stale cache did not read the request as stored")
+		t.Error("a cache still behind after the wait: the request as stored was not read")
 	}
 }
 

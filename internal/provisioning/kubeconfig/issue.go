@@ -34,17 +34,22 @@ func (r *Reconciler) issuePhase(ctx context.Context, s *scope) (reconcile.Result
 	rotateNow := kr.Annotations[operatorv1alpha1.RotateAnnotation] == "true"
 	if kr.Status.Kubeconfig == "" || rotateNow || !now.Before(rotateAt) || s.moved != "" {
 		first := kr.Status.Kubeconfig == ""
-		if first && r.firstIssues.pending(kr.UID) {
-			// A first issue acts only on the request as stored: a cache that has not seen
-			// the status of the reconcile that just issued (another event brought the
-			// request back at once) would issue a second credential no status names, live
-			// until it expires. The cache catches up within moments; the status stays.
+		if issuedAt, pending := r.firstIssues.pending(kr.UID); first && pending {
+			// A cache that has not seen the status of the reconcile that just issued
+			// (another event brought the request back at once) would issue a second
+			// credential no status names, live until it expires. The cache catches up
+			// within moments: it is waited for, without a request of its own. One still
+			// behind after firstIssueCacheWait (the status write may have failed) is
+			// checked against the request as stored.
+			if now.Sub(issuedAt) < firstIssueCacheWait {
+				return reconcile.Result{RequeueAfter: firstIssueRecheck}, nil
+			}
 			if issued, err := r.issuedAlready(ctx, kr); err != nil || issued {
-				return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, err
+				return reconcile.Result{RequeueAfter: firstIssueRecheck}, err
 			}
 		}
 		if first {
-			r.firstIssues.add(kr.UID)
+			r.firstIssues.add(kr.UID, now)
 		}
 		if err := r.rotate(ctx, kr, target, rotateNow, now); err != nil {
 			return reconcile.Result{}, stale(kr, target, s.moved, err)
@@ -59,24 +64,32 @@ func (r *Reconciler) issuePhase(ctx context.Context, s *scope) (reconcile.Result
 	return reconcile.Result{RequeueAfter: max(rotateAt.Sub(now), time.Second)}, nil
 }
 
+// firstIssueCacheWait is how long after a first issue a cache not showing it is taken to
+// be behind, and firstIssueRecheck how soon such a request comes back.
+const (
+	firstIssueCacheWait = 2 * time.Second
+	firstIssueRecheck   = 200 * time.Millisecond
+)
+
 // firstIssues are the requests for which this process issued a first kubeconfig and whose
-// cached copy has not shown one since. Only for those can the cache be behind a first
-// issue: another process's writes were all made before this one held the Lease, while its
-// caches were already watching. So only those are read uncached before a first issue,
-// and a request that gets its first kubeconfig costs no read of its own (make
-// bench-kubeconfig counts the requests per KubeconfigRequest).
+// cached copy has not shown one since, with when it issued. Only for those can the cache be
+// behind a first issue: another process's writes were all made before this one held the
+// Lease, while its caches were already watching. So a request that gets its first
+// kubeconfig costs no read of its own (make bench-kubeconfig counts the requests per
+// KubeconfigRequest), and one brought back before its cache caught up costs none either
+// unless the cache stays behind.
 type firstIssues struct {
 	mu   sync.Mutex
-	uids map[types.UID]struct{}
+	uids map[types.UID]time.Time
 }
 
-func (f *firstIssues) add(uid types.UID) {
+func (f *firstIssues) add(uid types.UID, at time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.uids == nil {
-		f.uids = map[types.UID]struct{}{}
+		f.uids = map[types.UID]time.Time{}
 	}
-	f.uids[uid] = struct{}{}
+	f.uids[uid] = at
 }
 
 // seen forgets uid: its cached copy has shown a kubeconfig (or it is gone).
@@ -86,11 +99,12 @@ func (f *firstIssues) seen(uid types.UID) {
 	delete(f.uids, uid)
 }
 
-func (f *firstIssues) pending(uid types.UID) bool {
+// pending says whether uid's first issue is not yet in the cache, and when it was made.
+func (f *firstIssues) pending(uid types.UID) (time.Time, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	_, ok := f.uids[uid]
-	return ok
+	at, ok := f.uids[uid]
+	return at, ok
 }
 
 // issuedAlready says whether the request as stored already holds a kubeconfig.
