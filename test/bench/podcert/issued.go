@@ -16,14 +16,17 @@ import (
 )
 
 // issuedWatch records when a watch first sees each PodCertificateRequest of a namespace
-// issued: the signer's and the floor's are timed alike, by the same kind of watch.
+// issued, and which it sees denied or failed: the signer's and the floor's are timed
+// alike, by the same kind of watch, and nothing asks the signer how it is doing while
+// it works, as nothing asks the floor (its metrics were scraped every 50 ms before).
 type issuedWatch struct {
-	c      client.WithWatch
-	ns     string
-	mu     sync.Mutex
-	issued map[string]time.Time
-	done   chan struct{}
-	err    error
+	c       client.WithWatch
+	ns      string
+	mu      sync.Mutex
+	issued  map[string]time.Time
+	refused map[string]bool
+	done    chan struct{}
+	err     error
 }
 
 // watchIssued starts following ns; stop ends it.
@@ -33,7 +36,7 @@ func watchIssued(ctx context.Context, c client.WithWatch, ns string) (w *issuedW
 		return nil, nil, fmt.Errorf("watching PodCertificateRequests in %s: %w", ns, err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	w = &issuedWatch{c: c, ns: ns, issued: map[string]time.Time{}, done: make(chan struct{})}
+	w = &issuedWatch{c: c, ns: ns, issued: map[string]time.Time{}, refused: map[string]bool{}, done: make(chan struct{})}
 	go w.follow(ctx, raw)
 	return w, func() { cancel(); <-w.done }, nil
 }
@@ -80,21 +83,42 @@ func (w *issuedWatch) rewatch(ctx context.Context) (watch.Interface, error) {
 }
 
 func (w *issuedWatch) see(pcr *certificatesv1.PodCertificateRequest) {
-	if !meta.IsStatusConditionTrue(pcr.Status.Conditions, certificatesv1.PodCertificateRequestConditionTypeIssued) {
-		return
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if _, seen := w.issued[pcr.Name]; !seen {
-		w.issued[pcr.Name] = time.Now()
+	conditions := pcr.Status.Conditions
+	switch {
+	case meta.IsStatusConditionTrue(conditions, certificatesv1.PodCertificateRequestConditionTypeIssued):
+		if _, seen := w.issued[pcr.Name]; !seen {
+			w.issued[pcr.Name] = time.Now()
+		}
+	case meta.IsStatusConditionTrue(conditions, certificatesv1.PodCertificateRequestConditionTypeDenied),
+		meta.IsStatusConditionTrue(conditions, certificatesv1.PodCertificateRequestConditionTypeFailed):
+		w.refused[pcr.Name] = true
 	}
 }
 
-// count is how many were seen issued so far, and the watch's error, if it ended.
+// count is how many were seen issued so far, and the watch's error, if it ended; a
+// request seen denied or failed is an error too.
 func (w *issuedWatch) count() (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.err == nil && len(w.refused) > 0 {
+		return len(w.issued), fmt.Errorf("%d PodCertificateRequests in %s were denied or failed", len(w.refused), w.ns)
+	}
 	return len(w.issued), w.err
+}
+
+// first is when the first was seen issued (zero: none yet).
+func (w *issuedWatch) first() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var first time.Time
+	for _, at := range w.issued {
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+	}
+	return first
 }
 
 // wait returns once n were seen issued.

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -56,8 +55,8 @@ type signerRun struct {
 	// Each request's time from the start (the manager's, the floor's first write) to a
 	// watch seeing it issued.
 	latency, floorLatency []time.Duration
-	// startUp is from the manager's start to its first issued request (polled every 50 ms):
-	// the process, its caches' initial lists, the CA read.
+	// startUp is from the manager's start to the first request the watch sees issued: the
+	// process, its caches' initial lists, the CA read.
 	startUp time.Duration
 	cpu     float64 // the manager's CPU seconds above idle
 	mem     int64   // the manager's peak RSS above idle
@@ -188,7 +187,7 @@ func (b *signerBench) run(ctx context.Context, n int) (signerRun, error) {
 	if err != nil {
 		return run, err
 	}
-	if _, err := b.createRequests(ctx, signerNS, sa, pods, n); err != nil {
+	if err := b.createRequests(ctx, signerNS, sa, pods, n); err != nil {
 		return run, err
 	}
 	w, stopWatch, err := watchIssued(ctx, b.c, signerNS)
@@ -212,43 +211,30 @@ func (b *signerBench) run(ctx context.Context, n int) (signerRun, error) {
 	return run, b.c.DeleteAllOf(ctx, &certificatesv1.PodCertificateRequest{}, client.InNamespace(signerNS))
 }
 
-// waitIssued waits until the watch has seen n requests issued, failing on the first the
-// signer denies; it returns the time from start to the first issued, as the signer's
-// counters tell (polled every 50 ms).
+// waitIssued waits until the watch has seen n requests issued, failing on the first it
+// sees denied or failed; it returns the time from start to the first issued.
 func (m *managerProcess) waitIssued(w *issuedWatch, n int, start time.Time) (startUp time.Duration, err error) {
-	for deadline := start.Add(15 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		issued, denied, err := m.concluded()
-		if err == nil && denied > 0 {
-			return startUp, fmt.Errorf("the signer denied %d requests (see %s)", denied, m.log)
-		}
-		if err == nil && issued > 0 && startUp == 0 {
-			startUp = time.Since(start)
-		}
-		seen, err := w.count()
-		switch {
-		case err != nil:
-			return startUp, err
-		case seen >= n:
-			return startUp, nil
-		case time.Now().After(deadline):
-			return startUp, fmt.Errorf("only %d of %d issued after %v", seen, n, time.Since(start).Round(time.Second))
-		}
+	if err := w.wait(n, 15*time.Minute); err != nil {
+		return 0, fmt.Errorf("%w (see %s)", err, m.log)
 	}
+	return w.first().Sub(start), nil
 }
 
-// floor times a plain client writing the issued status of n requests, with certificates
-// signed before it starts, from as many goroutines as the signer has workers, until a
-// watch has seen them all issued; it returns that time and each one's.
+// floor times what any signer must do for n requests, with no controller: learn of them
+// (one list: they all exist before it starts, as they do before the manager starts), then,
+// from as many goroutines as the signer has workers, check each one's proof, sign its
+// certificate with a CA of the floor's own, and write its issued status, until a watch has
+// seen them all issued; it returns that time and each one's.
 func (b *signerBench) floor(ctx context.Context, ns string, n int) (time.Duration, []time.Duration, error) {
 	sa, pods, err := b.namespace(ctx, ns)
 	if err != nil {
 		return 0, nil, err
 	}
-	pcrs, err := b.createRequests(ctx, ns, sa, pods, n)
-	if err != nil {
+	if err := b.createRequests(ctx, ns, sa, pods, n); err != nil {
 		return 0, nil, err
 	}
-	if err := b.signPlain(pcrs); err != nil {
+	sign, err := plainSigner()
+	if err != nil {
 		return 0, nil, err
 	}
 	w, stopWatch, err := watchIssued(ctx, b.c, ns)
@@ -257,7 +243,17 @@ func (b *signerBench) floor(ctx context.Context, ns string, n int) (time.Duratio
 	}
 	defer stopWatch()
 	start := time.Now()
-	if err := testenv.Parallel(*workers, len(pcrs), func(i int) error { return b.c.Status().Update(ctx, pcrs[i]) }); err != nil {
+	list := &certificatesv1.PodCertificateRequestList{}
+	if err := b.c.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return 0, nil, fmt.Errorf("floor: %w", err)
+	}
+	if err := testenv.Parallel(*workers, len(list.Items), func(i int) error {
+		pcr := &list.Items[i]
+		if err := sign(pcr); err != nil {
+			return err
+		}
+		return b.c.Status().Update(ctx, pcr)
+	}); err != nil {
 		return 0, nil, fmt.Errorf("floor: %w", err)
 	}
 	if err := w.wait(n, 5*time.Minute); err != nil {
@@ -267,18 +263,19 @@ func (b *signerBench) floor(ctx context.Context, ns string, n int) (time.Duratio
 	return elapsed, latency, b.c.DeleteAllOf(ctx, &certificatesv1.PodCertificateRequest{}, client.InNamespace(ns))
 }
 
-// signPlain signs every request with a CA of the floor's own and sets its issued status,
-// before the floor is timed.
-func (b *signerBench) signPlain(pcrs []*certificatesv1.PodCertificateRequest) error {
+// plainSigner signs a request with a CA of the floor's own, made before the floor is
+// timed, and sets its issued status: podcertsigner.Sign, the signer's own pure function
+// (the proof checked, the certificate made), with no cache, lock or rotation around it.
+func plainSigner() (func(*certificatesv1.PodCertificateRequest) error, error) {
 	now := time.Now()
 	entry, err := podcert.NewCA("bench floor CA", now.Add(-time.Hour), 24*time.Hour*365)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ca := &podcertsigner.CA{Cert: entry.Cert, Key: entry.Key}
 	opts := podcertsigner.DefaultOptions()
 	policy := podcertsigner.Policy{MaxLifetime: opts.MaxLifetime, TrustDomain: opts.TrustDomain}
-	for _, pcr := range pcrs {
+	return func(pcr *certificatesv1.PodCertificateRequest) error {
 		issued, err := podcertsigner.Sign(ca, podcertsigner.RequestOf(pcr), policy, now)
 		if err != nil {
 			return err
@@ -291,8 +288,8 @@ func (b *signerBench) signPlain(pcrs []*certificatesv1.PodCertificateRequest) er
 			Type: certificatesv1.PodCertificateRequestConditionTypeIssued, Status: metav1.ConditionTrue,
 			Reason: certificatesv1.PodCertificateRequestConditionTypeIssued, Message: "issued by the floor", LastTransitionTime: metav1.NewTime(now), ObservedGeneration: pcr.Generation,
 		})
-	}
-	return nil
+		return nil
+	}, nil
 }
 
 // namespace makes ns with a ServiceAccount and the pods requests name, bound to the node.
@@ -315,22 +312,19 @@ func (b *signerBench) namespace(ctx context.Context, ns string) (*corev1.Service
 }
 
 // createRequests creates n requests for the signer from 16 goroutines, as node agents would.
-func (b *signerBench) createRequests(ctx context.Context, ns string, sa *corev1.ServiceAccount, pods []*corev1.Pod, n int) ([]*certificatesv1.PodCertificateRequest, error) {
+func (b *signerBench) createRequests(ctx context.Context, ns string, sa *corev1.ServiceAccount, pods []*corev1.Pod, n int) error {
 	signer := podcertsigner.DefaultOptions().SignerName
-	pcrs := make([]*certificatesv1.PodCertificateRequest, n)
-	err := testenv.Parallel(16, n, func(i int) error {
+	return testenv.Parallel(16, n, func(i int) error {
 		pod := pods[i%len(pods)]
 		_, proof, err := podcert.GenerateKeyAndProof("ECDSAP256")
 		if err != nil {
 			return err
 		}
-		pcrs[i] = &certificatesv1.PodCertificateRequest{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "req-"},
+		return b.c.Create(ctx, &certificatesv1.PodCertificateRequest{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "req-"},
 			Spec: certificatesv1.PodCertificateRequestSpec{SignerName: signer, PodName: pod.Name, PodUID: pod.UID,
 				ServiceAccountName: sa.Name, ServiceAccountUID: sa.UID, NodeName: types.NodeName(b.node.Name), NodeUID: b.node.UID, StubPKCS10Request: proof,
-				MaxExpirationSeconds: ptr.To[int32](3600)}}
-		return b.c.Create(ctx, pcrs[i])
+				MaxExpirationSeconds: ptr.To[int32](3600)}})
 	})
-	return pcrs, err
 }
 
 // managerProcess is `trustplane manager --controllers podcertificate-signer`.
@@ -370,35 +364,12 @@ func (m *managerProcess) waitReady() error {
 	return errors.New("the manager did not become ready")
 }
 
-// concluded reads the signer's counters of issued and denied requests.
-func (m *managerProcess) concluded() (issued, denied int, err error) {
-	body, err := get("http://" + m.metrics + "/metrics")
-	if err != nil {
-		return 0, 0, err
-	}
-	for _, line := range strings.Split(body, "\n") {
-		if !strings.HasPrefix(line, "trustplane_podcertificate_signer_requests_total{") {
-			continue
-		}
-		v, _ := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
-		switch {
-		case strings.Contains(line, `outcome="issued"`):
-			issued = int(v)
-		case strings.Contains(line, `outcome="denied"`):
-			denied = int(v)
-		}
-	}
-	return issued, denied, nil
-}
-
 func (m *managerProcess) stop() {
 	_ = m.cmd.Process.Signal(os.Interrupt)
 	_ = m.cmd.Wait()
 }
 
-// scraper reads the manager's endpoints uncompressed: the bench polls /metrics every
-// 50 ms, and gzip-compressing each answer cost the manager about a tenth of its CPU in a
-// run, charged to the signer.
+// scraper reads the manager's probe endpoint (before a run, never during one).
 var scraper = &http.Client{Transport: &http.Transport{DisableCompression: true}}
 
 func get(url string) (string, error) {
