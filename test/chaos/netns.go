@@ -5,6 +5,8 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -20,13 +22,21 @@ import (
 // and the targets at the addresses every other process uses, and the API server sees the
 // replica's own address as the source, which tells the replicas apart in its audit log.
 //
+// The namespace is held by a file of the run's own (unshare --net=<file>) and entered with
+// nsenter, never named under /run/netns as `ip netns add` would: the first `ip netns add`
+// on a machine bind-mounts /run/netns over itself, which hides the namespaces a kubelet's
+// CNI made there before (test/node, running beside make test's chaos run, or make run's
+// node), and their sandboxes can then never be removed ("remove netns: device or
+// resource busy").
+//
 // A machine where network namespaces cannot be made (not root, no iptables) runs the
 // replicas on the host and without the partition fault; the run's log says so.
 
 // replicaNet is one replica's network namespace and veth pair.
 type replicaNet struct {
-	// ns is the network namespace's name; hostIf and nsIf the veth's two ends.
-	ns, hostIf, nsIf string
+	// ns names the network namespace in messages; file holds it (a bind mount of the
+	// namespace); hostIf and nsIf are the veth's two ends.
+	ns, file, hostIf, nsIf string
 	// hostIP and replicaIP are the two ends' addresses (a /30).
 	hostIP, replicaIP string
 	// loopback is the address the harness's proxies dial from for this replica's
@@ -53,6 +63,7 @@ func newReplicaNet(i int) (*replicaNet, error) {
 	base := fmt.Sprintf("10.253.%d.", block/256)
 	n := &replicaNet{
 		ns:        fmt.Sprintf("tpc%d-%d", pid, i),
+		file:      filepath.Join(os.TempDir(), fmt.Sprintf("trustplane-chaos-netns-%d-%d", pid, i)),
 		hostIf:    fmt.Sprintf("tpc%dh%d", pid%10000000, i),
 		nsIf:      fmt.Sprintf("tpc%dn%d", pid%10000000, i),
 		hostIP:    fmt.Sprintf("%s%d", base, block%256+4*i+1),
@@ -60,11 +71,14 @@ func newReplicaNet(i int) (*replicaNet, error) {
 		loopback:  fmt.Sprintf("127.0.0.%d", 10+i),
 		comment:   fmt.Sprintf("%s%d", chaosRulePrefix, pid),
 	}
-	inNS := func(args ...string) []string { return append([]string{"ip", "netns", "exec", n.ns}, args...) }
+	if err := os.WriteFile(n.file, nil, 0o600); err != nil {
+		return nil, err
+	}
+	inNS := func(args ...string) []string { return append([]string{"nsenter", "--net=" + n.file}, args...) }
 	steps := [][]string{
-		{"ip", "netns", "add", n.ns},
-		{"ip", "link", "add", n.hostIf, "type", "veth", "peer", "name", n.nsIf},
-		{"ip", "link", "set", n.nsIf, "netns", n.ns},
+		{"unshare", "--net=" + n.file, "true"},
+		// Made inside, its host end sent to this process's (the host's) namespace.
+		inNS("ip", "link", "add", n.nsIf, "type", "veth", "peer", "name", n.hostIf, "netns", strconv.Itoa(pid)),
 		{"ip", "addr", "add", n.hostIP + "/30", "dev", n.hostIf},
 		{"ip", "link", "set", n.hostIf, "up"},
 		{"sysctl", "-q", "-w", "net.ipv4.conf." + n.hostIf + ".route_localnet=1"},
@@ -85,10 +99,10 @@ func newReplicaNet(i int) (*replicaNet, error) {
 	return n, nil
 }
 
-// Wrap is the command line that runs args inside the namespace: `ip netns exec` execs
-// the command, so the process the harness signals is the command itself.
+// Wrap is the command line that runs args inside the namespace: nsenter execs the
+// command, so the process the harness signals is the command itself.
 func (n *replicaNet) Wrap(path string, args []string) (string, []string) {
-	return "ip", append([]string{"netns", "exec", n.ns, path}, args...)
+	return "nsenter", append([]string{"--net=" + n.file, path}, args...)
 }
 
 // On is addr (host:port) with the replica's own address for host.
@@ -133,11 +147,13 @@ func (n *replicaNet) dropRule(op, port string) []string {
 	return []string{"iptables", op, "INPUT", "-i", n.hostIf, "-p", "tcp", "--dport", port, "-m", "comment", "--comment", n.comment, "-j", "DROP"}
 }
 
-// remove deletes the namespace (and with it the veth pair) and the host's rules.
+// remove deletes the veth pair, the host's rules and the namespace's file (the namespace
+// goes with its last process).
 func (n *replicaNet) remove() {
 	_ = n.Heal()
-	_ = command("ip", "netns", "del", n.ns)
 	_ = exec.Command("ip", "link", "del", n.hostIf).Run()
+	_ = exec.Command("umount", n.file).Run()
+	_ = os.Remove(n.file)
 	_ = command("iptables", "-t", "nat", "-D", "PREROUTING", "-i", n.hostIf, "-d", n.hostIP, "-p", "tcp", "-m", "comment", "--comment", n.comment, "-j", "DNAT", "--to-destination", "127.0.0.1")
 }
 
