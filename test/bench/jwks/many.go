@@ -135,7 +135,7 @@ func (b *bench) createAndObserve(ctx context.Context, ns string, n int, serve fu
 		}
 		defer feed.stop()
 		go func() {
-			if err := feed.run(ctx, n, queue); err != nil {
+			if err := feed.run(n, queue); err != nil {
 				failed <- err
 			}
 		}()
@@ -163,25 +163,31 @@ func (b *bench) createAndObserve(ctx context.Context, ns string, n int, serve fu
 // feed is the floor's watch of the JWKSConfigs of a namespace: what it shows created goes
 // to the workers' queue, as a controller's informer hands it to its workqueue.
 type feed struct {
-	c  client.WithWatch
-	ns string
-	w  watch.Interface
+	c      client.WithWatch
+	ns     string
+	ctx    context.Context
+	cancel context.CancelFunc
+	w      watch.Interface
 }
 
 func newFeed(ctx context.Context, c client.WithWatch, ns string) (*feed, error) {
+	ctx, cancel := context.WithCancel(ctx)
 	w, err := c.Watch(ctx, &jwksv1alpha1.JWKSConfigList{}, client.InNamespace(ns))
 	if err != nil {
+		cancel()
 		return nil, fmt.Errorf("floor: watching JWKSConfigs in %s: %w", ns, err)
 	}
-	return &feed{c: c, ns: ns, w: w}, nil
+	return &feed{c: c, ns: ns, ctx: ctx, cancel: cancel, w: w}, nil
 }
 
-func (f *feed) stop() { f.w.Stop() }
+// stop ends run, whatever it is waiting for (a floor that failed never sees n created).
+func (f *feed) stop() { f.cancel() }
 
-// run queues each JWKSConfig once, until n are queued, then closes queue. A watch the
-// API server ends is caught up by a list, and watched again from there.
-func (f *feed) run(ctx context.Context, n int, queue chan<- *jwksv1alpha1.JWKSConfig) error {
+// run queues each JWKSConfig once, until n are queued or the feed is stopped, then closes
+// queue. A watch the API server ends is caught up by a list, and watched again from there.
+func (f *feed) run(n int, queue chan<- *jwksv1alpha1.JWKSConfig) error {
 	defer close(queue)
+	defer f.w.Stop()
 	queued := map[string]bool{}
 	add := func(cfg *jwksv1alpha1.JWKSConfig) {
 		if !queued[cfg.Name] {
@@ -190,14 +196,20 @@ func (f *feed) run(ctx context.Context, n int, queue chan<- *jwksv1alpha1.JWKSCo
 		}
 	}
 	for len(queued) < n {
-		ev, ok := <-f.w.ResultChan()
+		var ev watch.Event
+		var ok bool
+		select {
+		case <-f.ctx.Done():
+			return nil
+		case ev, ok = <-f.w.ResultChan():
+		}
 		if ok {
 			if cfg, isConfig := ev.Object.(*jwksv1alpha1.JWKSConfig); isConfig && ev.Type == watch.Added {
 				add(cfg)
 			}
 			continue
 		}
-		w, err := catchUp(ctx, f.c, f.ns, add)
+		w, err := catchUp(f.ctx, f.c, f.ns, add)
 		if err != nil {
 			return fmt.Errorf("floor: %w", err)
 		}
