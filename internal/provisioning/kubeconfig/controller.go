@@ -148,7 +148,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	patcher := status.NewPatcher(kr)
 	result, err := r.reconcileOrFinalize(ctx, kr, patcher)
 	r.observe(kr)
-	return patcher.Finish(ctx, r.Client, r.Recorder, result, err)
+	result, err = patcher.Finish(ctx, r.Client, r.Recorder, result, err)
+	if err == nil && kr.Status.Kubeconfig != "" {
+		// The status is stored (Finish fails when its write does), with the kubeconfig a
+		// first issue put there: a cache not showing it yet is only behind (issue.go).
+		r.firstIssues.stored(kr.UID)
+	}
+	return result, err
 }
 
 func (r *Reconciler) reconcileOrFinalize(ctx context.Context, kr *operatorv1alpha1.KubeconfigRequest, patcher *status.Patcher) (reconcile.Result, error) {

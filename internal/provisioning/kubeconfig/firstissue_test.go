@@ -2,6 +2,7 @@ package kubeconfig
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -23,62 +24,14 @@ import (
 // that status (injected: the client serves the request as it was before). The second
 // reconcile must not issue a second credential, which no status would name and which
 // would stay valid until it expires (seen on a sample: two token bindings in one second).
-// It waits for the cache without a request of its own, and reads the request as stored
-// only if the cache is still behind after firstIssueCacheWait.
+// The status is known to be stored, so the cache is only behind: it is waited for without
+// a request of its own, however long it takes under load (make bench-kubeconfig saw
+// caches more than 2 s behind), and the request is read as stored only after
+// firstIssueStoredWait.
 func TestAFirstIssueNeverIssuesTwice(t *testing.T) {
-	ctx := context.Background()
-	const namespace = "default"
-	admin := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "first-issue-admin"}, Data: map[string][]byte{"kubeconfig": env.Environment().KubeConfig}}
-	cluster := &operatorv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "first-issue"},
-		Spec: operatorv1alpha1.ClusterSpec{KubeconfigSecretRef: &operatorv1alpha1.SecretKeyReference{Name: admin.Name}}}
-	kr := &operatorv1alpha1.KubeconfigRequest{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "first-issue"},
-		Spec: operatorv1alpha1.KubeconfigRequestSpec{Cluster: cluster.Name, Expiration: 3600,
-			Role: &operatorv1alpha1.RoleSpec{Namespace: namespace, Rules: []operatorv1alpha1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}}}}}}
-	for _, obj := range []client.Object{admin, cluster, kr} {
-		if err := env.Client.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// What the cache holds: the request before the first reconcile's writes.
-	var before *operatorv1alpha1.KubeconfigRequest // nil: no stale read yet
-	base, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme(), Mapper: env.Client.RESTMapper()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stale := interceptor.NewClient(base, interceptor.Funcs{
-		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if got, ok := obj.(*operatorv1alpha1.KubeconfigRequest); ok && before != nil && key == client.ObjectKeyFromObject(kr) {
-				before.DeepCopyInto(got)
-				return nil
-			}
-			return c.Get(ctx, key, obj, opts...)
-		},
-	})
-	// One process: the reconcile that issued and the one that reads the stale cache are
-	// the same Reconciler's (another process's writes precede its Lease).
-	var uncachedReads int
-	apiReader := interceptor.NewClient(base, interceptor.Funcs{
-		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if _, ok := obj.(*operatorv1alpha1.KubeconfigRequest); ok {
-				uncachedReads++
-			}
-			return c.Get(ctx, key, obj, opts...)
-		},
-	})
-	opts := DefaultOptions()
-	now := clocktesting.NewFakeClock(time.Now())
-	opts.Clock = now
-	r := &Reconciler{Client: env.Client, APIReader: apiReader, Recorder: events.NewFakeRecorder(100), opts: opts,
-		targets: &clustertarget.Connections{Client: env.Client, APIReader: env.Client, Policy: opts.Kubeconfig, Clock: opts.Clock}}
-	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(kr)}
-	if err := Finalizer.Ensure(ctx, env.Client, kr); err != nil {
-		t.Fatal(err)
-	}
-	before = kr.DeepCopy() // what a cache a step behind holds: nothing issued yet
-	_, err = r.Reconcile(ctx, req)
-	if err := env.Client.Get(ctx, req.NamespacedName, kr); err != nil {
-		t.Fatal(err)
-	}
+	f := newFirstIssueFixture(t, "first-issue")
+	_, err := f.r.Reconcile(f.ctx, f.req)
+	kr := f.stored()
 	if kr.Status.Kubeconfig == "" {
 		t.Fatalf("the first reconcile issued nothing (%v): %+v", err, kr.Status.Conditions)
 	}
@@ -87,26 +40,143 @@ func TestAFirstIssueNeverIssuesTwice(t *testing.T) {
 	}
 	// A request this process never issued for trusts its cache: no read of its own
 	// (make bench-kubeconfig counts the API requests per request).
-	if uncachedReads != 0 {
-		t.Errorf("the first issue read the request uncached %d times, want 0", uncachedReads)
+	if f.uncachedReads != 0 {
+		t.Errorf("the first issue read the request uncached %d times, want 0", f.uncachedReads)
 	}
-	r.Client = stale
-	r.targets.Client = stale
-	result, err := r.Reconcile(ctx, req)
-	if n := bindings(t, kr); n != 1 || err != nil || result.RequeueAfter == 0 {
-		t.Errorf("%d token bindings after a reconcile that read a stale cache (error %v, %+v), want 1, and a wait for the cache", n, err, result)
+	f.serveStale()
+	for _, after := range []time.Duration{0, 2 * time.Second, firstIssueStoredWait - time.Second} {
+		f.clock.SetTime(f.start.Add(after))
+		result, err := f.r.Reconcile(f.ctx, f.req)
+		if n := bindings(t, kr); n != 1 || err != nil || result.RequeueAfter == 0 {
+			t.Errorf("%v after the first issue: %d token bindings after a reconcile that read a stale cache (error %v, %+v), want 1, and a wait for the cache", after, n, err, result)
+		}
+		if f.uncachedReads != 0 {
+			t.Errorf("%v after a first issue whose status was stored: the request was read uncached %d times, want 0 (the cache is waited for)", after, f.uncachedReads)
+		}
 	}
-	if uncachedReads != 0 {
-		t.Errorf("a reconcile right after the first issue read the request uncached %d times, want 0 (the cache is waited for)", uncachedReads)
-	}
-	now.Step(firstIssueCacheWait)
-	_, err = r.Reconcile(ctx, req)
+	f.clock.SetTime(f.start.Add(firstIssueStoredWait))
+	_, err = f.r.Reconcile(f.ctx, f.req)
 	if n := bindings(t, kr); n != 1 {
 		t.Errorf("%d token bindings after a reconcile on a cache still behind (error %v), want 1", n, err)
 	}
-	if uncachedReads == 0 {
-		t.Error("a cache still behind after the wait: the request as stored was not read")
+	if f.uncachedReads == 0 {
+		t.Error("a cache still behind after firstIssueStoredWait: the request as stored was not read")
 	}
+}
+
+// TestAFirstIssueWhoseStatusWasNotStored: the status write naming the first credential a
+// reconcile issued fails, so the request as stored names none. The next reconcile must
+// not wait for a cache that will never show one: it reads the request as stored at once,
+// and issues.
+func TestAFirstIssueWhoseStatusWasNotStored(t *testing.T) {
+	f := newFirstIssueFixture(t, "first-issue-unstored")
+	refuse := true
+	f.r.Client = interceptor.NewClient(f.base, interceptor.Funcs{
+		SubResourcePatch: func(ctx context.Context, c client.Client, subResourceName string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			if kr, ok := obj.(*operatorv1alpha1.KubeconfigRequest); ok && refuse && kr.Status.Kubeconfig != "" {
+				return errors.New("injected: the status write failed")
+			}
+			return c.SubResource(subResourceName).Patch(ctx, obj, patch, opts...)
+		},
+	})
+	if _, err := f.r.Reconcile(f.ctx, f.req); err == nil {
+		t.Fatal("the first reconcile succeeded although its status write failed")
+	}
+	kr := f.stored()
+	if n := bindings(t, kr); kr.Status.Kubeconfig != "" || n != 1 {
+		t.Fatalf("after a first issue whose status write failed: kubeconfig stored %v, %d token bindings; want none stored, 1 binding", kr.Status.Kubeconfig != "", n)
+	}
+	refuse = false
+	result, err := f.r.Reconcile(f.ctx, f.req)
+	kr = f.stored()
+	if err != nil || kr.Status.Kubeconfig == "" {
+		t.Errorf("the reconcile after a failed status write issued nothing (error %v, %+v): it waited for a cache that cannot show a kubeconfig", err, result)
+	}
+	if f.uncachedReads != 1 {
+		t.Errorf("the reconcile after a failed status write read the request uncached %d times, want 1", f.uncachedReads)
+	}
+}
+
+// firstIssueFixture is a request with its Cluster, and a Reconciler of one process whose
+// clock the test sets, whose uncached reads of the request are counted, and whose cache
+// can be made to serve the request as it was before the first reconcile.
+type firstIssueFixture struct {
+	t             *testing.T
+	ctx           context.Context
+	r             *Reconciler
+	req           reconcile.Request
+	base          client.WithWatch
+	clock         *clocktesting.FakeClock
+	start         time.Time
+	before        *operatorv1alpha1.KubeconfigRequest
+	uncachedReads int
+}
+
+func newFirstIssueFixture(t *testing.T, name string) *firstIssueFixture {
+	t.Helper()
+	ctx := context.Background()
+	const namespace = "default"
+	admin := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-admin"}, Data: map[string][]byte{"kubeconfig": env.Environment().KubeConfig}}
+	cluster := &operatorv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: operatorv1alpha1.ClusterSpec{KubeconfigSecretRef: &operatorv1alpha1.SecretKeyReference{Name: admin.Name}}}
+	kr := &operatorv1alpha1.KubeconfigRequest{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: operatorv1alpha1.KubeconfigRequestSpec{Cluster: cluster.Name, Expiration: 3600,
+			Role: &operatorv1alpha1.RoleSpec{Namespace: namespace, Rules: []operatorv1alpha1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}}}}}}
+	for _, obj := range []client.Object{admin, cluster, kr} {
+		if err := env.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme(), Mapper: env.Client.RESTMapper()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &firstIssueFixture{t: t, ctx: ctx, req: reconcile.Request{NamespacedName: client.ObjectKeyFromObject(kr)}, base: base, start: time.Now()}
+	f.clock = clocktesting.NewFakeClock(f.start)
+	// One process: the reconcile that issued and the one that reads the stale cache are
+	// the same Reconciler's (another process's writes precede its Lease).
+	apiReader := interceptor.NewClient(base, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*operatorv1alpha1.KubeconfigRequest); ok {
+				f.uncachedReads++
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	opts := DefaultOptions()
+	opts.Clock = f.clock
+	f.r = &Reconciler{Client: env.Client, APIReader: apiReader, Recorder: events.NewFakeRecorder(100), opts: opts,
+		targets: &clustertarget.Connections{Client: env.Client, APIReader: env.Client, Policy: opts.Kubeconfig, Clock: opts.Clock}}
+	if err := Finalizer.Ensure(ctx, env.Client, kr); err != nil {
+		t.Fatal(err)
+	}
+	f.before = kr.DeepCopy() // what a cache a step behind holds: nothing issued yet
+	return f
+}
+
+// serveStale makes the Reconciler's cache serve the request as it was before the first
+// reconcile.
+func (f *firstIssueFixture) serveStale() {
+	stale := interceptor.NewClient(f.base, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if got, ok := obj.(*operatorv1alpha1.KubeconfigRequest); ok && key == f.req.NamespacedName {
+				f.before.DeepCopyInto(got)
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	f.r.Client = stale
+	f.r.targets.Client = stale
+}
+
+// stored is the request as the API server holds it.
+func (f *firstIssueFixture) stored() *operatorv1alpha1.KubeconfigRequest {
+	kr := &operatorv1alpha1.KubeconfigRequest{}
+	if err := env.Client.Get(f.ctx, f.req.NamespacedName, kr); err != nil {
+		f.t.Fatal(err)
+	}
+	return kr
 }
 
 // bindings counts the token-binding Secrets of kr in the target.

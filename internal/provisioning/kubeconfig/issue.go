@@ -34,14 +34,15 @@ func (r *Reconciler) issuePhase(ctx context.Context, s *scope) (reconcile.Result
 	rotateNow := kr.Annotations[operatorv1alpha1.RotateAnnotation] == "true"
 	if kr.Status.Kubeconfig == "" || rotateNow || !now.Before(rotateAt) || s.moved != "" {
 		first := kr.Status.Kubeconfig == ""
-		if issuedAt, pending := r.firstIssues.pending(kr.UID); first && pending {
+		if issue, pending := r.firstIssues.pending(kr.UID); first && pending {
 			// A cache that has not seen the status of the reconcile that just issued
 			// (another event brought the request back at once) would issue a second
-			// credential no status names, live until it expires. The cache catches up
-			// within moments: it is waited for, without a request of its own. One still
-			// behind after firstIssueCacheWait (the status write may have failed) is
-			// checked against the request as stored.
-			if now.Sub(issuedAt) < firstIssueCacheWait {
+			// credential no status names, live until it expires. When that status was
+			// stored, the cache will show it: it is waited for, without a request of its
+			// own. When its write failed (or its outcome is unknown), or the cache is
+			// still behind after firstIssueStoredWait (someone cleared the status, or the
+			// watch is stuck), the request is read as stored.
+			if issue.stored && now.Sub(issue.at) < firstIssueStoredWait {
 				return reconcile.Result{RequeueAfter: firstIssueRecheck}, nil
 			}
 			if issued, err := r.issuedAlready(ctx, kr); err != nil || issued {
@@ -64,32 +65,51 @@ func (r *Reconciler) issuePhase(ctx context.Context, s *scope) (reconcile.Result
 	return reconcile.Result{RequeueAfter: max(rotateAt.Sub(now), time.Second)}, nil
 }
 
-// firstIssueCacheWait is how long after a first issue a cache not showing it is taken to
-// be behind, and firstIssueRecheck how soon such a request comes back.
+// firstIssueStoredWait is how long the cache may go on not showing a first issue whose
+// status was stored before the request is read as stored, and firstIssueRecheck how soon
+// a request waiting for its cache comes back. The cache shows a stored status within
+// moments: the wait only bounds a watch that is stuck, or a status someone cleared.
 const (
-	firstIssueCacheWait = 2 * time.Second
-	firstIssueRecheck   = 200 * time.Millisecond
+	firstIssueStoredWait = time.Minute
+	firstIssueRecheck    = 200 * time.Millisecond
 )
 
 // firstIssues are the requests for which this process issued a first kubeconfig and whose
-// cached copy has not shown one since, with when it issued. Only for those can the cache be
-// behind a first issue: another process's writes were all made before this one held the
-// Lease, while its caches were already watching. So a request that gets its first
-// kubeconfig costs no read of its own (make bench-kubeconfig counts the requests per
-// KubeconfigRequest), and one brought back before its cache caught up costs none either
-// unless the cache stays behind.
+// cached copy has not shown one since, with when it issued and whether the status naming
+// it was stored. Only for those can the cache be behind a first issue: another process's
+// writes were all made before this one held the Lease, while its caches were already
+// watching. So a request that gets its first kubeconfig costs no read of its own (make
+// bench-kubeconfig counts the requests per KubeconfigRequest), and one brought back before
+// its cache caught up costs none either once its status is known to be stored.
 type firstIssues struct {
 	mu   sync.Mutex
-	uids map[types.UID]time.Time
+	uids map[types.UID]firstIssue
+}
+
+// firstIssue is one request's first issue: when, and whether its status write succeeded.
+type firstIssue struct {
+	at     time.Time
+	stored bool
 }
 
 func (f *firstIssues) add(uid types.UID, at time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.uids == nil {
-		f.uids = map[types.UID]time.Time{}
+		f.uids = map[types.UID]firstIssue{}
 	}
-	f.uids[uid] = at
+	f.uids[uid] = firstIssue{at: at}
+}
+
+// stored records that the status naming uid's first kubeconfig was written: the request
+// as stored holds it, whatever the cache shows meanwhile.
+func (f *firstIssues) stored(uid types.UID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if issue, ok := f.uids[uid]; ok {
+		issue.stored = true
+		f.uids[uid] = issue
+	}
 }
 
 // seen forgets uid: its cached copy has shown a kubeconfig (or it is gone).
@@ -99,12 +119,12 @@ func (f *firstIssues) seen(uid types.UID) {
 	delete(f.uids, uid)
 }
 
-// pending says whether uid's first issue is not yet in the cache, and when it was made.
-func (f *firstIssues) pending(uid types.UID) (time.Time, bool) {
+// pending says whether uid's first issue is not yet in the cache, and what is known of it.
+func (f *firstIssues) pending(uid types.UID) (firstIssue, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	at, ok := f.uids[uid]
-	return at, ok
+	issue, ok := f.uids[uid]
+	return issue, ok
 }
 
 // issuedAlready says whether the request as stored already holds a kubeconfig.
