@@ -19,6 +19,8 @@ import (
 type Work struct {
 	Reconciles, RequeuedAfter, ReconcileSeconds float64
 	Dequeued, QueuedSeconds                     float64
+	// Queued and Running are the requests in its queue and being reconciled now.
+	Queued, Running float64
 }
 
 // Scrape reads the controller's counters from the manager's metrics endpoint (host:port);
@@ -47,15 +49,25 @@ func Scrape(addr, controller string) Work {
 			w.QueuedSeconds += v
 		case strings.HasPrefix(line, "workqueue_queue_duration_seconds_count{"):
 			w.Dequeued += v
+		case strings.HasPrefix(line, "workqueue_depth{"):
+			w.Queued += v
+		case strings.HasPrefix(line, "controller_runtime_active_workers{"):
+			w.Running += v
 		}
 	}
 	return w
 }
 
-// Since is what happened between before and w.
+// Idle says whether the controller has done at least n reconciles and has nothing queued
+// or running.
+func (w Work) Idle(n int) bool {
+	return w.Reconciles >= float64(n) && w.Queued == 0 && w.Running == 0
+}
+
+// Since is what happened between before and w (the counters; Queued and Running are w's).
 func (w Work) Since(before Work) Work {
 	return Work{w.Reconciles - before.Reconciles, w.RequeuedAfter - before.RequeuedAfter, w.ReconcileSeconds - before.ReconcileSeconds,
-		w.Dequeued - before.Dequeued, w.QueuedSeconds - before.QueuedSeconds}
+		w.Dequeued - before.Dequeued, w.QueuedSeconds - before.QueuedSeconds, w.Queued, w.Running}
 }
 
 // String says it in one line; empty when nothing was counted.

@@ -19,6 +19,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,8 +67,12 @@ func main() {
 }
 
 type bench struct {
-	env        *testenv.Env
-	c          client.WithWatch
+	env *testenv.Env
+	c   client.WithWatch
+	// worker is the floor's controller's client: a connection of its own to the API
+	// server, as the manager process has, not the creators' (one HTTP/2 connection, whose
+	// streams the creators and 32 workers would share).
+	worker     client.WithWatch
 	kubeconfig string
 	binary     string
 	prof       *benchprof.Profiler
@@ -90,7 +95,13 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	b := &bench{env: env, c: c, kubeconfig: tb.Kubeconfig, binary: tb.Binary}
+	workerCfg := rest.CopyConfig(cfg)
+	workerCfg.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext // a Dial of its own: a transport, so a connection, of its own
+	worker, err := client.NewWithWatch(workerCfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		return err
+	}
+	b := &bench{env: env, c: c, worker: worker, kubeconfig: tb.Kubeconfig, binary: tb.Binary}
 	if b.prof, err = benchprof.Build(tb.Binary, *profile); err != nil {
 		return err
 	}

@@ -129,7 +129,7 @@ func (b *bench) createAndObserve(ctx context.Context, ns string, n int, serve fu
 	failed := make(chan error, *workers+1)
 	var served servers
 	if serve != nil {
-		feed, err := newFeed(ctx, b.c, ns)
+		feed, err := newFeed(ctx, b.worker, ns)
 		if err != nil {
 			return obs, err
 		}
@@ -438,7 +438,7 @@ func (b *bench) floor(ctx context.Context, n int) (observed, error) {
 		// The read every controller must make: the certificate is in the Secret, and
 		// trustplane keeps no Secret in memory (private keys). Without it the floor made
 		// two API requests per JWKSConfig to trustplane's three.
-		if err := b.c.Get(ctx, client.ObjectKey{Namespace: cfg.Namespace, Name: cfg.Spec.CertificateSecret}, &corev1.Secret{}); err != nil {
+		if err := b.worker.Get(ctx, client.ObjectKey{Namespace: cfg.Namespace, Name: cfg.Spec.CertificateSecret}, &corev1.Secret{}); err != nil {
 			return fmt.Errorf("reading the Secret: %w", err)
 		}
 		return b.publishPlain(ctx, cfg, docs[i%len(docs)])
@@ -487,14 +487,14 @@ func (b *bench) publishPlain(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, 
 		Labels:      map[string]string{jwksv1alpha1.OwnerLabel: cfg.Name, "app.kubernetes.io/managed-by": "trustplane"},
 		Annotations: map[string]string{jwksv1alpha1.RetirementsAnnotation: pub.retirements}},
 		Data: map[string]string{jwkset.DocumentKey: pub.doc}}
-	if err := b.c.Create(ctx, cm); err != nil {
+	if err := b.worker.Create(ctx, cm); err != nil {
 		return err
 	}
 	t := metav1.Now()
 	cfg.Status = jwksv1alpha1.JWKSConfigStatus{ObservedGeneration: cfg.Generation, LastUpdateTime: &t, LastKeyID: pub.kid, KeyCount: 1,
 		Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: jwksv1alpha1.ReasonPublished,
 			Message: "Publishing 1 key(s); current kid " + pub.kid, LastTransitionTime: t, ObservedGeneration: cfg.Generation}}}
-	return b.c.Status().Update(ctx, cfg)
+	return b.worker.Status().Update(ctx, cfg)
 }
 
 // resetPeakRSS sets a process's VmHWM back to its resident set now (proc(5), clear_refs 5),
