@@ -13,10 +13,10 @@ import (
 // Service, and reverts what others changed in the fields it owns.
 func (r *Reconciler) applyNginx(ctx context.Context, s *scope) (ctrl.Result, error) {
 	cfg := s.cfg
-	objs := desiredNginx(cfg, r.NginxImage)
 	if !jwkset.NginxEnabled(cfg) {
-		return ctrl.Result{}, r.deleteOwned(ctx, r.Owned, cfg, objs...)
+		return ctrl.Result{}, r.deleteOwned(ctx, r.Owned, cfg, nginxObjects(cfg)...)
 	}
+	objs := desiredNginx(cfg, r.NginxImage)
 	for i, obj := range objs {
 		current, err := r.claim(ctx, cfg, obj)
 		if err != nil {

@@ -182,6 +182,19 @@ func desiredNginx(c *jwksv1alpha1.JWKSConfig, image string) []client.Object {
 	return []client.Object{desiredNginxConfigMap(c), desiredDeployment(c, image), desiredService(c)}
 }
 
+// nginxObjects names the objects desiredNginx makes, and nothing more: what a JWKSConfig
+// with nginx off looks up to delete, without rendering nginx's configuration and pod
+// template on every reconcile (a tenth of the manager's reconcile CPU in make bench-jwks
+// at 10,000 sets).
+func nginxObjects(c *jwksv1alpha1.JWKSConfig) []client.Object {
+	meta := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: c.Namespace, Name: name} }
+	return []client.Object{
+		&corev1.ConfigMap{ObjectMeta: meta(jwkset.NginxConfigMapName(c))},
+		&appsv1.Deployment{ObjectMeta: meta(c.Name)},
+		&corev1.Service{ObjectMeta: meta(c.Name)},
+	}
+}
+
 // deletedObjects are the objects deleting a JWKSConfig removes, in the order they are
 // deleted: nginx's Deployment, Service and ConfigMap, and, with cleanupOnDelete, the set.
 func deletedObjects(c *jwksv1alpha1.JWKSConfig, image string) []client.Object {

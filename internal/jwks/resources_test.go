@@ -1,6 +1,7 @@
 package jwks
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -45,5 +46,17 @@ func TestDesiredObjects(t *testing.T) {
 		if got := kinds(deletedObjects(cfg, DefaultNginxImage)); !slices.Equal(got, tc.deleted) {
 			t.Errorf("%s: deletedObjects = %v, want %v", tc.name, got, tc.deleted)
 		}
+		// What nginx off looks up to delete is what nginx on applies.
+		if named, made := typedNames(nginxObjects(cfg)), typedNames(desiredNginx(cfg, DefaultNginxImage)); !slices.Equal(named, made) {
+			t.Errorf("%s: nginxObjects = %v, desiredNginx makes %v", tc.name, named, made)
+		}
 	}
+}
+
+// typedNames are the objects' Go types, namespaces and names.
+func typedNames(objs []client.Object) (out []string) {
+	for _, o := range objs {
+		out = append(out, fmt.Sprintf("%T %s/%s", o, o.GetNamespace(), o.GetName()))
+	}
+	return out
 }
