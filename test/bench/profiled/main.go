@@ -2,13 +2,14 @@
 
 // Command profiled is the trustplane binary that profiles itself: the same root command
 // as cmd/trustplane, with a CPU profile written to $TRUSTPLANE_CPUPROFILE (when set) from
-// start to exit. A benchmark run with -cpuprofile builds it in place of cmd/trustplane
+// start to exit, and what it holds at exit to that path with .heap appended. A benchmark run with -cpuprofile builds it in place of cmd/trustplane
 // (test/bench/benchprof), so that the process measured is the one profiled.
 package main
 
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -34,6 +35,21 @@ func main() {
 	}
 }
 
+// writeHeapProfile writes what the process holds as it exits (its caches, still full) to
+// path: go tool pprof -sample_index=inuse_space <file>.
+func writeHeapProfile(path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "trustplane: heap profile: %v\n", err)
+		return
+	}
+	defer func() { _ = f.Close() }()
+	runtime.GC() // what is live, not what awaits collection
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		fmt.Fprintf(os.Stderr, "trustplane: heap profile: %v\n", err)
+	}
+}
+
 // startProfile starts the CPU profile into path; an empty path profiles nothing.
 func startProfile(path string) (stop func(), err error) {
 	if path == "" {
@@ -50,5 +66,6 @@ func startProfile(path string) (stop func(), err error) {
 	return func() {
 		pprof.StopCPUProfile()
 		_ = f.Close()
+		writeHeapProfile(path + ".heap")
 	}, nil
 }
