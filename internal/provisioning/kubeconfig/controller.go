@@ -138,6 +138,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	} else if err != nil {
 		return reconcile.Result{}, err
 	}
+	if kr.Status.Kubeconfig != "" {
+		r.firstIssues.seen(kr.UID) // the cache shows a kubeconfig: it cannot go back to a first issue
+	}
 	release, ok := r.slots.Acquire(req.Namespace, req.Name, r.opts.WorkersPerNamespace)
 	if !ok {
 		// Every slot of this namespace is taken (by requests whose targets may not

@@ -97,6 +97,39 @@ func TestAFirstIssueWhoseStatusWasNotStored(t *testing.T) {
 	}
 }
 
+// TestARevokedFirstIssueIsIssuedAgainAtOnce: a first kubeconfig, then a revocation and
+// its undoing within firstIssueStoredWait. The revocation withdrew the kubeconfig this
+// process issued, so the next issue is a first issue of its own: it must not wait for a
+// cache to show the one withdrawn (a reviewer found it waited a minute, reconciling every
+// 200 ms).
+func TestARevokedFirstIssueIsIssuedAgainAtOnce(t *testing.T) {
+	f := newFirstIssueFixture(t, "first-issue-revoked")
+	if _, err := f.r.Reconcile(f.ctx, f.req); err != nil || f.stored().Status.Kubeconfig == "" {
+		t.Fatalf("the first reconcile issued nothing (%v)", err)
+	}
+	setRevoke := func(value string) {
+		t.Helper()
+		kr := f.stored()
+		if value == "" {
+			delete(kr.Annotations, operatorv1alpha1.RevokeAnnotation)
+		} else {
+			metav1.SetMetaDataAnnotation(&kr.ObjectMeta, operatorv1alpha1.RevokeAnnotation, value)
+		}
+		if err := env.Client.Update(f.ctx, kr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setRevoke("true")
+	if _, err := f.r.Reconcile(f.ctx, f.req); err != nil || f.stored().Status.Kubeconfig != "" {
+		t.Fatalf("the revocation left a kubeconfig in the status (error %v)", err)
+	}
+	setRevoke("")
+	result, err := f.r.Reconcile(f.ctx, f.req)
+	if kr := f.stored(); err != nil || kr.Status.Kubeconfig == "" {
+		t.Errorf("a request no longer revoked was not issued a kubeconfig at once (error %v, %+v): it waited for the cache to show the one revoked", err, result)
+	}
+}
+
 // firstIssueFixture is a request with its Cluster, and a Reconciler of one process whose
 // clock the test sets, whose uncached reads of the request are counted, and whose cache
 // can be made to serve the request as it was before the first reconcile.

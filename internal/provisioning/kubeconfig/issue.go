@@ -27,9 +27,6 @@ import (
 // The request is then Ready, and comes back when its rotation is due.
 func (r *Reconciler) issuePhase(ctx context.Context, s *scope) (reconcile.Result, error) {
 	kr, target, now := s.kr, s.target, s.now
-	if kr.Status.Kubeconfig != "" {
-		r.firstIssues.seen(kr.UID) // the cache has a status with a kubeconfig: it cannot go back
-	}
 	rotateAt := r.rotateAt(kr)
 	rotateNow := kr.Annotations[operatorv1alpha1.RotateAnnotation] == "true"
 	if kr.Status.Kubeconfig == "" || rotateNow || !now.Before(rotateAt) || s.moved != "" {
@@ -112,7 +109,8 @@ func (f *firstIssues) stored(uid types.UID) {
 	}
 }
 
-// seen forgets uid: its cached copy has shown a kubeconfig (or it is gone).
+// seen forgets uid: its cached copy has shown a kubeconfig, this process has withdrawn
+// the kubeconfig (its next issue is a first issue of its own), or the request is gone.
 func (f *firstIssues) seen(uid types.UID) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -216,6 +216,10 @@ func (r *Reconciler) unpublish(ctx context.Context, kr *operatorv1alpha1.Kubecon
 		}
 	}
 	kr.Status.Kubeconfig, kr.Status.SecretName, kr.Status.ExpirationTimestamp, kr.Status.IssuedAt = "", "", nil, nil
+	// A first issue still waiting for the cache is over: the next issue (after an
+	// un-revoke, an allowed request, a move) is a first issue of its own, not one the
+	// cache is behind on.
+	r.firstIssues.seen(kr.UID)
 	return nil
 }
 
