@@ -191,7 +191,7 @@ func newFeed(ctx context.Context, c client.WithWatch, ns string) (*feed, error) 
 		return nil, fmt.Errorf("floor: watching JWKSConfigs in %s: %w", ns, err)
 	}
 	for _, list := range dependents() {
-		go drain(ctx, c, list, ns)
+		go testenv.DrainWatch(ctx, c, list, ns)
 	}
 	return &feed{c: c, ns: ns, ctx: ctx, cancel: cancel, w: w}, nil
 }
@@ -204,21 +204,6 @@ func dependents() []client.ObjectList {
 	secrets := &metav1.PartialObjectMetadataList{}
 	secrets.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
 	return []client.ObjectList{secrets, &corev1.ConfigMapList{}}
-}
-
-// drain watches list in ns until ctx ends, and drops what it shows; a watch the API
-// server ends is watched again.
-func drain(ctx context.Context, c client.WithWatch, list client.ObjectList, ns string) {
-	for ctx.Err() == nil {
-		w, err := c.Watch(ctx, list, client.InNamespace(ns))
-		if err != nil {
-			time.Sleep(100 * time.Millisecond)
-			continue
-		}
-		for range w.ResultChan() {
-		}
-		w.Stop()
-	}
 }
 
 // stop ends run, whatever it is waiting for (a floor that failed never sees n created).

@@ -6,7 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"sync"
+	"net"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -15,6 +15,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -40,89 +41,114 @@ type floorTarget struct {
 	endpoint access.Endpoint
 }
 
-// runFloor is the floor: n KubeconfigRequests created at once, as the bench creates them
-// for the manager, and for each, by workers goroutines (as many as the manager serves at
-// once: floorWorkers) and with no controller logic, the writes serving one takes: in the target
-// the ServiceAccount, ClusterRole and ClusterRoleBinding (at once, as the controller
-// writes them), the token binding Secret and the TokenRequest; in the management cluster
-// the published Secret and the status. Left out, being the controller's own bookkeeping,
-// are its finalizer, its record of where it grants and its events. Client-side rate
-// limiting is off, as in the manager. It returns the time until all statuses were
-// written and each request's latency from its creation to its status written.
-func runFloor(ctx context.Context, mgmt, target *testenv.Env, n, clusters, workers int) (time.Duration, []time.Duration, error) {
+// runFloor is the floor: n KubeconfigRequests created at once and timed to Ready exactly
+// as the bench creates and times them for the manager (createAndWait), and, by a plain
+// controller with no controller logic, for each request its watch shows created, by
+// workers goroutines (as many as the manager serves at once: floorWorkers), the writes
+// serving one takes: in the target the ServiceAccount, ClusterRole and ClusterRoleBinding
+// (at once, as the controller writes them), the token binding Secret and the
+// TokenRequest; in the management cluster the published Secret and the status. Left out,
+// being the controller's own bookkeeping, are its finalizer, its record of where it
+// grants and its events. Like the manager, the floor's controller has a connection of its
+// own, with client-side rate limiting off, and watches the management cluster's Secrets
+// (their metadata) as any controller publishing Secrets must. It returns the time until
+// all requests were Ready and each request's latency from its creation to its Ready.
+func runFloor(ctx context.Context, mgmt, target *testenv.Env, n int, clusters []string, workers int) (time.Duration, []time.Duration, error) {
+	if err := mgmt.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: floorNamespace}}); err != nil {
+		return 0, nil, err
+	}
 	cfg := rest.CopyConfig(mgmt.Config)
 	cfg.QPS = -1
-	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	cfg.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext // a transport, so a connection, of its own
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme.New()})
 	if err != nil {
 		return 0, nil, err
 	}
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: floorNamespace}}); err != nil {
-		return 0, nil, err
-	}
-	targets := make([]*floorTarget, clusters)
-	for i := range targets {
+	targets := map[string]*floorTarget{}
+	for _, name := range clusters {
 		tcfg, err := clientcmd.RESTConfigFromKubeConfig(target.Environment().KubeConfig)
 		if err != nil {
 			return 0, nil, err
 		}
 		tcfg.QPS = -1
-		t := &floorTarget{name: fmt.Sprintf("target-%02d", i), endpoint: access.Endpoint{Server: tcfg.Host, CAData: tcfg.CAData}}
+		t := &floorTarget{name: name, endpoint: access.Endpoint{Server: tcfg.Host, CAData: tcfg.CAData}}
 		if t.c, err = client.New(tcfg, client.Options{Scheme: scheme.New()}); err != nil {
 			return 0, nil, err
 		}
 		if t.kube, err = kubernetes.NewForConfig(tcfg); err != nil {
 			return 0, nil, err
 		}
-		targets[i] = t
+		targets[name] = t
 	}
 
-	type work struct {
-		i       int
-		kr      *operatorv1alpha1.KubeconfigRequest
-		created time.Time
-	}
-	queue := make(chan work, n)
-	lat := make([]time.Duration, n)
-	errs := make(chan error, n)
-	start := time.Now()
-	var creates sync.WaitGroup
-	for i := range n {
-		creates.Add(1)
-		go func() {
-			defer creates.Done()
-			t := targets[i%clusters]
-			kr := request(floorNamespace, fmt.Sprintf("req-%05d", i), t.name)
-			created := time.Now()
-			if err := c.Create(ctx, kr); err != nil {
-				errs <- err
-				return
-			}
-			queue <- work{i: i, kr: kr, created: created}
-		}()
-	}
-	go func() { creates.Wait(); close(queue) }()
-	var served sync.WaitGroup
-	for range workers {
-		served.Add(1)
-		go func() {
-			defer served.Done()
-			for w := range queue {
-				if err := serveFloor(ctx, c, targets[w.i%clusters], w.kr); err != nil {
-					errs <- fmt.Errorf("%s: %w", w.kr.Name, err)
-					continue
-				}
-				lat[w.i] = time.Since(w.created)
-			}
-		}()
-	}
-	served.Wait()
-	total := time.Since(start)
-	select {
-	case err := <-errs:
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	secrets := &metav1.PartialObjectMetadataList{}
+	secrets.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
+	go testenv.DrainWatch(ctx, c, secrets, floorNamespace)
+	queue := make(chan *operatorv1alpha1.KubeconfigRequest, n) // never full: the watch never waits for the workers
+	failed := make(chan error, workers+1)
+	feed, err := c.Watch(ctx, &operatorv1alpha1.KubeconfigRequestList{}, client.InNamespace(floorNamespace))
+	if err != nil {
 		return 0, nil, err
-	default:
 	}
-	return total, lat, nil
+	go func() {
+		if err := runFeed(ctx, c, feed, n, queue); err != nil {
+			failed <- err
+		}
+	}()
+	for range workers {
+		go func() {
+			for kr := range queue {
+				if err := serveFloor(ctx, c, targets[kr.Spec.Cluster], kr); err != nil {
+					failed <- fmt.Errorf("%s: %w", kr.Name, err)
+					return
+				}
+			}
+		}()
+	}
+	return createAndWait(ctx, mgmt, floorNamespace, n, clusters, failed)
+}
+
+// runFeed hands each KubeconfigRequest w shows created to queue once, as a controller's
+// informer hands it to its workqueue, until n are queued (then it closes queue) or ctx
+// ends. A watch the API server ends is caught up by a list, and watched again from there.
+func runFeed(ctx context.Context, c client.WithWatch, w watch.Interface, n int, queue chan<- *operatorv1alpha1.KubeconfigRequest) error {
+	defer close(queue)
+	defer func() { w.Stop() }()
+	queued := map[string]bool{}
+	add := func(kr *operatorv1alpha1.KubeconfigRequest) {
+		if !queued[kr.Name] {
+			queued[kr.Name] = true
+			queue <- kr
+		}
+	}
+	for len(queued) < n {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, open := <-w.ResultChan():
+			if open {
+				if kr, ok := ev.Object.(*operatorv1alpha1.KubeconfigRequest); ok && ev.Type == watch.Added {
+					add(kr)
+				}
+				continue
+			}
+			list := &operatorv1alpha1.KubeconfigRequestList{}
+			if err := c.List(ctx, list, client.InNamespace(floorNamespace)); err != nil {
+				return fmt.Errorf("floor: %w", err)
+			}
+			for i := range list.Items {
+				add(&list.Items[i])
+			}
+			var err error
+			if w, err = c.Watch(ctx, &operatorv1alpha1.KubeconfigRequestList{}, client.InNamespace(floorNamespace),
+				&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}}); err != nil {
+				return fmt.Errorf("floor: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 // serveFloor writes what serving kr takes, as plain writes.

@@ -180,7 +180,7 @@ func runSize(scale, n, clusters int) (*result, error) {
 	}
 	reconciles := benchmetrics.Scrape(m.metrics, kubeconfigctrl.Name) // outside the CPU measured
 	cpu0, rss0 := m.cpu(), testenv.ResidentSet(m.cmd.Process.Pid)
-	if r.total, r.lat, err = createAndWait(ctx, tb.Env, n, names); err != nil {
+	if r.total, r.lat, err = createAndWait(ctx, tb.Env, "default", n, names, nil); err != nil {
 		return nil, err
 	}
 	time.Sleep(time.Second) // let trailing requests land before counting
@@ -193,7 +193,7 @@ func runSize(scale, n, clusters int) (*result, error) {
 	r.calls = after.minus(before)
 	m.stop() // the floor runs alone
 
-	if r.floorTotal, r.floorLat, err = runFloor(ctx, tb.Env, target, n, clusters, floorWorkers()); err != nil {
+	if r.floorTotal, r.floorLat, err = runFloor(ctx, tb.Env, target, n, names, floorWorkers()); err != nil {
 		return nil, fmt.Errorf("floor: %w", err)
 	}
 	time.Sleep(time.Second)
@@ -205,15 +205,16 @@ func runSize(scale, n, clusters int) (*result, error) {
 	return r, nil
 }
 
-// createAndWait creates n KubeconfigRequests at once, spread over the Clusters, and waits
-// until all are Ready; it returns the time that took and each request's latency.
-func createAndWait(ctx context.Context, env *testenv.Env, n int, clusters []string) (time.Duration, []time.Duration, error) {
+// createAndWait creates n KubeconfigRequests in namespace at once, spread over the
+// Clusters, and waits until a watch has seen all Ready, or failed says why they will not
+// be (nil: nothing does); it returns the time that took and each request's latency.
+func createAndWait(ctx context.Context, env *testenv.Env, namespace string, n int, clusters []string, failed <-chan error) (time.Duration, []time.Duration, error) {
 	c := env.Client
 	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: scheme.New()})
 	if err != nil {
 		return 0, nil, err
 	}
-	watcher, err := wc.Watch(ctx, &operatorv1alpha1.KubeconfigRequestList{}, client.InNamespace("default"))
+	watcher, err := wc.Watch(ctx, &operatorv1alpha1.KubeconfigRequestList{}, client.InNamespace(namespace))
 	if err != nil {
 		return 0, nil, err
 	}
@@ -226,7 +227,7 @@ func createAndWait(ctx context.Context, env *testenv.Env, n int, clusters []stri
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			kr := request("default", fmt.Sprintf("req-%05d", i), clusters[i%len(clusters)])
+			kr := request(namespace, fmt.Sprintf("req-%05d", i), clusters[i%len(clusters)])
 			t := time.Now()
 			if err := c.Create(ctx, kr); err != nil {
 				fmt.Fprintln(os.Stderr, err)
@@ -245,13 +246,13 @@ func createAndWait(ctx context.Context, env *testenv.Env, n int, clusters []stri
 		case ev, open := <-watcher.ResultChan():
 			if !open { // the API server ended the watch: catch up by listing, then watch again
 				list := &operatorv1alpha1.KubeconfigRequestList{}
-				if err := c.List(ctx, list, client.InNamespace("default")); err != nil {
+				if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
 					return 0, nil, err
 				}
 				for i := range list.Items {
 					markReady(&list.Items[i], ready, created, &mu)
 				}
-				if watcher, err = wc.Watch(ctx, &operatorv1alpha1.KubeconfigRequestList{}, client.InNamespace("default"),
+				if watcher, err = wc.Watch(ctx, &operatorv1alpha1.KubeconfigRequestList{}, client.InNamespace(namespace),
 					&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}}); err != nil {
 					return 0, nil, err
 				}
@@ -260,6 +261,8 @@ func createAndWait(ctx context.Context, env *testenv.Env, n int, clusters []stri
 			if kr, ok := ev.Object.(*operatorv1alpha1.KubeconfigRequest); ok {
 				markReady(kr, ready, created, &mu)
 			}
+		case err := <-failed:
+			return 0, nil, err
 		case <-deadline:
 			return 0, nil, fmt.Errorf("only %d of %d Ready after %v", len(ready), n, *timeout)
 		}
