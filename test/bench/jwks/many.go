@@ -210,38 +210,9 @@ func dependents() []client.ObjectList {
 func (f *feed) stop() { f.cancel() }
 
 // run queues each JWKSConfig once, until n are queued or the feed is stopped, then closes
-// queue. A watch the API server ends is caught up by a list, and watched again from there.
+// queue (testenv.FeedCreated).
 func (f *feed) run(n int, queue chan<- *jwksv1alpha1.JWKSConfig) error {
-	defer close(queue)
-	defer f.w.Stop()
-	queued := map[string]bool{}
-	add := func(cfg *jwksv1alpha1.JWKSConfig) {
-		if !queued[cfg.Name] {
-			queued[cfg.Name] = true
-			queue <- cfg
-		}
-	}
-	for len(queued) < n {
-		var ev watch.Event
-		var ok bool
-		select {
-		case <-f.ctx.Done():
-			return nil
-		case ev, ok = <-f.w.ResultChan():
-		}
-		if ok {
-			if cfg, isConfig := ev.Object.(*jwksv1alpha1.JWKSConfig); isConfig && ev.Type == watch.Added {
-				add(cfg)
-			}
-			continue
-		}
-		w, err := catchUp(f.ctx, f.c, f.ns, add)
-		if err != nil {
-			return fmt.Errorf("floor: %w", err)
-		}
-		f.w = w
-	}
-	return nil
+	return testenv.FeedCreated(f.ctx, f.c, f.w, &jwksv1alpha1.JWKSConfigList{}, f.ns, n, queue)
 }
 
 // servers are the floor's workers, and the time they took per JWKSConfig.

@@ -15,7 +15,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -93,7 +92,7 @@ func runFloor(ctx context.Context, mgmt, target *testenv.Env, n int, clusters []
 		return 0, nil, err
 	}
 	go func() {
-		if err := runFeed(ctx, c, feed, n, queue); err != nil {
+		if err := testenv.FeedCreated(ctx, c, feed, &operatorv1alpha1.KubeconfigRequestList{}, floorNamespace, n, queue); err != nil {
 			failed <- err
 		}
 	}()
@@ -108,47 +107,6 @@ func runFloor(ctx context.Context, mgmt, target *testenv.Env, n int, clusters []
 		}()
 	}
 	return createAndWait(ctx, mgmt, floorNamespace, n, clusters, failed)
-}
-
-// runFeed hands each KubeconfigRequest w shows created to queue once, as a controller's
-// informer hands it to its workqueue, until n are queued (then it closes queue) or ctx
-// ends. A watch the API server ends is caught up by a list, and watched again from there.
-func runFeed(ctx context.Context, c client.WithWatch, w watch.Interface, n int, queue chan<- *operatorv1alpha1.KubeconfigRequest) error {
-	defer close(queue)
-	defer func() { w.Stop() }()
-	queued := map[string]bool{}
-	add := func(kr *operatorv1alpha1.KubeconfigRequest) {
-		if !queued[kr.Name] {
-			queued[kr.Name] = true
-			queue <- kr
-		}
-	}
-	for len(queued) < n {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, open := <-w.ResultChan():
-			if open {
-				if kr, ok := ev.Object.(*operatorv1alpha1.KubeconfigRequest); ok && ev.Type == watch.Added {
-					add(kr)
-				}
-				continue
-			}
-			list := &operatorv1alpha1.KubeconfigRequestList{}
-			if err := c.List(ctx, list, client.InNamespace(floorNamespace)); err != nil {
-				return fmt.Errorf("floor: %w", err)
-			}
-			for i := range list.Items {
-				add(&list.Items[i])
-			}
-			var err error
-			if w, err = c.Watch(ctx, &operatorv1alpha1.KubeconfigRequestList{}, client.InNamespace(floorNamespace),
-				&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}}); err != nil {
-				return fmt.Errorf("floor: %w", err)
-			}
-		}
-	}
-	return nil
 }
 
 // serveFloor writes what serving kr takes, as plain writes.
