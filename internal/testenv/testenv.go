@@ -263,6 +263,18 @@ func APIRequests(ctx context.Context, cfg *rest.Config, match func(labels string
 // (series keyed "" are left out), from one reading of the API server's metrics: the
 // counts of every key are of the same moment.
 func APIRequestsBy(ctx context.Context, cfg *rest.Config, key func(labels string) string) (map[string]int, error) {
+	sums, err := APIMetricBy(ctx, cfg, "apiserver_request_total", key)
+	counts := make(map[string]int, len(sums))
+	for k, v := range sums {
+		counts[k] = int(v)
+	}
+	return counts, err
+}
+
+// APIMetricBy sums one of the API server's own metrics (a counter, or a histogram's
+// _sum or _count) by the key each series' label text gives (series keyed "" are left
+// out), from one reading of its /metrics.
+func APIMetricBy(ctx context.Context, cfg *rest.Config, metric string, key func(labels string) string) (map[string]float64, error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -271,16 +283,17 @@ func APIRequestsBy(ctx context.Context, cfg *rest.Config, key func(labels string
 	if err != nil {
 		return nil, fmt.Errorf("reading the API server's metrics: %w", err)
 	}
-	sums := map[string]int{}
+	prefix := metric + "{"
+	sums := map[string]float64{}
 	sc := bufio.NewScanner(bytes.NewReader(raw))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_request_total{") {
+		if !strings.HasPrefix(line, prefix) {
 			continue
 		}
 		end := strings.LastIndexByte(line, '}')
-		k := key(line[len("apiserver_request_total{"):end])
+		k := key(line[len(prefix):end])
 		if k == "" {
 			continue
 		}
@@ -288,7 +301,7 @@ func APIRequestsBy(ctx context.Context, cfg *rest.Config, key func(labels string
 		if err != nil {
 			return nil, fmt.Errorf("metric line %q: %w", line, err)
 		}
-		sums[k] += int(v)
+		sums[k] += v
 	}
 	return sums, sc.Err()
 }

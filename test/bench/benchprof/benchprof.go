@@ -6,10 +6,16 @@
 package benchprof
 
 import (
+	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"strconv"
 	"sync"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/trustplane/trustplane/internal/testenv"
 )
@@ -47,4 +53,27 @@ func (p *Profiler) Env() (entry, file string) {
 	p.n++
 	file = p.prefix + "." + strconv.Itoa(p.n)
 	return "TRUSTPLANE_CPUPROFILE=" + file, file
+}
+
+// APIServer records the API server's own CPU profile (its /debug/pprof/profile, on by
+// default) for the given time from now, to file; the error, if any, comes on the
+// channel once the profile is written. A bench uses it to see what a run costs the API
+// server, whose CPU the run shares with trustplane on this machine.
+func APIServer(ctx context.Context, cfg *rest.Config, file string, d time.Duration) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			done <- err
+			return
+		}
+		raw, err := cs.RESTClient().Get().AbsPath("/debug/pprof/profile").
+			Param("seconds", strconv.Itoa(int(d.Seconds()))).Timeout(d + time.Minute).DoRaw(ctx)
+		if err != nil {
+			done <- fmt.Errorf("profiling the API server: %w", err)
+			return
+		}
+		done <- os.WriteFile(file, raw, 0o644)
+	}()
+	return done
 }

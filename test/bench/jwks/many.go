@@ -19,9 +19,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
-	"github.com/trustplane/trustplane/internal/jwks/jwkset"
 	"github.com/trustplane/trustplane/internal/testenv"
+	"github.com/trustplane/trustplane/test/bench/benchfloor"
 	"github.com/trustplane/trustplane/test/bench/benchmetrics"
+	"github.com/trustplane/trustplane/test/bench/benchprof"
 )
 
 // creators is how many goroutines create the Secrets and JWKSConfigs of a run, trustplane's
@@ -43,9 +44,10 @@ type observed struct {
 	elapsed time.Duration   // from the first create to the last JWKSConfig Ready
 	created time.Duration   // until the bench had created every Secret and JWKSConfig
 	latency []time.Duration // each JWKSConfig's, from its create to its Ready
-	// benchCPU is the bench process's CPU seconds during the run: its creators and watch
-	// in both runs, and the floor's controller in the floor's.
+	// benchCPU is the bench process's CPU seconds during the run: its creators and watch.
 	benchCPU float64
+	// controllerCPU is the floor's controller's CPU seconds (its process), in the floor's.
+	controllerCPU float64
 }
 
 func (r manyRun) work() string {
@@ -54,10 +56,10 @@ func (r manyRun) work() string {
 
 func (r manyRun) rows() []testenv.BenchRow {
 	p := r.perObject()
-	fmt.Printf("create %d JWKSConfigs at once (nginx off): all created after %.1fs, all Ready after %.1fs (p50 %v, p99 %v); floor all created after %.1fs, all Ready after %.1fs (p50 %v, p99 %v); ratio %.2f; manager CPU %.2f s, peak RSS %.0f MiB (+%.1f MiB during the run); bench process CPU %.2f s (floor's run: %.2f s, with its controller)\n",
+	fmt.Printf("create %d JWKSConfigs at once (nginx off): all created after %.1fs, all Ready after %.1fs (p50 %v, p99 %v); floor all created after %.1fs, all Ready after %.1fs (p50 %v, p99 %v); ratio %.2f; manager CPU %.2f s, peak RSS %.0f MiB (+%.1f MiB during the run); floor's controller CPU %.2f s; creators' CPU %.2f s (floor's run: %.2f s)\n",
 		r.n, r.ours.created.Seconds(), r.ours.elapsed.Seconds(), pct(r.ours.latency, 0.5), pct(r.ours.latency, 0.99),
 		r.floor.created.Seconds(), r.floor.elapsed.Seconds(), pct(r.floor.latency, 0.5), pct(r.floor.latency, 0.99),
-		r.ours.elapsed.Seconds()/r.floor.elapsed.Seconds(), r.cpu, float64(r.peak)/(1<<20), float64(r.mem)/(1<<20), r.ours.benchCPU, r.floor.benchCPU)
+		r.ours.elapsed.Seconds()/r.floor.elapsed.Seconds(), r.cpu, float64(r.peak)/(1<<20), float64(r.mem)/(1<<20), r.floor.controllerCPU, r.ours.benchCPU, r.floor.benchCPU)
 	rows := []testenv.BenchRow{testenv.FloorRow("jwks", r.work(), r.n, "all Ready", r.ours.elapsed.Seconds(), r.floor.elapsed.Seconds(), "s", testenv.MaxFloorRatio)}
 	rows = append(rows, testenv.LatencyRows("jwks", r.work(), r.n, r.ours.latency, r.floor.latency)...)
 	if r.n == *configs {
@@ -68,6 +70,34 @@ func (r manyRun) rows() []testenv.BenchRow {
 		testenv.BenchRow{System: "jwks", Work: r.work(), Size: r.n, Figure: "time per object", Value: p.Time * 1000, Unit: "ms"},
 		testenv.BenchRow{System: "jwks", Work: r.work(), Size: r.n, Figure: "CPU per object", Value: p.CPU * 1000, Unit: "ms"},
 		testenv.BenchRow{System: "jwks", Work: r.work(), Size: r.n, Figure: "peak memory per object", Value: p.Memory / 1024, Unit: "KiB"})
+}
+
+// meanOf is the bursts of one size as one run: the means of their times and CPU, all
+// their latencies, the highest of their peaks.
+func meanOf(runs []manyRun) manyRun {
+	if len(runs) == 1 {
+		return runs[0]
+	}
+	out := manyRun{n: runs[0].n}
+	k := float64(len(runs))
+	mean := func(d time.Duration) time.Duration { return time.Duration(float64(d) / k) }
+	for _, r := range runs {
+		out.ours = out.ours.plus(r.ours)
+		out.floor = out.floor.plus(r.floor)
+		out.cpu += r.cpu / k
+		out.mem, out.peak = max(out.mem, r.mem), max(out.peak, r.peak)
+	}
+	for _, o := range []*observed{&out.ours, &out.floor} {
+		o.elapsed, o.created, o.benchCPU, o.controllerCPU = mean(o.elapsed), mean(o.created), o.benchCPU/k, o.controllerCPU/k
+	}
+	return out
+}
+
+// plus sums two runs' times and CPU and joins their latencies.
+func (o observed) plus(p observed) observed {
+	return observed{elapsed: o.elapsed + p.elapsed, created: o.created + p.created,
+		latency:  append(append([]time.Duration{}, o.latency...), p.latency...),
+		benchCPU: o.benchCPU + p.benchCPU, controllerCPU: o.controllerCPU + p.controllerCPU}
 }
 
 // ownCPU is the CPU seconds this process has used so far (user and system).
@@ -96,9 +126,8 @@ func growthRows(small, large manyRun) []testenv.BenchRow {
 
 // createMany creates n Secrets and JWKSConfigs (nginx off) from creators goroutines
 // while m runs, and times until all are Ready, as a watch sees them.
-func (b *bench) createMany(ctx context.Context, m *managerProcess, n int) (manyRun, error) {
+func (b *bench) createMany(ctx context.Context, m *managerProcess, n int, ns string) (manyRun, error) {
 	run := manyRun{n: n}
-	ns := fmt.Sprintf("many-%d", n)
 	if err := b.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		return run, err
 	}
@@ -106,11 +135,15 @@ func (b *bench) createMany(ctx context.Context, m *managerProcess, n int) (manyR
 	if err != nil {
 		return run, err
 	}
+	timesBefore, err := b.apiTimes(ctx)
+	if err != nil {
+		return run, err
+	}
 	before := benchmetrics.Scrape(m.metricsAddr, "jwks") // outside the CPU measured
 	pid := m.cmd.Process.Pid
 	resetPeakRSS(pid)
 	rss, cpu := testenv.ResidentSet(pid), testenv.ProcessCPU(pid)
-	if run.ours, err = b.createAndObserve(ctx, ns, n, nil); err != nil {
+	if run.ours, err = b.createAndObserve(ctx, ns, n, false); err != nil {
 		return run, err
 	}
 	run.cpu, run.peak = testenv.ProcessCPU(pid)-cpu, testenv.PeakRSS(pid)
@@ -123,36 +156,40 @@ func (b *bench) createMany(ctx context.Context, m *managerProcess, n int) (manyR
 		return run, err
 	}
 	printRequests(n, requestsBefore, requestsAfter)
+	timesAfter, err := b.apiTimes(ctx)
+	if err != nil {
+		return run, err
+	}
+	fmt.Printf("manager's run: the API server's mean time per request: %s\n", timesAfter.meanSince(timesBefore, float64(n)/2))
 	return run, nil
 }
 
 // createAndObserve creates n Secrets and JWKSConfigs in ns from creators goroutines and
-// waits until a watch has seen every JWKSConfig Ready. With serve set (the floor), each
-// JWKSConfig a watch of its own shows created is handed to *workers goroutines that call
-// serve on it: a controller learns of an object from a watch, and its workqueue hands it
-// to its reconciles.
-func (b *bench) createAndObserve(ctx context.Context, ns string, n int, serve func(context.Context, *jwksv1alpha1.JWKSConfig) error) (observed, error) {
+// waits until a watch has seen every JWKSConfig Ready. With floor set, the floor's
+// controller, a process of its own (floorproc.go), serves them.
+func (b *bench) createAndObserve(ctx context.Context, ns string, n int, floor bool) (observed, error) {
 	var obs observed
 	w, err := newReadyWatch(ctx, b.c, ns, n)
 	if err != nil {
 		return obs, err
 	}
 	defer w.stop()
-	queue := make(chan *jwksv1alpha1.JWKSConfig, n) // never full: the watch never waits for the workers
-	failed := make(chan error, *workers+1)
-	var served servers
-	if serve != nil {
-		feed, err := newFeed(ctx, b.worker, ns)
-		if err != nil {
+	var failed <-chan error // nil: nothing fails but the creators
+	var proc *benchfloor.Process
+	if floor {
+		if proc, err = b.startFloor(ns, n); err != nil {
 			return obs, err
 		}
-		defer feed.stop()
-		go func() {
-			if err := feed.run(n, queue); err != nil {
-				failed <- err
+		defer proc.Stop()
+		failed = proc.Failed()
+	}
+	if *apiserverProfile != "" {
+		profiled := benchprof.APIServer(ctx, b.env.Config, *apiserverProfile+"."+ns, max(5*time.Second, time.Duration(n/250)*time.Second))
+		defer func() {
+			if err := <-profiled; err != nil {
+				fmt.Println(err)
 			}
 		}()
-		served.start(ctx, *workers, queue, serve, failed)
 	}
 	start, cpu0 := time.Now(), ownCPU()
 	created := make(chan error, 1)
@@ -165,96 +202,13 @@ func (b *bench) createAndObserve(ctx context.Context, ns string, n int, serve fu
 		return obs, err
 	}
 	obs.elapsed, obs.benchCPU = time.Since(start), ownCPU()-cpu0
-	if serve != nil {
-		served.wg.Wait()
-		fmt.Printf("floor: mean time a worker took to read one JWKSConfig's Secret and write its ConfigMap and status: %.1f ms\n", 1000*served.mean().Seconds())
+	if proc != nil {
+		if obs.controllerCPU, err = proc.Finish(); err != nil {
+			return obs, err
+		}
 	}
 	obs.latency = w.latencies()
 	return obs, nil
-}
-
-// feed is the floor's watch of the JWKSConfigs of a namespace: what it shows created goes
-// to the workers' queue, as a controller's informer hands it to its workqueue.
-type feed struct {
-	c      client.WithWatch
-	ns     string
-	ctx    context.Context
-	cancel context.CancelFunc
-	w      watch.Interface
-}
-
-func newFeed(ctx context.Context, c client.WithWatch, ns string) (*feed, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	w, err := c.Watch(ctx, &jwksv1alpha1.JWKSConfigList{}, client.InNamespace(ns))
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("floor: watching JWKSConfigs in %s: %w", ns, err)
-	}
-	for _, list := range dependents() {
-		go testenv.DrainWatch(ctx, c, list, ns)
-	}
-	return &feed{c: c, ns: ns, ctx: ctx, cancel: cancel, w: w}, nil
-}
-
-// dependents are what any JWKS controller must watch beside its JWKSConfigs, and
-// trustplane's manager does: the Secrets (their metadata), to see a certificate rotated,
-// and the ConfigMaps, to see a set changed or lost. The floor watches them as well, so
-// that the API server sends it, and it decodes, the same events.
-func dependents() []client.ObjectList {
-	secrets := &metav1.PartialObjectMetadataList{}
-	secrets.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
-	return []client.ObjectList{secrets, &corev1.ConfigMapList{}}
-}
-
-// stop ends run, whatever it is waiting for (a floor that failed never sees n created).
-func (f *feed) stop() { f.cancel() }
-
-// run queues each JWKSConfig once, until n are queued or the feed is stopped, then closes
-// queue (testenv.FeedCreated).
-func (f *feed) run(n int, queue chan<- *jwksv1alpha1.JWKSConfig) error {
-	return testenv.FeedCreated(f.ctx, f.c, f.w, &jwksv1alpha1.JWKSConfigList{}, f.ns, n, queue)
-}
-
-// servers are the floor's workers, and the time they took per JWKSConfig.
-type servers struct {
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	total time.Duration
-	n     int
-}
-
-// start runs k workers calling serve on each JWKSConfig of queue; the first error of
-// each goes to failed, and ends it.
-func (s *servers) start(ctx context.Context, k int, queue <-chan *jwksv1alpha1.JWKSConfig,
-	serve func(context.Context, *jwksv1alpha1.JWKSConfig) error, failed chan<- error) {
-	for range k {
-		s.wg.Go(func() {
-			for cfg := range queue {
-				began := time.Now()
-				if err := serve(ctx, cfg); err != nil {
-					failed <- fmt.Errorf("%s: %w", cfg.Name, err)
-					return
-				}
-				s.add(time.Since(began))
-			}
-		})
-	}
-}
-
-func (s *servers) add(d time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.total += d
-	s.n++
-}
-
-func (s *servers) mean() time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.n == 0 {
-		return 0
-	}
-	return s.total / time.Duration(s.n)
 }
 
 // readyWatch follows the JWKSConfigs of a namespace until n are Ready, and each one's
@@ -374,22 +328,54 @@ func (r *readyWatch) latencies() []time.Duration {
 // requestsByKind counts the API server's requests so far by verb and resource
 // (subresource too), watches and the API server's own requests left out.
 func (b *bench) requestsByKind(ctx context.Context) (map[string]int, error) {
-	return testenv.APIRequestsBy(ctx, b.env.Config, func(labels string) string {
-		fields := map[string]string{}
-		for _, kv := range strings.Split(labels, ",") {
-			if k, v, ok := strings.Cut(kv, "="); ok {
-				fields[k] = strings.Trim(v, `"`)
-			}
+	return testenv.APIRequestsBy(ctx, b.env.Config, requestKind)
+}
+
+// requestKind is the verb and resource (subresource too) of a series of the API
+// server's request metrics; "" for watches and the API server's own requests.
+func requestKind(labels string) string {
+	fields := map[string]string{}
+	for _, kv := range strings.Split(labels, ",") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			fields[k] = strings.Trim(v, `"`)
 		}
-		if fields["verb"] == "WATCH" || fields["resource"] == "" {
-			return ""
+	}
+	if fields["verb"] == "WATCH" || fields["resource"] == "" {
+		return ""
+	}
+	kind := fields["verb"] + " " + fields["resource"]
+	if fields["subresource"] != "" {
+		kind += "/" + fields["subresource"]
+	}
+	return kind
+}
+
+// apiTimes is the API server's time spent on requests so far, and their number, by
+// kind (requestKind): the sum and count of apiserver_request_duration_seconds.
+type apiTimes struct{ seconds, count map[string]float64 }
+
+func (b *bench) apiTimes(ctx context.Context) (apiTimes, error) {
+	seconds, err := testenv.APIMetricBy(ctx, b.env.Config, "apiserver_request_duration_seconds_sum", requestKind)
+	if err != nil {
+		return apiTimes{}, err
+	}
+	count, err := testenv.APIMetricBy(ctx, b.env.Config, "apiserver_request_duration_seconds_count", requestKind)
+	return apiTimes{seconds: seconds, count: count}, err
+}
+
+// meanSince is the mean time the API server took for each kind of request made since
+// before, in milliseconds, for the kinds of which at least minCount were made.
+func (t apiTimes) meanSince(before apiTimes, minCount float64) string {
+	var parts []string
+	for kind, c := range t.count {
+		n := c - before.count[kind]
+		if n < minCount {
+			continue
 		}
-		kind := fields["verb"] + " " + fields["resource"]
-		if fields["subresource"] != "" {
-			kind += "/" + fields["subresource"]
-		}
-		return kind
-	})
+		parts = append(parts, fmt.Sprintf("%s %.1f ms", kind, 1000*(t.seconds[kind]-before.seconds[kind])/n))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
 }
 
 // printRequests prints the API requests of a run per JWKSConfig, by verb and resource:
@@ -415,85 +401,46 @@ func printRequests(n int, before, after map[string]int) {
 // floor is what n JWKSConfigs at once amount to with no controller: the same creators
 // create each TLS Secret and JWKSConfig as createMany does, and as many goroutines as the
 // manager has workers (--jwks-workers) do what any controller must for each, as a watch
-// shows it created: read its Secret, write the JWK Set ConfigMap (with the document,
-// computed beforehand) and a Ready status. So as many writes are in flight as under the
-// manager (creators + workers). The floor's controller has a connection of its own and
-// watches what any controller must (dependents), as the manager does. It is timed by the
-// same watch; its objects are deleted afterwards.
-func (b *bench) floor(ctx context.Context, n int) (observed, error) {
-	ns := fmt.Sprintf("floor-%d", n)
+// shows it created: read its Secret, turn the certificate into the JWK Set document, and
+// write the ConfigMap and the status trustplane writes (publishPlain). So as many writes
+// are in flight as under the manager (creators + workers), and they are the same writes.
+// The floor's controller has a connection of its own and watches what any controller
+// must (dependents), as the manager does. It is timed by the same watch; its objects are
+// deleted afterwards.
+func (b *bench) floor(ctx context.Context, n int, ns string) (observed, error) {
 	if err := b.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		return observed{}, err
 	}
-	docs, err := b.publishedDocs()
+	timesBefore, err := b.apiTimes(ctx)
 	if err != nil {
 		return observed{}, err
 	}
-	obs, err := b.createAndObserve(ctx, ns, n, func(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig) error {
-		var i int
-		if _, err := fmt.Sscanf(cfg.Name, "set-%d", &i); err != nil {
-			return err
-		}
-		// The read every controller must make: the certificate is in the Secret, and
-		// trustplane keeps no Secret in memory (private keys). Without it the floor made
-		// two API requests per JWKSConfig to trustplane's three.
-		if err := b.worker.Get(ctx, client.ObjectKey{Namespace: cfg.Namespace, Name: cfg.Spec.CertificateSecret}, &corev1.Secret{}); err != nil {
-			return fmt.Errorf("reading the Secret: %w", err)
-		}
-		return b.publishPlain(ctx, cfg, docs[i%len(docs)])
-	})
+	obs, err := b.createAndObserve(ctx, ns, n, true)
 	if err != nil {
 		return obs, fmt.Errorf("floor: %w", err)
 	}
 	fmt.Printf("floor: %d Secrets and JWKSConfigs by %d goroutines, Secret reads, ConfigMaps and Ready statuses by %d, by a plain client: all created after %.1fs, all Ready after %.1fs\n",
 		n, creators, *workers, obs.created.Seconds(), obs.elapsed.Seconds())
-	for _, list := range []client.Object{&jwksv1alpha1.JWKSConfig{}, &corev1.ConfigMap{}, &corev1.Secret{}} {
-		if err := b.c.DeleteAllOf(ctx, list, client.InNamespace(ns)); err != nil {
-			return obs, fmt.Errorf("floor: deleting: %w", err)
-		}
+	timesAfter, err := b.apiTimes(ctx)
+	if err != nil {
+		return obs, err
+	}
+	fmt.Printf("floor's run: the API server's mean time per request: %s\n", timesAfter.meanSince(timesBefore, float64(n)/2))
+	if err := b.deleteRun(ctx, ns); err != nil {
+		return obs, fmt.Errorf("floor: %w", err)
 	}
 	return obs, nil
 }
 
-// published is what the controller publishes for one of the bench's certificates.
-type published struct {
-	kid, doc, retirements string
-}
-
-// publishedDocs are the documents of b.certs, computed before the floor is timed.
-func (b *bench) publishedDocs() ([]published, error) {
-	now := time.Now()
-	docs := make([]published, len(b.certs))
-	for i, chain := range b.certs {
-		key, err := jwkset.ParseChain(chain.PEM(), "", now)
-		if err != nil {
-			return nil, fmt.Errorf("floor: %w", err)
+// deleteRun deletes the JWKSConfigs, ConfigMaps and Secrets of a run's namespace, with
+// no manager running.
+func (b *bench) deleteRun(ctx context.Context, ns string) error {
+	for _, list := range []client.Object{&jwksv1alpha1.JWKSConfig{}, &corev1.ConfigMap{}, &corev1.Secret{}} {
+		if err := b.c.DeleteAllOf(ctx, list, client.InNamespace(ns)); err != nil {
+			return fmt.Errorf("deleting the objects of %s: %w", ns, err)
 		}
-		set := []jwkset.PublishedKey{{Key: key}}
-		doc, err := jwkset.Marshal(set)
-		if err != nil {
-			return nil, fmt.Errorf("floor: %w", err)
-		}
-		docs[i] = published{kid: key.KeyID(), doc: string(doc), retirements: jwkset.EncodeRetirements(set)}
 	}
-	return docs, nil
-}
-
-// publishPlain writes cfg's ConfigMap and Ready status, as the controller would, with no
-// controller logic.
-func (b *bench) publishPlain(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, pub published) error {
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.Name + "-jwks",
-		Labels:      map[string]string{jwksv1alpha1.OwnerLabel: cfg.Name, "app.kubernetes.io/managed-by": "trustplane"},
-		Annotations: map[string]string{jwksv1alpha1.RetirementsAnnotation: pub.retirements}},
-		Data: map[string]string{jwkset.DocumentKey: pub.doc}}
-	if err := b.worker.Create(ctx, cm); err != nil {
-		return err
-	}
-	t := metav1.Now()
-	cfg.Status = jwksv1alpha1.JWKSConfigStatus{ObservedGeneration: cfg.Generation, LastUpdateTime: &t, LastKeyID: pub.kid, KeyCount: 1,
-		Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: jwksv1alpha1.ReasonPublished,
-			Message: "Publishing 1 key(s); current kid " + pub.kid, LastTransitionTime: t, ObservedGeneration: cfg.Generation}}}
-	return b.worker.Status().Update(ctx, cfg)
+	return nil
 }
 
 // resetPeakRSS sets a process's VmHWM back to its resident set now (proc(5), clear_refs 5),

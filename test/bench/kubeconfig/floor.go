@@ -5,8 +5,12 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"flag"
 	"fmt"
-	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -16,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,6 +29,7 @@ import (
 	kubeconfigctrl "github.com/trustplane/trustplane/internal/provisioning/kubeconfig"
 	"github.com/trustplane/trustplane/internal/scheme"
 	"github.com/trustplane/trustplane/internal/testenv"
+	"github.com/trustplane/trustplane/test/bench/benchfloor"
 )
 
 // floorNamespace holds the floor's KubeconfigRequests and published Secrets.
@@ -40,73 +44,121 @@ type floorTarget struct {
 	endpoint access.Endpoint
 }
 
+// The floor's controller is a process of its own, as the manager is: this bench's binary
+// run again with -floor-count (test/bench/benchfloor).
+var (
+	floorCount      = flag.Int("floor-count", 0, "Run as the floor's controller, serving this many KubeconfigRequests of the floor namespace (the bench starts it; not for use by hand).")
+	floorClusters   = flag.Int("floor-clusters", 1, "With -floor-count: the Clusters target-00, target-01, ... the requests name.")
+	floorWorkersN   = flag.Int("floor-workers", 1, "With -floor-count: how many requests it serves at once.")
+	floorKubeconfig = flag.String("floor-kubeconfig", "", "With -floor-count: the management cluster's kubeconfig.")
+	floorTargetKube = flag.String("floor-target-kubeconfig", "", "With -floor-count: every Cluster's target API server's kubeconfig.")
+)
+
 // runFloor is the floor: n KubeconfigRequests created at once and timed to Ready exactly
-// as the bench creates and times them for the manager (createAndWait), and, by a plain
-// controller with no controller logic, for each request its watch shows created, by
-// workers goroutines (as many as the manager serves at once: floorWorkers), the writes
-// serving one takes: in the target the ServiceAccount, ClusterRole and ClusterRoleBinding
-// (at once, as the controller writes them), the token binding Secret and the
-// TokenRequest; in the management cluster the published Secret and the status. Left out,
-// being the controller's own bookkeeping, are its finalizer, its record of where it
-// grants and its events. Like the manager, the floor's controller has a connection of its
-// own, with client-side rate limiting off, and watches the management cluster's Secrets
-// (their metadata) as any controller publishing Secrets must. It returns the time until
-// all requests were Ready and each request's latency from its creation to its Ready.
-func runFloor(ctx context.Context, mgmt, target *testenv.Env, n int, clusters []string, workers int) (time.Duration, []time.Duration, error) {
-	if err := mgmt.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: floorNamespace}}); err != nil {
-		return 0, nil, err
+// as the bench creates and times them for the manager (createAndWait), and served by a
+// plain controller with no controller logic, a process of its own (runFloorController).
+// It returns the time until all requests were Ready, each request's latency from its
+// creation to its Ready, and the floor's controller's CPU seconds.
+func runFloor(ctx context.Context, tb *testenv.Bench, target *testenv.Env, n int, clusters []string, workers int) (time.Duration, []time.Duration, float64, error) {
+	if err := tb.Env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: floorNamespace}}); err != nil {
+		return 0, nil, 0, err
 	}
-	cfg := rest.CopyConfig(mgmt.Config)
+	targetKubeconfig := filepath.Join(tb.Dir, "target.kubeconfig")
+	if err := os.WriteFile(targetKubeconfig, target.Environment().KubeConfig, 0o600); err != nil {
+		return 0, nil, 0, err
+	}
+	proc, err := benchfloor.Start("-floor-count", strconv.Itoa(n), "-floor-clusters", strconv.Itoa(len(clusters)),
+		"-floor-workers", strconv.Itoa(workers), "-floor-kubeconfig", tb.Kubeconfig, "-floor-target-kubeconfig", targetKubeconfig)
+	if err != nil {
+		return 0, nil, 0, err
+	}
+	defer proc.Stop()
+	total, latencies, err := createAndWait(ctx, tb.Env, floorNamespace, n, clusters, proc.Failed())
+	if err != nil {
+		return 0, nil, 0, err
+	}
+	cpu, err := proc.Finish()
+	return total, latencies, cpu, err
+}
+
+// runFloorController is the floor's controller: for each request its watch shows
+// created, by -floor-workers goroutines (as many as the manager serves at once:
+// floorWorkers), the writes serving one takes: in the target the ServiceAccount,
+// ClusterRole and ClusterRoleBinding (at once, as the controller writes them), the token
+// binding Secret and the TokenRequest; in the management cluster the published Secret and
+// the status. Left out, being the controller's own bookkeeping, are its finalizer, its
+// record of where it grants and its events. Like the manager, it has a connection of its
+// own (its process's), a client of its own per Cluster, client-side rate limiting off,
+// and watches the management cluster's Secrets (their metadata) as any controller
+// publishing Secrets must. It exits once it has served -floor-count.
+func runFloorController() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg, err := clientcmd.BuildConfigFromFlags("", *floorKubeconfig)
+	if err != nil {
+		return err
+	}
 	cfg.QPS = -1
-	cfg.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext // a transport, so a connection, of its own
 	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme.New()})
 	if err != nil {
-		return 0, nil, err
+		return err
+	}
+	targetKubeconfig, err := os.ReadFile(*floorTargetKube)
+	if err != nil {
+		return err
 	}
 	targets := map[string]*floorTarget{}
-	for _, name := range clusters {
-		tcfg, err := clientcmd.RESTConfigFromKubeConfig(target.Environment().KubeConfig)
+	for i := range *floorClusters {
+		name := fmt.Sprintf("target-%02d", i)
+		tcfg, err := clientcmd.RESTConfigFromKubeConfig(targetKubeconfig)
 		if err != nil {
-			return 0, nil, err
+			return err
 		}
 		tcfg.QPS = -1
 		t := &floorTarget{name: name, endpoint: access.Endpoint{Server: tcfg.Host, CAData: tcfg.CAData}}
 		if t.c, err = client.New(tcfg, client.Options{Scheme: scheme.New()}); err != nil {
-			return 0, nil, err
+			return err
 		}
 		if t.kube, err = kubernetes.NewForConfig(tcfg); err != nil {
-			return 0, nil, err
+			return err
 		}
 		targets[name] = t
 	}
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	secrets := &metav1.PartialObjectMetadataList{}
 	secrets.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
 	go testenv.DrainWatch(ctx, c, secrets, floorNamespace)
+	n := *floorCount
 	queue := make(chan *operatorv1alpha1.KubeconfigRequest, n) // never full: the watch never waits for the workers
-	failed := make(chan error, workers+1)
+	failed := make(chan error, *floorWorkersN+1)
 	feed, err := c.Watch(ctx, &operatorv1alpha1.KubeconfigRequestList{}, client.InNamespace(floorNamespace))
 	if err != nil {
-		return 0, nil, err
+		return err
 	}
 	go func() {
 		if err := testenv.FeedCreated(ctx, c, feed, &operatorv1alpha1.KubeconfigRequestList{}, floorNamespace, n, queue); err != nil {
 			failed <- err
 		}
 	}()
-	for range workers {
-		go func() {
+	var workers sync.WaitGroup
+	for range *floorWorkersN {
+		workers.Go(func() {
 			for kr := range queue {
 				if err := serveFloor(ctx, c, targets[kr.Spec.Cluster], kr); err != nil {
 					failed <- fmt.Errorf("%s: %w", kr.Name, err)
 					return
 				}
 			}
-		}()
+		})
 	}
-	return createAndWait(ctx, mgmt, floorNamespace, n, clusters, failed)
+	benchfloor.Ready()
+	done := make(chan struct{})
+	go func() { workers.Wait(); close(done) }()
+	select {
+	case err := <-failed:
+		return err
+	case <-done:
+		return nil
+	}
 }
 
 // serveFloor writes what serving kr takes, as plain writes.

@@ -141,7 +141,7 @@ func (w *issuedWatch) since(start time.Time) (latencies []time.Duration, last ti
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, at := range w.issued {
-		d := at.Sub(start)
+		d := max(at.Sub(start), 0) // issued while the manager's readiness was being polled
 		latencies = append(latencies, d)
 		last = max(last, d)
 	}

@@ -9,7 +9,8 @@
 //     API server, at 1x and 10x requests (signer.go): its throughput in issued
 //     PodCertificateRequests per second (ECDSA P-256), the floor (a plain client listing
 //     the requests, then signing each and writing its status with the same concurrency), the
-//     time from the start to each request issued (p50, p99) for both, as a watch sees it,
+//     time from holding every request (the manager ready, the floor's list answered) to
+//     each request issued (p50, p99) for both, as a watch sees it,
 //     the manager's CPU and peak memory per request, and how they grow from 1x to 10x.
 package main
 
