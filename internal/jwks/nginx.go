@@ -14,6 +14,12 @@ import (
 func (r *Reconciler) applyNginx(ctx context.Context, s *scope) (ctrl.Result, error) {
 	cfg := s.cfg
 	if !jwkset.NginxEnabled(cfg) {
+		if !Finalizer.Held(cfg) {
+			// Never served by nginx: the finalizer is written before any nginx object is
+			// made (deletionHasWork) and stays until deletion. Three cache lookups that
+			// find nothing cost every nginx-off reconcile ~10 KB of garbage.
+			return ctrl.Result{}, nil
+		}
 		return ctrl.Result{}, r.deleteOwned(ctx, r.Owned, cfg, nginxObjects(cfg)...)
 	}
 	objs := desiredNginx(cfg, r.NginxImage)
