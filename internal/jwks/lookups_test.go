@@ -54,7 +54,7 @@ func TestASetThatNeverHadNginxOrAnIssuerLooksForNeither(t *testing.T) {
 	d := newDirectReconciler(t, 0)
 	ns := newNamespace(t)
 	putSecret(t, ns, "tls", tlsData(newChain(t, testcerts.P256)))
-	cfg := newJWKSConfig(t, ns, "plain", "tls", func(c *jwksv1alpha1.JWKSConfig) { c.Spec.Nginx.Enabled = ptrTo(false) })
+	cfg := newJWKSConfig(t, ns, "plain", "tls", withoutNginx)
 	owned := &lookupCounter{Reader: d.Owned, nginxConfigMap: jwkset.NginxConfigMapName(cfg)}
 	claims := &lookupCounter{Reader: d.Claims.Reader}
 	d.Owned, d.Claims.Reader = owned, claims
@@ -85,7 +85,7 @@ func TestTurningNginxOffDeletesItsObjects(t *testing.T) {
 			t.Fatalf("nginx on made no %T %s: %v", obj, obj.GetName(), err)
 		}
 	}
-	updateConfig(t, ns, "served", func(c *jwksv1alpha1.JWKSConfig) { c.Spec.Nginx.Enabled = ptrTo(false) })
+	updateConfig(t, ns, "served", withoutNginx)
 	d.mustReconcile(t, ns, "served")
 	for _, obj := range objs {
 		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object))

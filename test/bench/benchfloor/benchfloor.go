@@ -32,9 +32,10 @@ func Ready() { fmt.Println(readyLine) }
 
 // Process is a running floor's controller.
 type Process struct {
-	cmd  *exec.Cmd
-	done chan error // its exit: nil once it has served what it was started for
-	once sync.Once
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once it has exited; err is then how
+	err    error
+	once   sync.Once
 }
 
 // Start runs the bench's own binary with args (its floor mode) and returns once the
@@ -55,7 +56,7 @@ func Start(args ...string) (*Process, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	p := &Process{cmd: cmd, done: make(chan error, 1)}
+	p := &Process{cmd: cmd, exited: make(chan struct{})}
 	lines := bufio.NewReader(out)
 	first, err := lines.ReadString('\n')
 	if err != nil {
@@ -69,24 +70,22 @@ func Start(args ...string) (*Process, error) {
 	go func() {
 		_, _ = io.Copy(os.Stdout, lines) // its figures, once it is done
 		if err := cmd.Wait(); err != nil {
-			p.done <- fmt.Errorf("the floor's controller: %w", err)
-			return
+			p.err = fmt.Errorf("the floor's controller: %w", err)
 		}
-		p.done <- nil
+		close(p.exited)
 	}()
 	return p, nil
 }
 
 // Failed reports the floor's controller's failure, if it fails; nothing when it exits
-// well. Read it, or Finish, not both.
+// well.
 func (p *Process) Failed() <-chan error {
 	failed := make(chan error, 1)
 	go func() {
-		err := <-p.done
-		if err != nil {
-			failed <- err
+		<-p.exited
+		if p.err != nil {
+			failed <- p.err
 		}
-		p.done <- err // for Finish
 	}()
 	return failed
 }
@@ -95,9 +94,9 @@ func (p *Process) Failed() <-chan error {
 // returns the CPU seconds it used.
 func (p *Process) Finish() (float64, error) {
 	select {
-	case err := <-p.done:
-		if err != nil {
-			return 0, err
+	case <-p.exited:
+		if p.err != nil {
+			return 0, p.err
 		}
 	case <-time.After(time.Minute):
 		return 0, errors.New("the floor's controller did not exit a minute after everything was Ready")
