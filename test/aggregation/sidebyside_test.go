@@ -2,12 +2,17 @@ package aggregation_test
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
+
+	"github.com/trustplane/trustplane/internal/aggregation/rbac"
 	"github.com/trustplane/trustplane/internal/testenv"
 	"github.com/trustplane/trustplane/test/aggregation/sidebyside"
 )
@@ -59,8 +64,17 @@ func TestSideBySideWithKubeControllerManager(t *testing.T) {
 			}
 		}
 		// Then isolated changes, each converged before the next, so no later event can
-		// mask an update that the fan-out failed to deliver.
+		// mask an update that the fan-out failed to deliver. The bench's replay of events
+		// one at a time starts here too: it must end where kube-controller-manager does.
+		converged := &rbacv1.ClusterRoleList{}
+		if err := kcm.Client.List(ctx, converged); err != nil {
+			t.Fatal(err)
+		}
+		replay := sidebyside.NewReplay(converged.Items)
 		for i, op := range corpus.Churn(40) {
+			if _, err := replay.Apply(op); err != nil {
+				t.Fatalf("seed %d: %v", seed, err)
+			}
 			for _, s := range sides {
 				if err := sidebyside.Apply(ctx, s.Client, op); err != nil {
 					t.Fatalf("seed %d: %s on %s: %v", seed, op.Name, s.Name, err)
@@ -83,6 +97,9 @@ func TestSideBySideWithKubeControllerManager(t *testing.T) {
 		if diff := sidebyside.Diff(want, got); len(diff) > 0 {
 			t.Fatalf("seed %d: %d ClusterRoles differ (kube-controller-manager first):\n%s", seed, len(diff), strings.Join(sidebyside.Head(diff), "\n"))
 		}
+		if diff := replayDiff(ctx, t, kcm, replay); len(diff) > 0 {
+			t.Fatalf("seed %d: the replay of the isolated changes ends elsewhere than kube-controller-manager on %d ClusterRoles:\n%s", seed, len(diff), strings.Join(sidebyside.Head(diff), "\n"))
+		}
 		aggregated := 0
 		for name, rules := range got {
 			if strings.Contains(name, "agg") || strings.HasSuffix(name, "top") {
@@ -96,4 +113,26 @@ func TestSideBySideWithKubeControllerManager(t *testing.T) {
 		}
 		t.Logf("seed %d: %d ClusterRoles identical, %d corpus aggregators with rules", seed, len(got), aggregated)
 	}
+}
+
+// replayDiff names the ClusterRoles whose rules differ between a side and a replay.
+func replayDiff(ctx context.Context, t *testing.T, s *sidebyside.Side, replay *sidebyside.Replay) []string {
+	t.Helper()
+	list := &rbacv1.ClusterRoleList{}
+	if err := s.Client.List(ctx, list); err != nil {
+		t.Fatal(err)
+	}
+	replayed := replay.Rules()
+	var diff []string
+	for _, r := range list.Items {
+		if rules, ok := replayed[r.Name]; !ok || !rbac.RulesEqual(rules, r.Rules) {
+			diff = append(diff, fmt.Sprintf("%s: %s holds %v, the replay %v", r.Name, s.Name, r.Rules, rules))
+		}
+		delete(replayed, r.Name)
+	}
+	for name := range replayed {
+		diff = append(diff, name+": only in the replay")
+	}
+	sort.Strings(diff)
+	return diff
 }
