@@ -79,17 +79,25 @@ func meanOf(runs []manyRun) manyRun {
 		return runs[0]
 	}
 	out := manyRun{n: runs[0].n}
-	k := float64(len(runs))
-	mean := func(d time.Duration) time.Duration { return time.Duration(float64(d) / k) }
-	for _, r := range runs {
-		out.ours = out.ours.plus(r.ours)
-		out.floor = out.floor.plus(r.floor)
-		out.cpu += r.cpu / k
+	ours, floors := make([]observed, len(runs)), make([]observed, len(runs))
+	for i, r := range runs {
+		ours[i], floors[i] = r.ours, r.floor
+		out.cpu += r.cpu / float64(len(runs))
 		out.mem, out.peak = max(out.mem, r.mem), max(out.peak, r.peak)
 	}
-	for _, o := range []*observed{&out.ours, &out.floor} {
-		o.elapsed, o.created, o.benchCPU, o.controllerCPU = mean(o.elapsed), mean(o.created), o.benchCPU/k, o.controllerCPU/k
+	out.ours, out.floor = meanObserved(ours), meanObserved(floors)
+	return out
+}
+
+// meanObserved is the mean of runs' times and CPU, with their latencies joined.
+func meanObserved(runs []observed) observed {
+	var out observed
+	for _, r := range runs {
+		out = out.plus(r)
 	}
+	k := float64(len(runs))
+	out.elapsed, out.created = time.Duration(float64(out.elapsed)/k), time.Duration(float64(out.created)/k)
+	out.benchCPU, out.controllerCPU = out.benchCPU/k, out.controllerCPU/k
 	return out
 }
 
