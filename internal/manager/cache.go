@@ -1,6 +1,9 @@
 package manager
 
 import (
+	"fmt"
+	"sync/atomic"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -28,9 +31,21 @@ func stripMetadataOnly(obj any) (any, error) {
 // NeedLeaderElection), so it starts only once this replica leads, and after the runnables
 // outside leader election: a JWKS server replica then read a cache that had not started
 // (an error that stopped the manager), or, waiting for it, never served at all.
+//
+// The replica is ready only once the cache has synced too (a readiness check each): the
+// controllers and servers that read it do not start before, and a replica that said
+// ready while, say, the pod certificate signer was still listing every pod of the
+// cluster was counted as working (by a rollout, by whoever watches its readiness) for
+// as long as it could not sign.
 func AddCache(mgr crmanager.Manager, c cache.Cache) error {
-	return mgr.Add(startsWithManager{c})
+	if err := mgr.Add(startsWithManager{c}); err != nil {
+		return err
+	}
+	return mgr.AddReadyzCheck(fmt.Sprintf("cache-%d", privateCaches.Add(1)), synced(c))
 }
+
+// privateCaches numbers the readiness checks of AddCache (their names must differ).
+var privateCaches atomic.Int64
 
 // startsWithManager has GetCache, which is how the manager knows a runnable for a cache:
 // it starts those first and waits for them to sync.

@@ -87,13 +87,18 @@ func AddProbes(mgr ctrl.Manager, ready healthz.Checker) error {
 	return nil
 }
 
-// CachesSynced reports ready once the informer caches are filled, so a rollout does not
-// route traffic (the JWKS server) to a replica that would answer from an empty cache.
+// CachesSynced reports ready once the manager's informer caches are filled, so a rollout
+// does not route traffic (the JWKS server) to a replica that would answer from an empty
+// cache. The private caches of AddCache add a check each.
 func CachesSynced(mgr ctrl.Manager) healthz.Checker {
+	return synced(mgr.GetCache())
+}
+
+func synced(c cache.Cache) healthz.Checker {
 	return func(req *http.Request) error {
 		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
 		defer cancel()
-		if !mgr.GetCache().WaitForCacheSync(ctx) {
+		if !c.WaitForCacheSync(ctx) {
 			return errors.New("informer caches are not synced yet")
 		}
 		return nil

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -61,15 +63,7 @@ func TestManagerRunsSelectedControllersWithProbesMetricsAndLeaderElection(t *tes
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- mgr.Start(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager stopped with error: %v", err)
-		}
-	}()
+	ctx := run(t, mgr, nil)
 
 	testenv.Eventually(t, "readyz OK", 30*time.Second, func() bool { return httpGet(opts.HealthProbeBindAddress, "/readyz") == 200 })
 	if code := httpGet(opts.HealthProbeBindAddress, "/healthz"); code != 200 {
@@ -112,6 +106,24 @@ func TestNewRejectsEmptySelection(t *testing.T) {
 	}
 }
 
+// run starts mgr until the test ends, when beforeStop (unless nil) runs first.
+func run(t *testing.T, mgr ctrl.Manager, beforeStop func()) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		if beforeStop != nil {
+			beforeStop()
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager stopped with error: %v", err)
+		}
+	})
+	return ctx
+}
+
 func httpGet(addr, path string) int {
 	resp, err := http.Get(fmt.Sprintf("http://%s%s", addr, path))
 	if err != nil {
@@ -145,4 +157,58 @@ func TestPlainMetricsDefaultToLoopback(t *testing.T) {
 			t.Errorf("Loopback(%q) = %v, want %v", addr, got, want)
 		}
 	}
+}
+
+// unsyncedCache is a real cache whose sync the test decides: the fault of a private
+// cache still listing (a signer's every pod) that a real API server answers too fast to
+// be seen.
+type unsyncedCache struct {
+	cache.Cache
+	release chan struct{}
+	once    *sync.Once
+}
+
+// sync lets the cache sync (once; again is a no-op).
+func (c unsyncedCache) sync() { c.once.Do(func() { close(c.release) }) }
+
+func (c unsyncedCache) WaitForCacheSync(ctx context.Context) bool {
+	select {
+	case <-c.release:
+		return c.Cache.WaitForCacheSync(ctx)
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// TestNotReadyUntilPrivateCachesSync: a replica whose private cache (AddCache) has not
+// synced is not ready, though the manager's own cache has; once it syncs, it is.
+func TestNotReadyUntilPrivateCachesSync(t *testing.T) {
+	private := unsyncedCache{release: make(chan struct{}), once: &sync.Once{}}
+	known := []Controller{{Name: "private", Setup: func(mgr ctrl.Manager) error {
+		c, err := cache.New(mgr.GetConfig(), cache.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+		if err != nil {
+			return err
+		}
+		private.Cache = c
+		return AddCache(mgr, private)
+	}}}
+	opts := DefaultOptions()
+	opts.MetricsBindAddress = "0"
+	opts.HealthProbeBindAddress = testenv.FreeAddr(t)
+	mgr, err := New(env.Config, opts, known)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := run(t, mgr, private.sync) // a manager still waiting for the cache would not stop
+	testenv.Eventually(t, "the manager's own cache synced", 30*time.Second, func() bool {
+		return mgr.GetCache().WaitForCacheSync(ctx)
+	})
+	time.Sleep(2 * time.Second) // a probe that would pass now has had its chance
+	if code := httpGet(opts.HealthProbeBindAddress, "/readyz"); code != http.StatusInternalServerError {
+		t.Fatalf("/readyz = %d with a private cache not synced, want 500", code)
+	}
+	private.sync()
+	testenv.Eventually(t, "readyz OK once the private cache synced", 30*time.Second, func() bool {
+		return httpGet(opts.HealthProbeBindAddress, "/readyz") == http.StatusOK
+	})
 }
