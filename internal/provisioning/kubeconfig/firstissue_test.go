@@ -1,6 +1,7 @@
 package kubeconfig
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"testing"
@@ -73,7 +74,9 @@ func TestAFirstIssueWhoseStatusWasNotStored(t *testing.T) {
 	refuse := true
 	f.r.Client = interceptor.NewClient(f.base, interceptor.Funcs{
 		SubResourcePatch: func(ctx context.Context, c client.Client, subResourceName string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-			if kr, ok := obj.(*operatorv1alpha1.KubeconfigRequest); ok && refuse && kr.Status.Kubeconfig != "" {
+			// The status patch sends the status only (its answer is the metadata): the
+			// write refused is the one that names a kubeconfig.
+			if data, err := patch.Data(obj); refuse && err == nil && bytes.Contains(data, []byte(`"kubeconfig":"`)) {
 				return errors.New("injected: the status write failed")
 			}
 			return c.SubResource(subResourceName).Patch(ctx, obj, patch, opts...)
