@@ -94,6 +94,7 @@ func CachesSynced(mgr ctrl.Manager) healthz.Checker {
 	return synced(mgr.GetCache())
 }
 
+// synced is ready once c has synced, waiting at most a second per probe.
 func synced(c cache.Cache) healthz.Checker {
 	return func(req *http.Request) error {
 		ctx, cancel := context.WithTimeout(req.Context(), time.Second)

@@ -203,8 +203,12 @@ func TestNotReadyUntilPrivateCachesSync(t *testing.T) {
 	testenv.Eventually(t, "the manager's own cache synced", 30*time.Second, func() bool {
 		return mgr.GetCache().WaitForCacheSync(ctx)
 	})
-	time.Sleep(2 * time.Second) // a probe that would pass now has had its chance
-	if code := httpGet(opts.HealthProbeBindAddress, "/readyz"); code != http.StatusInternalServerError {
+	var code int
+	testenv.Eventually(t, "the probe server answers", 30*time.Second, func() bool {
+		code = httpGet(opts.HealthProbeBindAddress, "/readyz")
+		return code != 0
+	})
+	if code != http.StatusInternalServerError {
 		t.Fatalf("/readyz = %d with a private cache not synced, want 500", code)
 	}
 	private.sync()

@@ -2,8 +2,6 @@ package testenv
 
 import (
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -12,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 )
 
 // Bench is what every `make bench-*` program that runs the shipped binary starts with: a
@@ -169,37 +166,3 @@ func Parallel(k, n int, do func(i int) error) error {
 		return nil
 	}
 }
-
-// HeapHeldFree is how much of a Go process's resident memory is heap it holds free (idle
-// spans not yet returned to the system: go_memstats_heap_idle_bytes minus
-// go_memstats_heap_released_bytes on its /metrics at metricsAddr), 0 when it cannot be
-// read. Allocations reuse that memory before the resident set grows, so a run's peak
-// memory above the resident set alone before it leaves out whatever the process happened
-// to hold free: at a thousand objects, up to a third of what they cost.
-func HeapHeldFree(metricsAddr string) int64 {
-	resp, err := benchScraper.Get("http://" + metricsAddr + "/metrics") //nolint:noctx // a bench's own loopback endpoint
-	if err != nil {
-		return 0
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return 0
-	}
-	var idle, released float64
-	for _, line := range strings.Split(string(body), "\n") {
-		name, value, ok := strings.Cut(line, " ")
-		if !ok {
-			continue
-		}
-		switch name {
-		case "go_memstats_heap_idle_bytes":
-			idle, _ = strconv.ParseFloat(value, 64)
-		case "go_memstats_heap_released_bytes":
-			released, _ = strconv.ParseFloat(value, 64)
-		}
-	}
-	return int64(max(idle-released, 0))
-}
-
-var benchScraper = &http.Client{Transport: &http.Transport{DisableCompression: true}, Timeout: 10 * time.Second}

@@ -21,6 +21,12 @@ type Work struct {
 	Dequeued, QueuedSeconds                     float64
 	// Queued and Running are the requests in its queue and being reconciled now.
 	Queued, Running float64
+	// HeapHeldFree is the heap the process holds free now (idle spans not yet returned to
+	// the system: go_memstats_heap_idle_bytes less go_memstats_heap_released_bytes), in
+	// bytes. Allocations reuse it before the resident set grows, so a run's peak memory
+	// above the resident set alone before it leaves out whatever the process happened to
+	// hold free: at a thousand JWKSConfigs, up to a third of what they cost.
+	HeapHeldFree float64
 }
 
 // Scrape reads the controller's counters from the manager's metrics endpoint (host:port);
@@ -32,11 +38,18 @@ func Scrape(addr, controller string) Work {
 		return w
 	}
 	label := `controller="` + controller + `"`
+	var idle, released float64
 	for _, line := range strings.Split(body, "\n") {
+		v, _ := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+		switch {
+		case strings.HasPrefix(line, "go_memstats_heap_idle_bytes "):
+			idle = v
+		case strings.HasPrefix(line, "go_memstats_heap_released_bytes "):
+			released = v
+		}
 		if !strings.Contains(line, label) {
 			continue
 		}
-		v, _ := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
 		switch {
 		case strings.HasPrefix(line, "controller_runtime_reconcile_total{"):
 			w.Reconciles += v
@@ -55,6 +68,7 @@ func Scrape(addr, controller string) Work {
 			w.Running += v
 		}
 	}
+	w.HeapHeldFree = max(idle-released, 0)
 	return w
 }
 
@@ -64,10 +78,11 @@ func (w Work) Idle(n int) bool {
 	return w.Reconciles >= float64(n) && w.Queued == 0 && w.Running == 0
 }
 
-// Since is what happened between before and w (the counters; Queued and Running are w's).
+// Since is what happened between before and w (the counters; Queued, Running and
+// HeapHeldFree are w's).
 func (w Work) Since(before Work) Work {
 	return Work{w.Reconciles - before.Reconciles, w.RequeuedAfter - before.RequeuedAfter, w.ReconcileSeconds - before.ReconcileSeconds,
-		w.Dequeued - before.Dequeued, w.QueuedSeconds - before.QueuedSeconds, w.Queued, w.Running}
+		w.Dequeued - before.Dequeued, w.QueuedSeconds - before.QueuedSeconds, w.Queued, w.Running, w.HeapHeldFree}
 }
 
 // String says it in one line; empty when nothing was counted.

@@ -36,7 +36,7 @@ type manyRun struct {
 	ours, floor observed
 	cpu         float64 // the manager's CPU seconds during the run
 	mem         int64   // the manager's peak RSS during the run above what it had in use before (RSS less heldFree)
-	heldFree    int64   // free heap the manager held before the run (testenv.HeapHeldFree)
+	heldFree    int64   // free heap the manager held before the run (benchmetrics.Work.HeapHeldFree)
 	peak        int64   // the manager's peak RSS during the run
 }
 
@@ -84,7 +84,10 @@ func meanOf(runs []manyRun) manyRun {
 	for i, r := range runs {
 		ours[i], floors[i] = r.ours, r.floor
 		out.cpu += r.cpu / float64(len(runs))
-		out.mem, out.peak, out.heldFree = max(out.mem, r.mem), max(out.peak, r.peak), max(out.heldFree, r.heldFree)
+		if r.mem >= out.mem { // the highest, with the free heap its own run started with
+			out.mem, out.heldFree = r.mem, r.heldFree
+		}
+		out.peak = max(out.peak, r.peak)
 	}
 	out.ours, out.floor = meanObserved(ours), meanObserved(floors)
 	return out
@@ -149,7 +152,6 @@ func (b *bench) createMany(ctx context.Context, m *managerProcess, n int, ns str
 		return run, err
 	}
 	before := benchmetrics.Scrape(m.metricsAddr, "jwks") // outside the CPU measured
-	free := testenv.HeapHeldFree(m.metricsAddr)
 	pid := m.cmd.Process.Pid
 	resetPeakRSS(pid)
 	rss, cpu := testenv.ResidentSet(pid), testenv.ProcessCPU(pid)
@@ -159,7 +161,8 @@ func (b *bench) createMany(ctx context.Context, m *managerProcess, n int, ns str
 	run.cpu, run.peak = testenv.ProcessCPU(pid)-cpu, testenv.PeakRSS(pid)
 	// The run's memory is its peak above what the manager had in use before it: free
 	// heap it held then is reused first, and how much it held is chance (GC timing).
-	run.mem, run.heldFree = run.peak-(rss-free), free
+	run.heldFree = int64(before.HeapHeldFree)
+	run.mem = run.peak - (rss - run.heldFree)
 	if work := benchmetrics.Scrape(m.metricsAddr, "jwks").Since(before).String(); work != "" {
 		fmt.Println("manager: " + work)
 	}
