@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -50,6 +51,14 @@ func New(cfg *rest.Config, opts Options, known []Controller) (ctrl.Manager, erro
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       &opts.GracefulShutdownTimeout,
 		Cache:                         cache.Options{DefaultTransform: stripMetadataOnly},
+		// The Patcher writes a status as an update at the version read (status.WithStatusUpdates).
+		NewClient: func(cfg *rest.Config, o client.Options) (client.Client, error) {
+			c, err := client.New(cfg, o)
+			if err != nil {
+				return nil, err
+			}
+			return status.WithStatusUpdates(c, cfg, o.HTTPClient)
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	"github.com/trustplane/trustplane/internal/status"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
@@ -215,4 +216,52 @@ func TestNotReadyUntilPrivateCachesSync(t *testing.T) {
 	testenv.Eventually(t, "readyz OK once the private cache synced", 30*time.Second, func() bool {
 		return httpGet(opts.HealthProbeBindAddress, "/readyz") == http.StatusOK
 	})
+}
+
+// TestTheManagersClientWritesAStatusAsAnUpdate: every controller gets the manager's client,
+// and through it the Patcher writes a status as an update at the version read
+// (status.WithStatusUpdates), not a merge patch, as the API server counts them.
+func TestTheManagersClientWritesAStatusAsAnUpdate(t *testing.T) {
+	opts := DefaultOptions()
+	opts.MetricsBindAddress, opts.HealthProbeBindAddress = "0", "0"
+	mgr, err := New(env.Config, opts, []Controller{{Name: "none", Setup: func(ctrl.Manager) error { return nil }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	cfg := &jwksv1alpha1.JWKSConfig{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "status-update"},
+		Spec: jwksv1alpha1.JWKSConfigSpec{CertificateSecret: "tls"}}
+	if err := env.Client.Create(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), cfg) })
+	writes := func() (map[string]int, error) {
+		return testenv.APIRequestsBy(ctx, env.Config, func(labels string) string {
+			if !strings.Contains(labels, `resource="jwksconfigs"`) || !strings.Contains(labels, `subresource="status"`) {
+				return ""
+			}
+			for _, verb := range []string{"PUT", "PATCH"} {
+				if strings.Contains(labels, `verb="`+verb+`"`) {
+					return verb
+				}
+			}
+			return ""
+		})
+	}
+	before, err := writes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := status.NewPatcher(cfg)
+	status.MarkReady(cfg, jwksv1alpha1.ReasonPublished, "published")
+	if err := p.Patch(ctx, mgr.GetClient()); err != nil {
+		t.Fatal(err)
+	}
+	after, err := writes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if put, patch := after["PUT"]-before["PUT"], after["PATCH"]-before["PATCH"]; put != 1 || patch != 0 {
+		t.Errorf("the manager's client wrote a status in %d PUT and %d PATCH requests, want one PUT", put, patch)
+	}
 }

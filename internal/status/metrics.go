@@ -49,11 +49,13 @@ func observe(obj conditions.Object) {
 	stalledGauge.WithLabelValues(kind, id.Namespace, id.Name).Set(isTrue(conds, conditions.Stalled))
 }
 
-// Forget removes the gauges of the object of obj's kind at id: a reconcile found it gone.
+// Forget removes the gauges of the object of obj's kind at id, and the version its status
+// was last written at (Patch): a reconcile found it gone.
 // obj only names the kind (an empty object of it will do).
 func Forget(obj conditions.Object, id types.NamespacedName) { forget(KindOf(obj), id) }
 
 func forget(kind string, id types.NamespacedName) {
+	forgetWritten(kind, id)
 	for _, g := range []*prometheus.GaugeVec{readyGauge, reconcilingGauge, stalledGauge} {
 		g.DeleteLabelValues(kind, id.Namespace, id.Name)
 	}

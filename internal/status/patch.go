@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -97,14 +99,38 @@ func (p *Patcher) changed(conditionType string) bool {
 	return was.Status != is.Status || was.Reason != is.Reason || was.Message != is.Message
 }
 
-// Patch sends the status as a JSON merge patch of the status subresource when it differs
-// from the one read (or last patched). An object that is gone, or going with no
-// finalizer left, is not patched.
+// Patch writes the status when it differs from the one read (or last written): with a
+// client from WithStatusUpdates (the manager's), as an update at the version read, and
+// as a JSON merge patch of the status subresource when the object changed since (or with
+// any other client). An object that is gone, or going with no finalizer left, is not
+// written.
 func (p *Patcher) Patch(ctx context.Context, c client.Client) error {
 	if !p.obj.GetDeletionTimestamp().IsZero() && len(p.obj.GetFinalizers()) == 0 {
 		return nil
 	}
 	markReconcileHandled(p.obj) // a reconcile asked for with the annotation ran
+	changed, err := statusChanged(p.before, p.obj)
+	if err != nil || !changed {
+		return err
+	}
+	if u, ok := c.(*updatingClient); ok && current(p.obj) {
+		answered, err := u.updateStatus(ctx, p.obj)
+		switch {
+		case err == nil:
+			// Written at the version read: the object held is the one stored, at the
+			// version written now.
+			p.obj.SetResourceVersion(answered.ResourceVersion)
+			p.wrote(answered)
+			return nil
+		case apierrors.IsNotFound(err):
+			forgetWritten(KindOf(p.obj), client.ObjectKeyFromObject(p.obj))
+			return nil
+		case !apierrors.IsConflict(err):
+			return WriteFailed("update status of", p.obj, err)
+		}
+		// Changed since it was read (a spec edit, a label, another writer's status): the
+		// merge patch below writes what this reconcile changed, and nothing else.
+	}
 	patch, changed, err := statusMergePatch(p.before, p.obj)
 	if err != nil || !changed {
 		return err
@@ -121,8 +147,42 @@ func (p *Patcher) Patch(ctx context.Context, c client.Client) error {
 	if err := c.Status().Patch(ctx, answered, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		return client.IgnoreNotFound(WriteFailed("patch status of", p.obj, err))
 	}
-	p.before = p.obj.DeepCopyObject().(conditions.Object)
+	p.wrote(answered)
 	return nil
+}
+
+// wrote records a status write answered with the object's metadata: the status written,
+// which a later write of this reconcile is compared with, and the version written, which
+// the next reconcile's update needs its read to show (current). After a merge patch the
+// object held keeps the version it was read at: someone else changed the stored one, and
+// a write of the object held at the newer version would undo their change.
+func (p *Patcher) wrote(answered *metav1.PartialObjectMetadata) {
+	p.before = p.obj.DeepCopyObject().(conditions.Object)
+	written.Store(writtenKey{kind: KindOf(p.obj), id: client.ObjectKeyFromObject(p.obj)}, answered.ResourceVersion)
+}
+
+// written is, per object, the resourceVersion of the status this process last wrote to it.
+var written sync.Map // writtenKey → string
+
+type writtenKey struct {
+	kind string
+	id   types.NamespacedName
+}
+
+// current says whether obj was read at a version a status update can start from: the one
+// this process last wrote to it, or any when it has written none. A read from a cache
+// that has not shown the last write yet would be refused for the conflict and then
+// patched, two requests for one, so it is merge-patched at once; so is one that someone
+// else changed since (its version is not the one written).
+func current(obj client.Object) bool {
+	rv := obj.GetResourceVersion()
+	last, wrote := written.Load(writtenKey{kind: KindOf(obj), id: client.ObjectKeyFromObject(obj)})
+	return rv != "" && (!wrote || last.(string) == rv)
+}
+
+// forgetWritten drops what written holds of an object that is gone.
+func forgetWritten(kind string, id types.NamespacedName) {
+	written.Delete(writtenKey{kind: kind, id: id})
 }
 
 // metadataOf is obj's identity as a PartialObjectMetadata, which the client sends to the
@@ -136,6 +196,19 @@ func metadataOf(c client.Client, obj client.Object) (*metav1.PartialObjectMetada
 	m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: obj.GetNamespace(), Name: obj.GetName()}}
 	m.SetGroupVersionKind(gvk)
 	return m, nil
+}
+
+// statusChanged says whether after's status differs from before's.
+func statusChanged(before, after runtime.Object) (bool, error) {
+	was, err := statusOf(before)
+	if err != nil {
+		return false, err
+	}
+	is, err := statusOf(after)
+	if err != nil {
+		return false, err
+	}
+	return !equality.Semantic.DeepEqual(was, is), nil
 }
 
 // statusMergePatch is the JSON merge patch from before's status to after's, and whether
