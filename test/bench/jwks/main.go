@@ -10,8 +10,10 @@
 //     and JWKSConfigs created by the same 32 goroutines while as many goroutines as the
 //     manager has workers take each from a watch, read its Secret, turn it into the
 //     document and write the ConfigMap and status the controller writes for it, with no
-//     manager running, just before or just after each burst, alternately); the manager's
-//     CPU and peak memory per JWKSConfig, and how they grow from 1x to 10x;
+//     manager running, just before or just after each burst, alternately; the first run
+//     of a size creates as fast as it can, and every later one sends each pair no sooner
+//     than it did, so that both sides are offered the same load: many.go, arrivals); the
+//     manager's CPU and peak memory per JWKSConfig, and how they grow from 1x to 10x;
 //  3. a full resync of the 1x sets (a manager restart) with nothing changed: the API
 //     writes it makes, counted by the API server's own request metrics.
 package main
@@ -56,6 +58,7 @@ var (
 	growth           = flag.Int("growth", testenv.BenchGrowth(10), "The second size is this many times -configs (1: one size only; $"+testenv.BenchScalesEnv+"=1 makes 1 the default).")
 	workers          = flag.Int("workers", jwksctrl.DefaultOptions().Workers, "Concurrent JWKSConfig reconciles (--jwks-workers).")
 	apiserverProfile = flag.String("apiserver-cpuprofile", "", "Write the API server's CPU profile of each create-at-once run (the floor's and trustplane's, the first n/250 seconds, at least 5) to this path with the namespace appended.")
+	sameArrivals     = flag.Bool("same-arrivals", true, "Send every later run's JWKSConfigs of a size no sooner than the first run of that size sent them (arrivals), so that both sides are offered the same load.")
 	profile          = flag.String("cpuprofile", "", "Write each manager process's CPU profile to this path with .1, .2, ... appended, in the order they start (go tool pprof -top <file>).")
 )
 
@@ -82,6 +85,8 @@ type bench struct {
 	binary     string
 	prof       *benchprof.Profiler
 	certs      []testcerts.Chain // a pool: parsing, not key generation, is measured
+	// arrivals are the first measured run's of each size (many.go), which later runs follow.
+	arrivals map[int]arrivals
 }
 
 func run() error {
@@ -100,7 +105,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	b := &bench{env: env, c: c, kubeconfig: tb.Kubeconfig, binary: tb.Binary}
+	b := &bench{env: env, c: c, kubeconfig: tb.Kubeconfig, binary: tb.Binary, arrivals: map[int]arrivals{}}
 	if b.prof, err = benchprof.Build(tb.Binary, *profile); err != nil {
 		return err
 	}
@@ -194,12 +199,14 @@ func (b *bench) bursts(ctx context.Context, n, existing, k int, keep bool) (many
 			if err != nil {
 				return manyRun{}, err
 			}
+			b.keepArrivals(n, floor.sent)
 			floors = append(floors, floor)
 		}
 		run, err := b.managedRun(ctx, n, existing, "many-"+name)
 		if err != nil {
 			return run, err
 		}
+		b.keepArrivals(n, run.ours.sent)
 		existing += n
 		if floorSecond {
 			if !keep {

@@ -73,6 +73,30 @@ func (c requestCounts) minus(before requestCounts) requestCounts {
 	return out
 }
 
+// plus is c and d counted together.
+func (c requestCounts) plus(d requestCounts) requestCounts {
+	out := requestCounts{}
+	for k, n := range c {
+		out[k] += n
+	}
+	for k, n := range d {
+		out[k] += n
+	}
+	return out
+}
+
+// perRequest is the total less the requests for namespaces, which a run makes once, not
+// once per KubeconfigRequest.
+func (c requestCounts) perRequest() int {
+	total := 0
+	for k, n := range c {
+		if !strings.HasSuffix(k, " namespaces") {
+			total += n
+		}
+	}
+	return total
+}
+
 func (c requestCounts) total() int {
 	total := 0
 	for _, n := range c {

@@ -42,6 +42,7 @@ import (
 var (
 	projections = flag.Int("projections", 5000, "Projections on the node.")
 	requests    = flag.Int("requests", 2000, "PodCertificateRequests for the signer at 1x.")
+	bursts      = flag.Int("bursts", 3, "Bursts of -requests at 1x, each between two floors of its own: one lasts about 3 s, and the floors on either side of one burst differed by up to a quarter.")
 	growth      = flag.Int("growth", testenv.BenchGrowth(10), "The second size is this many times -requests (1: one size only; $"+testenv.BenchScalesEnv+"=1 makes 1 the default).")
 	workers     = flag.Int("workers", podcertsigner.DefaultOptions().Workers, "Signer workers (--podcertificate-signer-signer-workers).")
 	profile     = flag.String("cpuprofile", "", "Write each manager process's CPU profile to this path with .1, .2, ... appended, in the order they start (go tool pprof -top <file>).")
