@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -68,7 +69,8 @@ func (u *updatingClient) updateStatus(ctx context.Context, obj client.Object) (*
 	if err != nil {
 		return nil, err
 	}
-	segments := path.prefix
+	// The prefix is shared by every write of the kind: appended to on a copy only.
+	segments := slices.Clip(path.prefix)
 	if path.namespaced {
 		segments = append(segments, "namespaces", obj.GetNamespace())
 	}
