@@ -30,8 +30,8 @@ const throttleName = "chaos-throttle-manager"
 // with no seats of its own (no nominal share, nothing borrowed) and no queue, so the API
 // server answers the manager's requests 429 Too Many Requests, as API Priority and
 // Fairness does to a client over its share. A burst of probe requests under the manager's
-// identity shows it bites. With the smallest share instead of none the level kept about
-// three seats, and in a 300-fault run two of six such faults had none of 500 and 800
+// identity shows it bites. With one nominal share instead of none, 2 of the 21 such
+// faults of a 300-fault run (seed 7361499056469552116) had none of 500 and none of 800
 // probe requests refused: a fault that did not happen.
 func (h *Harness) throttleManager(ctx context.Context, rng *rand.Rand) (string, error) {
 	d := time.Duration(2000+rng.IntN(4000)) * time.Millisecond
@@ -40,7 +40,7 @@ func (h *Harness) throttleManager(ctx context.Context, rng *rand.Rand) (string, 
 		Spec: flowcontrolv1.PriorityLevelConfigurationSpec{
 			Type: flowcontrolv1.PriorityLevelEnablementLimited,
 			Limited: &flowcontrolv1.LimitedPriorityLevelConfiguration{
-				// Zero is allowed from flowcontrol v1 on: the level's only seats are borrowed.
+				// Zero is allowed from flowcontrol v1 on: no seats of the level's own.
 				NominalConcurrencyShares: ptr.To[int32](0),
 				LendablePercent:          ptr.To[int32](0),
 				// Unset, a level borrows seats from the others without limit: no 429.

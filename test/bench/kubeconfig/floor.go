@@ -92,9 +92,9 @@ func runFloor(ctx context.Context, tb *testenv.Bench, target *testenv.Env, names
 // on a size's fresh API servers and the floor second: without this the manager alone met
 // them cold (heaps still growing, caches filling). Runs of 200 from one binary: the
 // manager's p50 1.23 to 1.48 times the floor's without the warm-up (three runs), 0.98 to
-// 1.22 with it (six). The warm-up runs before the
-// admission policies are installed, so its requests carry no finalizer: once deleted,
-// nothing of them is left for the manager to reconcile or sweep.
+// 1.22 with it (six). The warm-up runs before the admission policies are installed, so
+// its requests carry no finalizer: once deleted, nothing of them is left for the manager
+// to reconcile or sweep.
 func warmUpServers(ctx context.Context, tb *testenv.Bench, target *testenv.Env, n int, clusters []string) error {
 	// The manager makes it as it first grants in a target; the floor takes it as made.
 	if err := target.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: kubeconfigctrl.TargetNamespace}}); err != nil {
