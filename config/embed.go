@@ -48,14 +48,15 @@ func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	return crds, nil
 }
 
-//go:embed policy/role-aggregation.yaml policy/status-writers.yaml policy/kubeconfig-requests.yaml policy/owner-labels.yaml policy/finalizers.yaml
+//go:embed policy/role-aggregation.yaml policy/status-writers.yaml policy/kubeconfig-requests.yaml policy/owner-labels.yaml policy/finalizers.yaml policy/cluster-versions.yaml
 var policyFiles embed.FS
 
 // Policies returns the admission policies config/default installs (config/policy), for
 // `make run` to install them as a real install does.
 func Policies() ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
-	for _, p := range []string{"policy/role-aggregation.yaml", "policy/status-writers.yaml", "policy/kubeconfig-requests.yaml", "policy/owner-labels.yaml", "policy/finalizers.yaml"} {
+	for _, p := range []string{"policy/role-aggregation.yaml", "policy/status-writers.yaml", "policy/kubeconfig-requests.yaml", "policy/owner-labels.yaml", "policy/finalizers.yaml",
+		"policy/cluster-versions.yaml"} {
 		objs, err := decodePolicies(p)
 		if err != nil {
 			return nil, err

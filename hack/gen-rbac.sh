@@ -37,5 +37,8 @@ cp config/policy/finalizers.yaml "$out/charts/trustplane/files/finalizers-policy
 cp config/policy/owner-labels.yaml "$out/charts/trustplane/files/owner-labels-policy.yaml"
 # And the one that writes a new KubeconfigRequest's finalizer and the record of its Cluster.
 cp config/policy/kubeconfig-requests.yaml "$out/charts/trustplane/files/kubeconfig-requests-policy.yaml"
+# And the one that keeps a Cluster's Kubernetes version within the garden's (its binding
+# names the manager's namespace: the chart puts in the release's).
+cp config/policy/cluster-versions.yaml "$out/charts/trustplane/files/cluster-versions-policy.yaml"
 # So is the policy that keeps the node agent's requests to its own node (config/node-agent).
 cp config/node-agent/pod-certificate-requests-policy.yaml "$out/charts/trustplane/files/node-agent-policy.yaml"

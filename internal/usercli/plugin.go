@@ -1,6 +1,6 @@
 // Package usercli is trustplane's day-2 command line for the people who use it (as cmctl
 // and flux are for theirs): get, describe, kubeconfig, rotate, revoke, reconcile, jwks,
-// checksum and podcert. Run as kubectl-trustplane, the binary is a kubectl plugin and
+// checksum, podcert and pool. Run as kubectl-trustplane, the binary is a kubectl plugin and
 // its help says `kubectl trustplane`. The verbs read and annotate objects through one
 // connection (clientFlags.connect, kubectl's flags) and never run a controller: the
 // manager's and agents' assembly is internal/cli, which this package does not import.
@@ -20,7 +20,7 @@ const GroupDay2 = "day2"
 func AddCommands(root *cobra.Command) {
 	root.AddGroup(&cobra.Group{ID: GroupDay2, Title: "Day 2 (as a user of the cluster; kubectl's flags: --kubeconfig, --context, -n, -A, -o):"})
 	root.AddCommand(newGetCommand(), newDescribeCommand(), newKubeconfigCommand(), newRotateCommand(), newRevokeCommand(),
-		newReconcileCommand(), newJWKSCommand(), newChecksumCommand(), newPodcertCommand())
+		newReconcileCommand(), newJWKSCommand(), newChecksumCommand(), newPodcertCommand(), newPoolCommand())
 	if name := commandName(); name != root.Name() {
 		if root.Annotations == nil {
 			root.Annotations = map[string]string{}

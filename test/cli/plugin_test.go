@@ -276,6 +276,13 @@ func TestKubectlPluginEveryVerb(t *testing.T) {
 	contains(t, out, "Pod "+ns+"/web", "no podCertificate projection", "Warnings: none")
 	verb("podcert inspect", nil, "podcert", "inspect", "nosuch", "-n", ns).fails(t, `pod "nosuch" not found in namespace "`+ns+`"`)
 
+	poolSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "aws-used", Labels: map[string]string{"hyperscalerType": "aws", "tenantName": "ga-9", "dirty": "true"}}}
+	create(t, poolSecret)
+	out = verb("pool list", nil, "pool", "list", "-n", ns).ok(t)
+	contains(t, out, "aws-used", "dirty", "ga-9")
+	out = verb("pool clean", nil, "pool", "clean", "-n", ns, "aws-used").ok(t)
+	contains(t, out, "aws-used: handed back to account ga-9")
+
 	// Revoked on purpose: the credential is refused, and get is content (exit 0).
 	out = verb("revoke", nil, "revoke", "kcr", "reader", "-n", ns, "--wait").ok(t)
 	contains(t, out, "kubeconfigrequest/reader: revoked")

@@ -16,6 +16,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/internal/localcp"
 	"github.com/trustplane/trustplane/internal/podcert/nodeagent"
@@ -29,7 +30,7 @@ import (
 // trustplane_dataplane_* gauge).
 var setMetrics = map[string][]string{
 	"manager": {"trustplane_build_info", "trustplane_jwks_", "trustplane_checksum_", "trustplane_tls_secret_", "trustplane_object_",
-		"trustplane_podcertificate_signer_", "trustplane_cluster_", "trustplane_kubeconfig_", "trustplane_subscription_"},
+		"trustplane_podcertificate_signer_", "trustplane_cluster_", "trustplane_kubeconfig_", "trustplane_subscription_", "trustplane_pool_"},
 	"node-agent": {"trustplane_build_info", "trustplane_podcertificate_states"},
 	"dataplane":  {"trustplane_build_info", "trustplane_dataplane_"},
 }
@@ -148,10 +149,14 @@ func scrapeSecure(t *testing.T, addr string) []byte {
 func metricsReaderToken(t *testing.T) string {
 	t.Helper()
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: managerNamespace, Name: "e2e-scraper"}}
-	create(t, sa)
-	create(t, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "e2e-scraper"},
+	// Made once, by whichever scrape comes first.
+	for _, obj := range []client.Object{sa, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "e2e-scraper"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "trustplane-metrics-reader"},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: managerNamespace, Name: sa.Name}}})
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: managerNamespace, Name: sa.Name}}}} {
+		if err := env.Client.Create(ctx, obj); client.IgnoreAlreadyExists(err) != nil {
+			t.Fatal(err)
+		}
+	}
 	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
 	if err := env.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
 		t.Fatal(err)

@@ -52,6 +52,7 @@ func TestProcessesAsDeployed(t *testing.T) {
 		create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	}
 	storeWithOldSchema(t)
+	gardenKubeconfig := gardenInThisServer(t)
 	// No kube-controller-manager or kubelet: a stand-in rolls the nginx Deployments out.
 	env.RollOutDeployments(t, jwksv1alpha1.OwnerLabel)
 
@@ -66,6 +67,11 @@ func TestProcessesAsDeployed(t *testing.T) {
 		// per-namespace checksum; the default "cluster" scope alone publishes one over all
 		// namespaces (docs/checksum.md, "Data plane").
 		"--secret-checksum-scopes=cluster,namespace",
+		// A garden (this API server's Shoots in gardenNamespace): the leader publishes the
+		// landscape for admission, where a pod's namespace would put it. The pool stays the
+		// Secret pool, as testPoolHeld and the waiting request expect.
+		"--garden-kubeconfig="+gardenKubeconfig, "--garden-namespace="+gardenNamespace,
+		"--cluster-landscape-namespace="+managerNamespace, "--subscription-pool=secrets",
 		"--metrics-bind-address="+managerMetrics, "--health-probe-bind-address="+managerProbes, "--jwks-server-bind-address="+managerJWKSServer,
 	)...)
 	mgr.WaitHTTP200(t, urlOf(managerProbes, "/readyz"), 60*time.Second)
@@ -95,17 +101,24 @@ func TestProcessesAsDeployed(t *testing.T) {
 			t.Parallel()
 			testMakeRunNodeAgentMetrics(t, bin)
 		})
+		t.Run("the landscape published for admission", func(t *testing.T) {
+			t.Parallel()
+			testLandscapeAdmission(t)
+		})
 		t.Run("Cluster, KubeconfigRequest and SubscriptionRequest reported", func(t *testing.T) {
 			t.Parallel()
 			testOperatorsReport(t)
 		})
 	})
+	// Alone: a hold holds every request of the pool, testOperatorsReport's too.
+	t.Run("the pool held, lifted and counted", func(t *testing.T) { testPoolHeld(t, managerMetrics) })
 	// After the others: by then the manager has published checksums, and every object
 	// whose series the alerts and the dashboard read exists.
 	t.Run("manager exports only the metrics it sets", func(t *testing.T) {
 		checkOwnMetrics(t, "manager", scrapeSecure(t, managerMetrics), "trustplane_jwks_published_keys", "trustplane_build_info",
 			"trustplane_object_ready", "trustplane_cluster_provisioned", "trustplane_kubeconfig_rotation_due_timestamp_seconds",
-			"trustplane_subscription_pool_exhausted", "trustplane_podcertificate_signer_ca_not_after_seconds", "trustplane_checksum_left_out")
+			"trustplane_subscription_pool_exhausted", "trustplane_podcertificate_signer_ca_not_after_seconds", "trustplane_checksum_left_out",
+			"trustplane_pool_on_hold", "trustplane_pool_dirty_credentials")
 	})
 	t.Run("every metric the alerts and the dashboard query is exported", testQueriedMetricsAreExported)
 }

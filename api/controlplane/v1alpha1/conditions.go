@@ -24,6 +24,19 @@ const (
 	// ReasonWaitingForShoot (Reconciling, deleting): the request's own Shoot still uses
 	// the credential; whether it becomes dirty is decided once the Shoot is gone.
 	ReasonWaitingForShoot = "WaitingForShoot"
+	// ReasonReleaseTimedOut (Warning event, deleting): the request's own Shoot still used
+	// its credential after --subscription-release-shoot-timeout; the credential was
+	// released anyway (marked dirty only if nothing else uses it).
+	ReasonReleaseTimedOut = "ReleaseTimedOut"
+	// ReasonDirtyQuotaReached (Reconciling): the request's namespace holds as many dirty
+	// credentials as --subscription-dirty-quota-per-namespace allows; no new credential is
+	// claimed for it until one is handed back. The message names the namespace, the
+	// credentials and the quota.
+	ReasonDirtyQuotaReached = "DirtyQuotaReached"
+	// ReasonPoolOnHold (Reconciling, and a Warning event): the operator holds the pool
+	// (AnnotationPoolHold); the request's claim, or its deleted request's release, waits
+	// until the hold is lifted. A credential already assigned stays assigned.
+	ReasonPoolOnHold = "PoolOnHold"
 	// ReasonReleased (event): a dedicated credential was marked dirty on release.
 	ReasonReleased = "Released"
 )

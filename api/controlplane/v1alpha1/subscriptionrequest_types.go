@@ -39,6 +39,17 @@ const AnnotationClaimedBy = "control-plane.kyma-project.io/claimed-by"
 // grant. Tenants must not be able to write their Namespace object.
 const AnnotationGlobalAccounts = "control-plane.kyma-project.io/global-accounts"
 
+// AnnotationPoolHold on the Namespace named by --subscription-pool-namespace of the
+// management cluster (kcp-system by default), set by the operator, holds the pool for
+// maintenance: while it is there no credential is claimed and none is released (marked
+// dirty); requests that need one wait with reason PoolOnHold, deleted ones keep their
+// finalizer, and assigned ones keep their credential. Its value is the operator's reason,
+// shown in the requests' conditions. Removing it lets everything that waited go on. The
+// hold is on a Namespace of the management cluster for either pool (also for the garden's
+// CredentialsBindings): tenants cannot write it, and the garden project's Namespace is
+// Gardener's.
+const AnnotationPoolHold = "control-plane.kyma-project.io/pool-hold"
+
 // SubscriptionRequestSpec asks for a hyperscaler credential.
 type SubscriptionRequestSpec struct {
 	// provider is the hyperscaler: aws, azure, gcp, openstack.

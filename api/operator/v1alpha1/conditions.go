@@ -10,6 +10,23 @@ import (
 // Stalled: whether the cluster exists (a Gardener Shoot created, or one brought along).
 const ConditionClusterProvisioned = "ClusterProvisioned"
 
+// ConditionRegistryCacheConfigured is set on a Cluster with spec.registryCache: whether
+// Gardener has reconciled the Shoot with its caches (infrastructure-manager's condition of
+// the same name). It is removed with the last cache.
+const ConditionRegistryCacheConfigured = "RegistryCacheConfigured"
+
+// Reasons of ConditionRegistryCacheConfigured.
+const (
+	// ReasonRegistryCacheConfigured (True): Gardener reconciled the Shoot with the caches.
+	ReasonRegistryCacheConfigured = "RegistryCacheConfigured"
+	// ReasonRegistryCachePending (Unknown): the Shoot has the caches, and Gardener has not
+	// reconciled it since.
+	ReasonRegistryCachePending = "RegistryCachePending"
+	// ReasonRegistryCacheConfigurationFailed (False): Gardener's last operation on the
+	// Shoot with the caches failed; its message says why.
+	ReasonRegistryCacheConfigurationFailed = "RegistryCacheConfigurationFailed"
+)
+
 // Reasons of a Cluster's conditions, beside the shared ones of package api/conditions.
 const (
 	// ReasonAdministratorsBound (Ready=True): the cluster exists and spec.administrators
@@ -21,10 +38,27 @@ const (
 	ReasonBroughtAlong = "BroughtAlong"
 	// ReasonProvisioning (Reconciling): Gardener is creating the Shoot.
 	ReasonProvisioning = "Provisioning"
-	// ReasonProvisioningError (Reconciling): Gardener's last operation failed; Gardener retries.
+	// ReasonProvisioningError (Reconciling): Gardener's creation of the Shoot failed with
+	// retryable errors only; Gardener, or the next change, retries.
 	ReasonProvisioningError = "ProvisioningError"
-	// ReasonProvisioningFailed (Stalled): Gardener gave the Shoot up.
+	// ReasonProvisioningFailed (Stalled): Gardener gave the Shoot's creation up: an error
+	// code it does not retry (named in the message, e.g. ERR_INFRA_UNAUTHORIZED), or Failed
+	// without an error.
 	ReasonProvisioningFailed = "ProvisioningFailed"
+	// ReasonShootReconcileFailed (Stalled, the cluster provisioned): Gardener's reconcile of
+	// the Shoot for this generation failed with an error code it does not retry; the
+	// message names the codes (status.shootLastErrors has them all).
+	ReasonShootReconcileFailed = "ShootReconcileFailed"
+	// ReasonShootReconcileError (Reconciling, the cluster provisioned): Gardener's
+	// reconcile of the Shoot for this generation failed; Gardener retries.
+	ReasonShootReconcileError = "ShootReconcileError"
+	// ReasonShootPatchSuspended (Reconciling): the annotation
+	// operator.kyma-project.io/suspend-patch-reconciliation keeps the Shoot as it is,
+	// though the Cluster asks for another.
+	ReasonShootPatchSuspended = "ShootPatchSuspended"
+	// ReasonShootPatchForced (Normal event): the annotation
+	// operator.kyma-project.io/force-patch-reconciliation had the Shoot written again.
+	ReasonShootPatchForced = "ShootPatchForced"
 	// ReasonWaitingForSubscription (Reconciling): the hyperscaler credential is not assigned yet.
 	ReasonWaitingForSubscription = "WaitingForSubscription"
 	// ReasonKubeconfigMissing (Reconciling): the brought-along kubeconfig Secret or key
@@ -89,6 +123,12 @@ const (
 	// ReasonRevoked (Ready=False, reconciled): the revoke annotation is "true"; every
 	// credential of the request is invalid.
 	ReasonRevoked = "Revoked"
+	// ReasonCredentialRevoked (event): the credential the revoke-credential annotation
+	// names was revoked (its token binding deleted); the others stay valid.
+	ReasonCredentialRevoked = "CredentialRevoked"
+	// ReasonCredentialNotFound (Warning event): the revoke-credential annotation names no
+	// live credential of the request (status.credentials); nothing was revoked.
+	ReasonCredentialNotFound = "CredentialNotFound"
 	// ReasonShootMismatch (Stalled, KubeconfigRequest): the Cluster's status.shootName is
 	// not the Shoot the Cluster controller makes for it, or that Shoot is not labelled as
 	// the Cluster's. A status is writable by whoever may write clusters/status; it never

@@ -14,6 +14,13 @@ const (
 	RotateAnnotation = "operator.kyma-project.io/rotate"
 	// RevokeAnnotation "true" invalidates the credential at once and clears the status.
 	RevokeAnnotation = "operator.kyma-project.io/revoke"
+	// RevokeCredentialAnnotation names one issued credential by its ID (an id of
+	// status.credentials: "JTI=<the token's jti>", as kube-apiserver's audit log names
+	// it): its token binding in the target is deleted, and with it its token; the others
+	// stay valid. When it is the credential status.kubeconfig holds, a new kubeconfig is
+	// issued. The annotation may stay: status.lastHandledRevokeCredential records that it
+	// was handled, and naming another ID revokes that one.
+	RevokeCredentialAnnotation = "operator.kyma-project.io/revoke-credential"
 	// ClusterAtCreationAnnotation is the Cluster ("namespace/name") the request named when it
 	// was created, written by the admission policy trustplane-kubeconfig-requests
 	// (config/policy/kubeconfig-requests.yaml) together with the controller's finalizer, and
@@ -198,6 +205,49 @@ type KubeconfigRequestStatus struct {
 	// +kubebuilder:validation:MaxLength=256
 	// +optional
 	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
+	// credentials are the credentials issued for this request whose tokens are still
+	// valid, newest first: the one status.kubeconfig holds and at most two before it (the
+	// one it replaced, until that expires; one published only by a status write that was
+	// lost). Each names its token by ID, never the token itself.
+	// +listType=map
+	// +listMapKey=binding
+	// +kubebuilder:validation:MaxItems=10
+	// +optional
+	Credentials []IssuedCredential `json:"credentials,omitempty"`
+	// lastHandledRevokeCredential is the value of the annotation
+	// operator.kyma-project.io/revoke-credential that the controller last acted on.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	LastHandledRevokeCredential string `json:"lastHandledRevokeCredential,omitempty"`
+}
+
+// MaxLiveCredentials is how many credentials of one request are valid at once at most:
+// the current one, the one it replaced (until it expires), and one a lost status write
+// may have published. kyma-environment-broker caps a runtime's bindings at 10; here
+// rotation replaces credentials, so three suffice.
+const MaxLiveCredentials = 3
+
+// IssuedCredential is one credential issued for a KubeconfigRequest: its token's ID and
+// what it is bound to, never the token.
+type IssuedCredential struct {
+	// id is the token's credential ID as kube-apiserver's audit log names it:
+	// "JTI=<the token's jti claim>", the user's extra
+	// authentication.kubernetes.io/credential-id of every request the token
+	// authenticates, and the annotation authentication.kubernetes.io/issued-credential-id
+	// of the TokenRequest that issued it. Empty when the target's API server issues
+	// tokens without a jti.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	ID string `json:"id,omitempty"`
+	// binding is the Secret in the target's trustplane-kubeconfigs namespace the token is
+	// bound to: deleting it revokes the token.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Binding string `json:"binding"`
+	// issuedAt is when the credential was issued.
+	IssuedAt metav1.Time `json:"issuedAt"`
+	// expirationTimestamp is when its token expires.
+	ExpirationTimestamp metav1.Time `json:"expirationTimestamp"`
 }
 
 // ClusterReference names a Cluster.

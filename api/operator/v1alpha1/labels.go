@@ -72,3 +72,27 @@ const (
 	// workloads in that namespace.
 	PodSecurityEnforceLabel = "pod-security.kubernetes.io/enforce"
 )
+
+// What the Cluster operator publishes for admission (config/policy/cluster-versions.yaml).
+const (
+	// LandscapeConfigMap is the ConfigMap the Cluster operator applies in its own namespace
+	// when it starts with a garden: what its landscape allows that admission checks
+	// Clusters against.
+	LandscapeConfigMap = "trustplane-landscape"
+	// LandscapeNewestKubernetesVersionKey in LandscapeConfigMap is the newest Kubernetes
+	// minor version the garden provisions (landscape.kubernetes.newestVersion), e.g. 1.36.
+	LandscapeNewestKubernetesVersionKey = "newestKubernetesVersion"
+)
+
+// On a Cluster, set by an operator: infrastructure-manager's keys for the same
+// (pkg/reconciler/annotations_utils.go); only the value "true" counts.
+const (
+	// ForcePatchAnnotation makes the Cluster operator write the Shoot once more although
+	// it already carries what the Cluster asks (say, after someone edited the Shoot by
+	// hand); the operator removes the annotation once it has.
+	ForcePatchAnnotation = "operator.kyma-project.io/force-patch-reconciliation"
+	// SuspendPatchAnnotation stops the Cluster operator from changing an existing Shoot
+	// (creating one, and deleting it, go on); the Cluster is Reconciling with reason
+	// ShootPatchSuspended while its Shoot differs from what it asks.
+	SuspendPatchAnnotation = "operator.kyma-project.io/suspend-patch-reconciliation"
+)

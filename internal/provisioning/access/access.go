@@ -17,6 +17,7 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apiserverjwt "k8s.io/apiserver/pkg/authentication/token/jwt"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -414,35 +415,56 @@ func Kubeconfig(clusterName string, at Endpoint, user, token string) ([]byte, er
 var tokenAlgorithms = []jose.SignatureAlgorithm{jose.RS256, jose.RS384, jose.RS512, jose.PS256, jose.PS384, jose.PS512,
 	jose.ES256, jose.ES384, jose.ES512}
 
-// BoundSecretOf is the name of the Secret the token of a kubeconfig Kubeconfig rendered is
-// bound to, as the API server that issued the token wrote it in the token's kubernetes.io
-// claim; "" when the kubeconfig holds no such token. The claim is read, not verified: it
-// only says which token binding must be kept, never what to trust.
-func BoundSecretOf(kubeconfig []byte) string {
-	cfg, err := clientcmd.Load(kubeconfig)
+// TokenClaims are what trustplane reads of a service-account token it had issued: the
+// Secret it is bound to and its credential ID. They are read, not verified: they say
+// which token binding to keep and how kube-apiserver's audit log names the token, never
+// what to trust.
+type TokenClaims struct {
+	// BoundSecret is the Secret the token is bound to (its kubernetes.io claim).
+	BoundSecret string
+	// CredentialID is "JTI=<jti>", as kube-apiserver names the token in its audit log
+	// (authentication.kubernetes.io/credential-id); "" for a token without a jti.
+	CredentialID string
+}
+
+// ClaimsOf reads token's claims; zero for what is not a service-account token.
+func ClaimsOf(token string) TokenClaims {
+	parsed, err := jwt.ParseSigned(token, tokenAlgorithms)
 	if err != nil {
-		return ""
-	}
-	kctx := cfg.Contexts[cfg.CurrentContext]
-	if kctx == nil || cfg.AuthInfos[kctx.AuthInfo] == nil {
-		return ""
-	}
-	token, err := jwt.ParseSigned(cfg.AuthInfos[kctx.AuthInfo].Token, tokenAlgorithms)
-	if err != nil {
-		return ""
+		return TokenClaims{}
 	}
 	var claims struct {
+		ID         string `json:"jti"`
 		Kubernetes struct {
 			Secret struct {
 				Name string `json:"name"`
 			} `json:"secret"`
 		} `json:"kubernetes.io"`
 	}
-	if err := token.UnsafeClaimsWithoutVerification(&claims); err != nil {
-		return ""
+	if err := parsed.UnsafeClaimsWithoutVerification(&claims); err != nil {
+		return TokenClaims{}
 	}
-	return claims.Kubernetes.Secret.Name
+	return TokenClaims{BoundSecret: claims.Kubernetes.Secret.Name, CredentialID: apiserverjwt.CredentialIDForJTI(claims.ID)}
 }
+
+// KubeconfigClaims are the claims of the token of a kubeconfig Kubeconfig rendered; zero
+// when it holds no such token.
+func KubeconfigClaims(kubeconfig []byte) TokenClaims {
+	cfg, err := clientcmd.Load(kubeconfig)
+	if err != nil {
+		return TokenClaims{}
+	}
+	kctx := cfg.Contexts[cfg.CurrentContext]
+	if kctx == nil || cfg.AuthInfos[kctx.AuthInfo] == nil {
+		return TokenClaims{}
+	}
+	return ClaimsOf(cfg.AuthInfos[kctx.AuthInfo].Token)
+}
+
+// BoundSecretOf is the name of the Secret the token of a kubeconfig Kubeconfig rendered is
+// bound to, as the API server that issued the token wrote it; "" when the kubeconfig
+// holds no such token.
+func BoundSecretOf(kubeconfig []byte) string { return KubeconfigClaims(kubeconfig).BoundSecret }
 
 // EndpointOf is the endpoint of a kubeconfig Kubeconfig rendered: that of its current
 // context's cluster.

@@ -226,7 +226,7 @@ func TestKubeconfigRenders(t *testing.T) {
 	}
 }
 
-// TestBoundSecretOf reads the binding from a token shaped as kube-apiserver issues a
+// TestBoundSecretOf reads the binding and the credential ID from a token shaped as kube-apiserver issues a
 // Secret-bound one (pkg/serviceaccount/claims.go), and nothing from any other token.
 func TestBoundSecretOf(t *testing.T) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -244,7 +244,7 @@ func TestBoundSecretOf(t *testing.T) {
 		}
 		return token
 	}
-	bound := sign(map[string]any{"kubernetes.io": map[string]any{"namespace": "ns",
+	bound := sign(map[string]any{"jti": "6f1c0b7e-2d4a-4c41-9a0e-0d1f5e7b9c21", "kubernetes.io": map[string]any{"namespace": "ns",
 		"secret": map[string]any{"name": "kcr-team-reader-x7k2p", "uid": "1"}, "serviceaccount": map[string]any{"name": "sa", "uid": "2"}}})
 	podBound := sign(map[string]any{"kubernetes.io": map[string]any{"namespace": "ns", "pod": map[string]any{"name": "p", "uid": "3"}}})
 	for _, tc := range []struct{ name, token, want string }{
@@ -259,6 +259,12 @@ func TestBoundSecretOf(t *testing.T) {
 		}
 		if got := BoundSecretOf(raw); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+		// The credential ID as kube-apiserver's audit log writes it: only the bound
+		// token has a jti.
+		wantID := map[bool]string{true: "JTI=6f1c0b7e-2d4a-4c41-9a0e-0d1f5e7b9c21"}[tc.token == bound]
+		if got := KubeconfigClaims(raw).CredentialID; got != wantID {
+			t.Errorf("%s: credential ID %q, want %q", tc.name, got, wantID)
 		}
 	}
 	if got := BoundSecretOf([]byte("current-context: nowhere")); got != "" {

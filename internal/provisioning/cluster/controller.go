@@ -94,7 +94,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	})
 	r.slots.Wake = wake
 	b := ctrl.NewControllerManagedBy(mgr).Named(Name).
-		For(&operatorv1alpha1.Cluster{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, status.ReconcileRequested))).
+		For(&operatorv1alpha1.Cluster{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, status.ReconcileRequested, patchAnnotationsChanged))).
 		Owns(&cp.SubscriptionRequest{}).
 		// A deleted Cluster's connection (credentials, sockets) goes with it.
 		Watches(&operatorv1alpha1.Cluster{}, r.targets.EvictOnDelete()).
@@ -118,7 +118,27 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		// until it does, and no other.
 		options.CacheSyncTimeout = garden.CacheSyncTimeout
 	}
+	if err := r.addLandscapePublisher(mgr); err != nil {
+		return nil, err
+	}
 	return r, b.WithOptions(options).Complete(r)
+}
+
+// patchAnnotationsChanged passes the updates that set, change or remove the force-patch
+// or suspend-patch annotation: each asks for a reconcile (a forced write, or the Shoot
+// following the Cluster again).
+var patchAnnotationsChanged = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		if e.ObjectOld == nil || e.ObjectNew == nil {
+			return false
+		}
+		was, now := e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()
+		return was[operatorv1alpha1.ForcePatchAnnotation] != now[operatorv1alpha1.ForcePatchAnnotation] ||
+			was[operatorv1alpha1.SuspendPatchAnnotation] != now[operatorv1alpha1.SuspendPatchAnnotation]
+	},
 }
 
 // Reconcile provisions (or adopts, or deprovisions) one Cluster. Every wait ends with a

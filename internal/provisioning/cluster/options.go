@@ -2,11 +2,14 @@ package cluster
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
 
+	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
 	"github.com/trustplane/trustplane/internal/provisioning/clustertarget"
 	"github.com/trustplane/trustplane/internal/provisioning/garden"
 	"github.com/trustplane/trustplane/internal/provisioning/slots"
@@ -36,6 +39,9 @@ type Options struct {
 	Targets *clustertarget.Connections
 	// Clock is the time source of the deletion cleanup deadline.
 	Clock clock.PassiveClock
+	// LandscapeNamespace is where the landscape's ConfigMap for admission is published
+	// (--cluster-landscape-namespace); empty: the manager's own namespace.
+	LandscapeNamespace string
 }
 
 // DefaultOptions are the flag defaults.
@@ -50,6 +56,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.WorkersPerNamespace, "cluster-workers-per-namespace", o.WorkersPerNamespace, "Most concurrent reconciles of one namespace's Clusters (at most --cluster-workers), so one tenant's unreachable clusters cannot hold the others'.")
 	fs.DurationVar(&o.RetryBaseDelay, "cluster-retry-base-delay", o.RetryBaseDelay, "First retry delay of a Cluster after a failure; doubles with each further failure of that Cluster.")
 	fs.DurationVar(&o.RetryMaxDelay, "cluster-retry-max-delay", o.RetryMaxDelay, "Longest retry delay of a Cluster.")
+	fs.StringVar(&o.LandscapeNamespace, "cluster-landscape-namespace", o.LandscapeNamespace, "Namespace in which the leader publishes the ConfigMap "+operatorv1alpha1.LandscapeConfigMap+
+		" (with a garden), the parameter of the admission policy trustplane-cluster-versions; empty: the manager's own namespace, where the shipped policy binding looks.")
 	fs.DurationVar(&o.DeletionCleanupTimeout, "cluster-deletion-cleanup-timeout", o.DeletionCleanupTimeout, "How long a deleted brought-along Cluster keeps trying to remove its administrators' bindings from a cluster it cannot reach before it goes anyway (with a Warning event).")
 }
 
@@ -60,6 +68,9 @@ func (o *Options) Validate() error {
 	}
 	if o.DeletionCleanupTimeout < 0 {
 		return fmt.Errorf("--cluster-deletion-cleanup-timeout must not be negative, not %v", o.DeletionCleanupTimeout)
+	}
+	if errs := validation.IsDNS1123Label(o.LandscapeNamespace); o.LandscapeNamespace != "" && len(errs) > 0 {
+		return fmt.Errorf("--cluster-landscape-namespace=%q: not a namespace name: %s", o.LandscapeNamespace, strings.Join(errs, "; "))
 	}
 	return o.Kubeconfig.Validate()
 }

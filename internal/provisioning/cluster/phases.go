@@ -31,6 +31,9 @@ type scope struct {
 	auth *authentication
 	// admin is the cluster-admin connection to the Cluster's cluster.
 	admin *clustertarget.Target
+	// suspended: the Shoot differs from the Cluster's and was left as it is
+	// (operatorv1alpha1.SuspendPatchAnnotation).
+	suspended bool
 	// done ends the reconcile, successfully, after the phase that set it.
 	done bool
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -95,9 +96,15 @@ func (r *Reconciler) applyShoot(ctx context.Context, s *scope) error {
 	}
 	live := garden.NewShoot()
 	err = r.Garden.Cache.Get(ctx, types.NamespacedName{Namespace: desired.GetNamespace(), Name: desired.GetName()}, live)
+	forced := c.Annotations[operatorv1alpha1.ForcePatchAnnotation] == "true"
 	switch {
-	case err == nil && live.GetAnnotations()[operatorv1alpha1.DesiredHashAnnotation] == hash:
+	case err == nil && live.GetAnnotations()[operatorv1alpha1.DesiredHashAnnotation] == hash && !forced:
 		desired.Object = live.Object
+		return nil
+	case err == nil && c.Annotations[operatorv1alpha1.SuspendPatchAnnotation] == "true":
+		// Creating the Shoot is not patching it; changing it is what is suspended.
+		desired.Object = live.Object
+		s.suspended = true
 		return nil
 	case err != nil && !apierrors.IsNotFound(err):
 		return gardenUnreachable(c, fmt.Errorf("reading shoot %s: %w", desired.GetName(), err))
@@ -111,6 +118,23 @@ func (r *Reconciler) applyShoot(ctx context.Context, s *scope) error {
 	if err := r.Garden.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return gardenWriteFailed(c, "apply", desired, err)
 	}
+	if forced {
+		return r.forgetForcePatch(ctx, c, desired.GetName())
+	}
+	return nil
+}
+
+// forgetForcePatch removes the force-patch annotation once the Shoot was written, as
+// infrastructure-manager does, with a Normal event: the next reconcile writes the Shoot
+// only if it differs again.
+func (r *Reconciler) forgetForcePatch(ctx context.Context, c *operatorv1alpha1.Cluster, shootName string) error {
+	patch := client.MergeFrom(c.DeepCopy())
+	delete(c.Annotations, operatorv1alpha1.ForcePatchAnnotation)
+	if err := r.Client.Patch(ctx, c, patch); err != nil {
+		return status.WriteFailed("patch", c, err)
+	}
+	r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, operatorv1alpha1.ReasonShootPatchForced, "ForcePatch",
+		"shoot %s written again as annotation %s asked; annotation removed", shootName, operatorv1alpha1.ForcePatchAnnotation)
 	return nil
 }
 
@@ -134,13 +158,15 @@ func desiredHash(desired *unstructured.Unstructured) (string, error) {
 func (r *Reconciler) followShoot(_ context.Context, s *scope) error {
 	c, desired := s.c, s.desired
 	c.Status.ShootName = desired.GetName()
-	progress := shoot.ProgressOf(desired)
+	c.Status.ShootLastOperation, c.Status.ShootLastErrors = shoot.StatusOf(desired)
+	reportRegistryCache(c, desired)
+	progress, failure := shoot.ProgressOf(desired), shoot.FailureOf(desired)
 	switch {
 	case progress.Provisioned():
-	case progress.Phase == shoot.PhaseFailed:
-		return stall(c, operatorv1alpha1.ReasonProvisioningFailed, progress.Message())
-	case progress.Phase == shoot.PhaseError: // Gardener retries
-		return waiting(c, operatorv1alpha1.ReasonProvisioningError, progress.Message())
+	case failure.Stalled:
+		return stall(c, operatorv1alpha1.ReasonProvisioningFailed, failure.Message)
+	case failure.Retrying:
+		return waiting(c, operatorv1alpha1.ReasonProvisioningError, failure.Message)
 	default:
 		return waiting(c, operatorv1alpha1.ReasonProvisioning, progress.Message())
 	}
@@ -149,11 +175,47 @@ func (r *Reconciler) followShoot(_ context.Context, s *scope) error {
 		r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, operatorv1alpha1.ReasonProvisioned, "Provision", "shoot %s is provisioned", desired.GetName())
 	}
 	setProvisioned(c, metav1.ConditionTrue, operatorv1alpha1.ReasonProvisioned, "shoot "+desired.GetName()+": "+progress.Message())
+	if s.suspended {
+		return status.Waiting(operatorv1alpha1.ReasonShootPatchSuspended, "shoot %s is kept as it is: annotation %s is \"true\"; remove it to have the shoot follow the Cluster",
+			desired.GetName(), operatorv1alpha1.SuspendPatchAnnotation)
+	}
+	// A reconcile of the Shoot as this generation wrote it that failed: the cluster
+	// serves, but not as the Cluster asks.
+	if done, failed := shoot.SpecReconciled(desired); !done && failed {
+		if failure.Stalled {
+			return status.Stalled(operatorv1alpha1.ReasonShootReconcileFailed, "shoot %s: %s", desired.GetName(), failure.Message)
+		}
+		return status.Waiting(operatorv1alpha1.ReasonShootReconcileError, "shoot %s: %s", desired.GetName(), failure.Message)
+	}
 	if ready := meta.FindStatusCondition(c.Status.Conditions, conditions.Ready); wasProvisioned && status.IsReadyForGeneration(c) &&
 		ready.Reason == operatorv1alpha1.ReasonAdministratorsBound {
 		s.done = true
 	}
 	return nil
+}
+
+// reportRegistryCache sets RegistryCacheConfigured from the live Shoot, which carries the
+// Cluster's caches (applyShoot): whether Gardener reconciled it since, and how that ended.
+// A Cluster without caches has no such condition.
+func reportRegistryCache(c *operatorv1alpha1.Cluster, live *unstructured.Unstructured) {
+	if len(c.Spec.RegistryCache) == 0 {
+		meta.RemoveStatusCondition(&c.Status.Conditions, operatorv1alpha1.ConditionRegistryCacheConfigured)
+		return
+	}
+	upstreams := make([]string, len(c.Spec.RegistryCache))
+	for i, cache := range c.Spec.RegistryCache {
+		upstreams[i] = cache.Upstream
+	}
+	caches := fmt.Sprintf("registry caches of %s in shoot %s", strings.Join(upstreams, ", "), live.GetName())
+	switch done, failed := shoot.SpecReconciled(live); {
+	case done:
+		status.Set(c, operatorv1alpha1.ConditionRegistryCacheConfigured, metav1.ConditionTrue, operatorv1alpha1.ReasonRegistryCacheConfigured, caches+" are configured")
+	case failed:
+		status.Set(c, operatorv1alpha1.ConditionRegistryCacheConfigured, metav1.ConditionFalse, operatorv1alpha1.ReasonRegistryCacheConfigurationFailed,
+			caches+": Gardener's last operation failed: "+shoot.ProgressOf(live).Message())
+	default:
+		status.Set(c, operatorv1alpha1.ConditionRegistryCacheConfigured, metav1.ConditionUnknown, operatorv1alpha1.ReasonRegistryCachePending, caches+": waiting for Gardener to reconcile the shoot")
+	}
 }
 
 // adminAccess connects to the Shoot through a short-lived admin kubeconfig, kept in

@@ -51,6 +51,9 @@ type Request struct {
 	// Tenant is the global account of a dedicated request; empty for the shared pool.
 	Tenant   string
 	EUAccess bool
+	// Limit is how many users one of Tenant's credentials serves before another is
+	// claimed; 0: Tenant holds one credential of the pool, whatever its users.
+	Limit int
 }
 
 // ErrPoolExhausted says no credential fits the request.
@@ -130,8 +133,8 @@ func Choose(req Request, pool []Credential, usage map[string]int) (name string, 
 	sorted := append([]Credential(nil), pool...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
 	typ := HyperscalerType(req, sorted)
-	var free, best string
-	bestUse := -1
+	var free, best, bestOwn string
+	bestUse, bestOwnUse, ownFull := -1, -1, 0
 	for _, c := range sorted {
 		l := c.Labels
 		if !fitsPool(l, typ, req.EUAccess) {
@@ -145,7 +148,17 @@ func Choose(req Request, pool []Credential, usage map[string]int) (name string, 
 				best, bestUse = c.Name, u
 			}
 		case req.Tenant != "" && !shared && claimed && tenant == req.Tenant:
-			return c.Name, false, nil
+			if req.Limit == 0 {
+				return c.Name, false, nil
+			}
+			// Several credentials per account (KEB's resolveWithMultiAccountSupport): the
+			// most used below the limit, so that credentials fill one after another.
+			switch u := usage[c.Name]; {
+			case u >= req.Limit:
+				ownFull++
+			case u > bestOwnUse:
+				bestOwn, bestOwnUse = c.Name, u
+			}
 		case req.Tenant != "" && !shared && !claimed && !internal && free == "":
 			free = c.Name
 		}
@@ -153,10 +166,12 @@ func Choose(req Request, pool []Credential, usage map[string]int) (name string, 
 	switch {
 	case best != "":
 		return best, false, nil
+	case bestOwn != "":
+		return bestOwn, false, nil
 	case free != "":
 		return free, true, nil
 	}
-	return "", false, &ExhaustedError{Request: req, HyperscalerType: typ, Dirty: dirtyFor(req, sorted, typ)}
+	return "", false, &ExhaustedError{Request: req, HyperscalerType: typ, Dirty: dirtyFor(req, sorted, typ), Full: ownFull}
 }
 
 // ExhaustedError is ErrPoolExhausted with what a credential needs to serve the request,
@@ -166,6 +181,9 @@ type ExhaustedError struct {
 	HyperscalerType string
 	// Dirty are the dirty credentials of the pool that would serve the request.
 	Dirty []string
+	// Full is how many credentials of the request's account serve their limit of users
+	// already (Request.Limit).
+	Full int
 }
 
 func (e *ExhaustedError) Error() string {
@@ -173,8 +191,12 @@ func (e *ExhaustedError) Error() string {
 	if e.Request.Tenant != "" {
 		kind = "dedicated"
 	}
-	return fmt.Sprintf("%v: no %s credential of pool %s%s that is not dirty; a credential needs the labels %s",
-		ErrPoolExhausted, kind, e.HyperscalerType, euSuffix(e.Request.EUAccess), strings.Join(e.Labels(), ", "))
+	full := ""
+	if e.Full > 0 {
+		full = fmt.Sprintf(" (the account's %d credential(s) each serve their limit of %d users)", e.Full, e.Request.Limit)
+	}
+	return fmt.Sprintf("%v: no %s credential of pool %s%s that is not dirty%s; a credential needs the labels %s",
+		ErrPoolExhausted, kind, e.HyperscalerType, euSuffix(e.Request.EUAccess), full, strings.Join(e.Labels(), ", "))
 }
 
 func (e *ExhaustedError) Unwrap() error { return ErrPoolExhausted }

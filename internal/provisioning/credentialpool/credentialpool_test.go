@@ -216,3 +216,40 @@ func TestExhaustedSaysWhatACredentialNeeds(t *testing.T) {
 		}
 	}
 }
+
+// TestSeveralCredentialsPerAccount: with a limit, an account fills its most-used
+// credential below the limit first, claims another free one when all of its own are
+// full, and finds the pool exhausted, saying so, when none is free; without a limit it
+// keeps its one credential whatever its users.
+func TestSeveralCredentialsPerAccount(t *testing.T) {
+	own := func(name string) Credential { return cred(name, "hyperscalerType", "aws", "tenantName", "ga") }
+	free := cred("free", "hyperscalerType", "aws")
+	req := Request{Provider: "aws", Tenant: "ga", Limit: 3}
+	for _, tc := range []struct {
+		name  string
+		pool  []Credential
+		usage map[string]int
+		limit int
+		want  string
+		claim bool
+	}{
+		{"the most used below the limit", []Credential{own("a"), own("b"), own("c"), free}, map[string]int{"a": 1, "b": 2, "c": 3}, 3, "b", false},
+		{"a new one when all are full", []Credential{own("a"), own("b"), free}, map[string]int{"a": 3, "b": 4}, 3, "free", true},
+		{"an unused own one before a free one", []Credential{own("a"), own("b"), free}, map[string]int{"a": 3}, 3, "b", false},
+		{"no limit: the one credential", []Credential{own("a"), free}, map[string]int{"a": 50}, 0, "a", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := req
+			r.Limit = tc.limit
+			name, claim, err := Choose(r, tc.pool, tc.usage)
+			if err != nil || name != tc.want || claim != tc.claim {
+				t.Errorf("Choose = %s, claim %v, %v; want %s, claim %v", name, claim, err, tc.want, tc.claim)
+			}
+		})
+	}
+	_, _, err := Choose(req, []Credential{own("a"), own("b")}, map[string]int{"a": 3, "b": 3})
+	var exhausted *ExhaustedError
+	if !errors.As(err, &exhausted) || exhausted.Full != 2 || !strings.Contains(err.Error(), "the account's 2 credential(s) each serve their limit of 3 users") {
+		t.Errorf("all full and none free: %v", err)
+	}
+}

@@ -23,13 +23,14 @@ import (
 )
 
 // issuePhase issues a kubeconfig when the one published is not current: none yet,
-// rotation due or asked for, or issued for where the target no longer is (scope.moved).
+// rotation due or asked for, its credential revoked by ID, or issued for where the
+// target no longer is (scope.moved).
 // The request is then Ready, and comes back when its rotation is due.
 func (r *Reconciler) issuePhase(ctx context.Context, s *scope) (reconcile.Result, error) {
 	kr, target, now := s.kr, s.target, s.now
 	rotateAt := r.rotateAt(kr)
 	rotateNow := kr.Annotations[operatorv1alpha1.RotateAnnotation] == "true"
-	if kr.Status.Kubeconfig == "" || rotateNow || !now.Before(rotateAt) || s.moved != "" {
+	if kr.Status.Kubeconfig == "" || rotateNow || !now.Before(rotateAt) || s.moved != "" || currentRevoked(kr) {
 		first := kr.Status.Kubeconfig == ""
 		if issue, pending := r.firstIssues.pending(kr.UID); first && pending {
 			// A cache that has not seen the status of the reconcile that just issued
@@ -233,6 +234,7 @@ func (r *Reconciler) issue(ctx context.Context, kr *operatorv1alpha1.KubeconfigR
 	kr.Status.SecretName = secret.Name
 	kr.Status.ExpirationTimestamp = &metav1.Time{Time: tr.Status.ExpirationTimestamp.Time}
 	kr.Status.IssuedAt = &metav1.Time{Time: now.Truncate(time.Second)}
+	recordCredential(kr, tr.Status.Token, binding.Name, kr.Status.IssuedAt.Time, tr.Status.ExpirationTimestamp.Time)
 	if rotated {
 		r.Recorder.Eventf(kr, nil, corev1.EventTypeNormal, operatorv1alpha1.ReasonIssued, "Issue", "issued a new kubeconfig for cluster %s, valid until %s; the one before stays valid until it expires",
 			t.Name, tr.Status.ExpirationTimestamp.UTC().Format(time.RFC3339))
@@ -265,6 +267,8 @@ func (r *Reconciler) pruneBindings(ctx context.Context, kr *operatorv1alpha1.Kub
 		return list.Items[j].CreationTimestamp.Before(&list.Items[i].CreationTimestamp)
 	})
 	keptOther := false
+	var deleted []string
+	defer func() { forgetCredentials(kr, deleted, now) }()
 	for i := range list.Items {
 		b := &list.Items[i]
 		expires := expiry(b)
@@ -281,6 +285,7 @@ func (r *Reconciler) pruneBindings(ctx context.Context, kr *operatorv1alpha1.Kub
 		if err := client.IgnoreNotFound(t.Client.Delete(ctx, b)); err != nil {
 			return status.WriteFailed("delete", b, err)
 		}
+		deleted = append(deleted, b.Name)
 	}
 	return nil
 }

@@ -59,6 +59,7 @@ func (r *Reconciler) phases() []phase {
 		{"pod-security", r.checkPodSecurity},
 		{"record-grant", r.recordGrant},
 		{"grant", r.grantPhase},
+		{"revoke-credential", r.revokeCredentialIfAsked},
 		{"issue", r.issuePhase},
 	}
 }
@@ -78,6 +79,7 @@ func (r *Reconciler) record(_ context.Context, s *scope) (reconcile.Result, erro
 	if recorded, ok := kr.ClusterAtCreation(); ok && kr.Status.GrantedIn == nil {
 		kr.Status.GrantedIn = &operatorv1alpha1.ClusterReference{Namespace: recorded.Namespace, Name: recorded.Name}
 	}
+	backfillCredentials(kr)
 	return reconcile.Result{}, nil
 }
 

@@ -299,6 +299,35 @@ func TestEveryPhase(t *testing.T) {
 				}
 			},
 		},
+		"revoke-credential": {
+			setup: func(t *testing.T, h *phaseHarness) *scope {
+				kr := h.request(t, "revoke-credential", nil)
+				s := h.scopeOf(t, kr, true)
+				if err := h.r.grant(ctx, kr, s.target, false); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := h.r.issuePhase(ctx, s); err != nil || len(kr.Status.Credentials) != 1 {
+					t.Fatalf("issuing: %v, credentials %+v", err, kr.Status.Credentials)
+				}
+				kr.Annotations = map[string]string{operatorv1alpha1.RevokeCredentialAnnotation: kr.Status.Credentials[0].ID}
+				return s
+			},
+			check: func(t *testing.T, h *phaseHarness, s *scope, result reconcile.Result, err error) {
+				kr, id := s.kr, s.kr.Annotations[operatorv1alpha1.RevokeCredentialAnnotation]
+				if err != nil || !result.IsZero() || len(kr.Status.Credentials) != 0 || kr.Status.LastHandledRevokeCredential != id || len(bindingsOf(t, kr)) != 0 {
+					t.Fatalf("error %v, result %+v, credentials %+v, handled %q, %d bindings: the current credential %s not revoked",
+						err, result, kr.Status.Credentials, kr.Status.LastHandledRevokeCredential, len(bindingsOf(t, kr)), id)
+				}
+				// The issue phase issues a new one at once.
+				if _, err := h.r.issuePhase(ctx, s); err != nil || len(kr.Status.Credentials) != 1 || kr.Status.Credentials[0].ID == id || len(bindingsOf(t, kr)) != 1 {
+					t.Errorf("after the revoke: error %v, credentials %+v, %d bindings", err, kr.Status.Credentials, len(bindingsOf(t, kr)))
+				}
+				// Handled: the annotation left in place revokes nothing more.
+				if _, err := h.r.revokeCredentialIfAsked(ctx, s); err != nil || len(kr.Status.Credentials) != 1 {
+					t.Errorf("the handled annotation again: error %v, credentials %+v", err, kr.Status.Credentials)
+				}
+			},
+		},
 		"issue": {
 			setup: func(t *testing.T, h *phaseHarness) *scope {
 				kr := h.request(t, "issue", nil)

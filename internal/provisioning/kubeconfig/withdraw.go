@@ -124,6 +124,7 @@ func (r *Reconciler) revoke(ctx context.Context, kr *operatorv1alpha1.Kubeconfig
 		}
 	} else {
 		err = r.unpublish(ctx, kr)
+		kr.Status.Credentials = nil // nothing granted, so no token bound to anything
 	}
 	if had && kr.Status.Kubeconfig == "" {
 		r.Recorder.Eventf(kr, nil, corev1.EventTypeNormal, operatorv1alpha1.ReasonRevoked, "Revoke", "revoked the kubeconfig for cluster %s", kr.Spec.Cluster)
@@ -176,6 +177,7 @@ func (r *Reconciler) withdraw(ctx context.Context, kr *operatorv1alpha1.Kubeconf
 		}
 	}
 	kr.Status.GrantedIn = nil
+	kr.Status.Credentials = nil // their bindings went with everything else
 	return nil
 }
 

@@ -3,11 +3,16 @@ package shoot
 import (
 	"fmt"
 	"net/url"
+	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/trustplane/trustplane/api/duration"
 )
 
 // Landscape is what a real Kyma landscape adds to every Shoot beyond Params' defaults:
@@ -23,14 +28,17 @@ type Landscape struct {
 	AuditLog AuditLog `json:"auditLog,omitempty" doc:"Audit logging of every Shoot: the shoot-auditlog-service extension with the tenant of the Shoot's provider and region, its credentials as a resource reference and the kube-apiserver audit policy (infrastructure-manager's auditLogging and --audit-log-mandatory)."`
 	DNS      DNS      `json:"dns,omitempty" doc:"The Shoots' own DNS domain and its provider: spec.dns and the shoot-dns-service extension (infrastructure-manager's dns). Empty: Gardener's default domain."`
 	// DNSService and CertService are on in every Shoot infrastructure-manager makes.
-	DNSService      bool                 `json:"dnsService,omitempty" doc:"Enable the shoot-dns-service extension (DNS records from the shoot's DNSEntries and annotated Services and Ingresses) in every Shoot, also without dns (then in Gardener's default domain). On by itself when dns is set."`
-	CertService     bool                 `json:"certService,omitempty" doc:"Enable the shoot-cert-service extension with shoot issuers in every Shoot (certificates from the shoot's Certificate resources)."`
-	Maintenance     LandscapeMaintenance `json:"maintenance,omitempty" doc:"Maintenance windows per region and what Gardener updates in them."`
-	ExposureClasses map[string]string    `json:"exposureClasses,omitempty" doc:"ExposureClass of the Shoots' API server endpoint per provider (aws, azure, gcp, openstack), e.g. openstack: converged-cloud-internet. The ExposureClass must exist in the garden."`
-	EUAccess        EUAccess             `json:"euAccess,omitempty" doc:"Which Clusters are EU access only: their Shoots get the eu-access-only access restriction and their credential comes from the EU-access pool."`
-	AWS             AWSLandscape         `json:"aws,omitempty" doc:"Settings only AWS Shoots have."`
-	Tolerations     map[string][]string  `json:"tolerations,omitempty" doc:"Seed taints the Shoots of a region tolerate, by region (keys only), e.g. me-central2: [ksa-assured-workload]."`
-	DefaultOIDC     *LandscapeOIDC       `json:"defaultOIDC,omitempty" doc:"The OIDC issuer of Clusters without spec.oidcConfig (infrastructure-manager's kubernetes.defaultOperatorOidc), through structured authentication like a Cluster's own. Unset: such Shoots have no OIDC."`
+	DNSService           bool                 `json:"dnsService,omitempty" doc:"Enable the shoot-dns-service extension (DNS records from the shoot's DNSEntries and annotated Services and Ingresses) in every Shoot, also without dns (then in Gardener's default domain). On by itself when dns is set."`
+	CertService          bool                 `json:"certService,omitempty" doc:"Enable the shoot-cert-service extension with shoot issuers in every Shoot (certificates from the shoot's Certificate resources)."`
+	Maintenance          LandscapeMaintenance `json:"maintenance,omitempty" doc:"Maintenance windows per region and what Gardener updates in them."`
+	ExposureClasses      map[string]string    `json:"exposureClasses,omitempty" doc:"ExposureClass of the Shoots' API server endpoint per provider (aws, azure, gcp, openstack), e.g. openstack: converged-cloud-internet. The ExposureClass must exist in the garden."`
+	EUAccess             EUAccess             `json:"euAccess,omitempty" doc:"Which Clusters are EU access only: their Shoots get the eu-access-only access restriction and their credential comes from the EU-access pool."`
+	AWS                  AWSLandscape         `json:"aws,omitempty" doc:"Settings only AWS Shoots have."`
+	Tolerations          map[string][]string  `json:"tolerations,omitempty" doc:"Seed taints the Shoots of a region tolerate, by region (keys only), e.g. me-central2: [ksa-assured-workload]."`
+	DefaultOIDC          *LandscapeOIDC       `json:"defaultOIDC,omitempty" doc:"The OIDC issuer of Clusters without spec.oidcConfig (infrastructure-manager's kubernetes.defaultOperatorOidc), through structured authentication like a Cluster's own. Unset: such Shoots have no OIDC."`
+	ACL                  LandscapeACL         `json:"acl,omitempty" doc:"What the landscape adds to the API server ACL of a Cluster that has one (spec.kubeAPIServer.acl)."`
+	ServiceAccountTokens ServiceAccountTokens `json:"serviceAccountTokens,omitempty" doc:"The longest a service-account token of a Shoot's API server may live: the default and the bounds a Cluster's spec.kubeAPIServer.serviceAccountConfig.maxTokenExpiration is clamped to (infrastructure-manager's kubernetes.kubeApiServer.maxTokenExpiration)."`
+	Kubernetes           LandscapeKubernetes  `json:"kubernetes,omitempty" doc:"The Kubernetes versions the garden provisions."`
 	// InfrastructureManagerMetadata renders the labels and annotations infrastructure-manager
 	// puts on its Shoots, for the tools around it that read them.
 	InfrastructureManagerMetadata bool `json:"infrastructureManagerMetadata,omitempty" doc:"Label and annotate the Shoots as infrastructure-manager does, for the tools that read them: labels account and subaccount (from the Cluster's globalaccountid/subaccountid labels, or kyma-project.io/global-account-id and kyma-project.io/subaccount-id), annotations infrastructuremanager.kyma-project.io/runtime-id (from the Cluster's kyma-project.io/runtime-id label, when it has one) and infrastructuremanager.kyma-project.io/runtime-generation (the Cluster's generation)."`
@@ -86,6 +94,44 @@ type EUAccess struct {
 // AWSLandscape are infrastructure-manager's provider.aws settings.
 type AWSLandscape struct {
 	EnableIMDSv2 bool `json:"enableIMDSv2,omitempty" doc:"Workers require instance metadata tokens (IMDSv2: httpTokens required, hop limit 2), as infrastructure-manager's provider.aws.enableIMDSv2."`
+}
+
+// LandscapeACL is infrastructure-manager's API server ACL configuration: the addresses of
+// the landscape's own operators (its acl-list.json and kcp-external-nat-ip.json).
+type LandscapeACL struct {
+	OperatorCIDRs []string `json:"operatorCIDRs,omitempty" doc:"CIDRs every ACL allows besides the Cluster's own, so that the landscape's operators and control plane keep reaching the API servers, e.g. [198.51.100.7/32]."`
+}
+
+// ServiceAccountTokens bounds serviceAccountConfig.maxTokenExpiration.
+type ServiceAccountTokens struct {
+	MaxExpiration    string `json:"maxExpiration,omitempty" doc:"maxTokenExpiration of Shoots whose Cluster sets none, e.g. 720h. Empty: none is rendered (Gardener's default)."`
+	MaxExpirationMin string `json:"maxExpirationMin,omitempty" doc:"The shortest maxTokenExpiration a Shoot gets: a shorter one is raised to it. Empty: 720h, Gardener's lowest."`
+	MaxExpirationMax string `json:"maxExpirationMax,omitempty" doc:"The longest maxTokenExpiration a Shoot gets: a longer one is lowered to it. Empty: 2160h, Gardener's highest."`
+}
+
+// bounds are the lowest and highest maxTokenExpiration, Gardener's where unset.
+func (t ServiceAccountTokens) bounds() (lo, hi time.Duration) {
+	lo, hi = gardenMinTokenExpiration, gardenMaxTokenExpiration
+	if d, err := duration.Parse(t.MaxExpirationMin); err == nil {
+		lo = d
+	}
+	if d, err := duration.Parse(t.MaxExpirationMax); err == nil {
+		hi = d
+	}
+	return lo, hi
+}
+
+// LandscapeKubernetes are the Kubernetes versions of the garden.
+type LandscapeKubernetes struct {
+	NewestVersion string `json:"newestVersion,omitempty" doc:"The newest Kubernetes minor version the garden provisions, e.g. 1.36: a Cluster's spec.kubernetesVersion and --shoot-kubernetes-version may not be newer. Empty: 1.36 (Gardener v1.149)."`
+}
+
+// NewestKubernetesVersion is the landscape's newest version, or Gardener v1.149's.
+func (l Landscape) NewestKubernetesVersion() string {
+	if l.Kubernetes.NewestVersion != "" {
+		return l.Kubernetes.NewestVersion
+	}
+	return DefaultNewestKubernetesVersion
 }
 
 // LandscapeOIDC is an OIDC issuer, as a Cluster's spec.oidcConfig has it.
@@ -212,6 +258,22 @@ func (l *Landscape) Validate() error {
 			seen[key] = true
 		}
 	}
+	for i, c := range l.ACL.OperatorCIDRs {
+		if err := checkACLCIDR(c); err != nil {
+			add("acl.operatorCIDRs[%d] %q: %v", i, c, err)
+		}
+	}
+	if n := len(l.ACL.OperatorCIDRs); n >= maxACLCIDRs {
+		add("acl.operatorCIDRs: %d leave no room for a Cluster's own within the acl extension's %d", n, maxACLCIDRs)
+	}
+	problems = append(problems, l.ServiceAccountTokens.problems()...)
+	if v := l.Kubernetes.NewestVersion; v != "" && !minorVersion.MatchString(v) {
+		add("kubernetes.newestVersion %q is not a minor version such as 1.36", v)
+	} else if v != "" {
+		if minor, _ := strconv.Atoi(strings.TrimPrefix(v, "1.")); minor < oldestKubernetesMinor {
+			add("kubernetes.newestVersion %s: Gardener provisions Kubernetes 1.%d and newer", v, oldestKubernetesMinor)
+		}
+	}
 	if o := l.DefaultOIDC; o != nil {
 		for _, p := range oidcProblems(o.config()) {
 			add("defaultOIDC: %s", strings.TrimPrefix(p, "spec.oidcConfig."))
@@ -221,6 +283,38 @@ func (l *Landscape) Validate() error {
 		return fmt.Errorf("%s", strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// minorVersion is a Kubernetes minor version, 1.36.
+var minorVersion = regexp.MustCompile(`^1\.[0-9]{1,3}$`)
+
+// problems are what is wrong with the bounds: each a duration, within Gardener's, the
+// default within them.
+func (t ServiceAccountTokens) problems() []string {
+	var problems []string
+	parsed := map[string]time.Duration{}
+	for _, f := range []struct{ name, value string }{{"maxExpiration", t.MaxExpiration}, {"maxExpirationMin", t.MaxExpirationMin}, {"maxExpirationMax", t.MaxExpirationMax}} {
+		if f.value == "" {
+			continue
+		}
+		d, err := duration.Parse(f.value)
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Sprintf("serviceAccountTokens.%s: %v", f.name, err))
+		case d < gardenMinTokenExpiration || d > gardenMaxTokenExpiration:
+			problems = append(problems, fmt.Sprintf("serviceAccountTokens.%s %s: Gardener takes 720h to 2160h", f.name, f.value))
+		default:
+			parsed[f.name] = d
+		}
+	}
+	lo, hi := t.bounds()
+	if lo > hi {
+		problems = append(problems, fmt.Sprintf("serviceAccountTokens: maxExpirationMin %v exceeds maxExpirationMax %v", lo, hi))
+	}
+	if d, ok := parsed["maxExpiration"]; ok && (d < lo || d > hi) {
+		problems = append(problems, fmt.Sprintf("serviceAccountTokens.maxExpiration %s is outside %v to %v", t.MaxExpiration, lo, hi))
+	}
+	return problems
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -29,8 +29,9 @@ const (
 )
 
 // providerConfigs are spec.provider.infrastructureConfig and controlPlaneConfig (nil when
-// the provider has none) for a shoot whose nodes live in nodesCIDR, spread over zones.
-func providerConfigs(provider, nodesCIDR string, zones []string, p Params) (infra, controlPlane map[string]any, err error) {
+// the provider has none) for a shoot whose nodes live in nodesCIDR, its pools spread over
+// zones.
+func providerConfigs(provider, nodesCIDR string, zones poolZones, p Params) (infra, controlPlane map[string]any, err error) {
 	nodes, err := parseCIDR(nodesCIDR)
 	if err != nil {
 		return nil, nil, fmt.Errorf("networking nodes %q: %w", nodesCIDR, err)
@@ -63,7 +64,7 @@ func providerConfigs(provider, nodesCIDR string, zones []string, p Params) (infr
 		infra["networks"] = map[string]any{"workers": nodes.String()}
 		// The zone of the control plane's regional resources; it must be a worker zone.
 		controlPlane = object(kindControlPlaneConfig)
-		controlPlane["zone"] = zones[0]
+		controlPlane["zone"] = zones.byPool[WorkerPool][0]
 	case "openstack":
 		infra["floatingPoolName"] = p.OpenStack.FloatingPoolName
 		infra["networks"] = map[string]any{"workers": nodes.String()}
@@ -75,19 +76,21 @@ func providerConfigs(provider, nodesCIDR string, zones []string, p Params) (infr
 	return infra, controlPlane, nil
 }
 
-// awsZoneSubnets gives zone i the i-th of the node CIDR's 4 blocks of prefix+2: workers
-// its first half (prefix+3), public and internal a quarter each (prefix+4). For
-// 10.250.0.0/16 the first zone gets workers 10.250.0.0/19, public 10.250.32.0/20 and
-// internal 10.250.48.0/20, the second starts at 10.250.64.0 — infrastructure-manager's
-// layout, so a shoot moved between the two keeps its subnets.
-func awsZoneSubnets(nodes netip.Prefix, zones []string) ([]any, error) {
+// awsZoneSubnets gives the region's zone i the i-th of the node CIDR's 4 blocks of
+// prefix+2: workers its first half (prefix+3), public and internal a quarter each
+// (prefix+4). For 10.250.0.0/16 the first zone gets workers 10.250.0.0/19, public
+// 10.250.32.0/20 and internal 10.250.48.0/20, the second starts at 10.250.64.0 —
+// infrastructure-manager's layout, so a shoot moved between the two keeps its subnets. A
+// zone's block follows from its place in the region, not among the zones used, so that
+// a pool's new zone never moves another zone's subnets.
+func awsZoneSubnets(nodes netip.Prefix, zones poolZones) ([]any, error) {
 	if err := checkZoneRoom(nodes, zones, 4); err != nil {
 		return nil, err
 	}
 	bits := nodes.Bits()
-	out := make([]any, len(zones))
-	for i, zone := range zones {
-		block := subnet(nodes, bits+2, i)
+	out := make([]any, len(zones.all))
+	for i, zone := range zones.all {
+		block := subnet(nodes, bits+2, zones.index(zone))
 		out[i] = map[string]any{
 			"name":     zone,
 			"workers":  subnet(block, bits+3, 0).String(),
@@ -98,21 +101,22 @@ func awsZoneSubnets(nodes netip.Prefix, zones []string) ([]any, error) {
 	return out, nil
 }
 
-// azureZoneSubnets gives zone i the i-th block of prefix+3 of the node CIDR, with a NAT
-// gateway as infrastructure-manager enables it for every new zoned Azure shoot.
-func azureZoneSubnets(nodes netip.Prefix, zones []string) ([]any, error) {
+// azureZoneSubnets gives the region's zone i the i-th block of prefix+3 of the node
+// CIDR, with a NAT gateway as infrastructure-manager enables it for every new zoned Azure
+// shoot.
+func azureZoneSubnets(nodes netip.Prefix, zones poolZones) ([]any, error) {
 	if err := checkZoneRoom(nodes, zones, 8); err != nil {
 		return nil, err
 	}
-	out := make([]any, len(zones))
-	for i, zone := range zones {
+	out := make([]any, len(zones.all))
+	for i, zone := range zones.all {
 		n, err := strconv.Atoi(zone)
 		if err != nil {
 			return nil, fmt.Errorf("azure zone %q is not a number", zone)
 		}
 		out[i] = map[string]any{
 			"name": int64(n),
-			"cidr": subnet(nodes, nodes.Bits()+zoneBits, i).String(),
+			"cidr": subnet(nodes, nodes.Bits()+zoneBits, zones.index(zone)).String(),
 			"natGateway": map[string]any{"enabled": true,
 				// Azure's default idle timeout; Gardener allows 4 to 120 minutes.
 				"idleConnectionTimeoutMinutes": int64(4)},
@@ -122,16 +126,16 @@ func azureZoneSubnets(nodes netip.Prefix, zones []string) ([]any, error) {
 }
 
 // checkZoneRoom: the node CIDR must be IPv4, between /16 and /24, and hold blocks for
-// every zone.
-func checkZoneRoom(nodes netip.Prefix, zones []string, blocks int) error {
+// every zone of the region.
+func checkZoneRoom(nodes netip.Prefix, zones poolZones, blocks int) error {
 	if !nodes.Addr().Is4() {
 		return fmt.Errorf("networking nodes %s: zone subnets are derived from an IPv4 CIDR only", nodes)
 	}
 	if nodes.Bits() < minNodesPrefix || nodes.Bits() > maxNodesPrefix {
 		return fmt.Errorf("networking nodes %s: the prefix length must be between %d and %d to hold the zone subnets", nodes, minNodesPrefix, maxNodesPrefix)
 	}
-	if len(zones) > blocks {
-		return fmt.Errorf("networking nodes %s holds subnets for %d zones, not %d", nodes, blocks, len(zones))
+	if len(zones.region) > blocks {
+		return fmt.Errorf("networking nodes %s holds subnets for %d zones, not %d", nodes, blocks, len(zones.region))
 	}
 	return nil
 }

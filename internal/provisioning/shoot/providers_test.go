@@ -155,14 +155,24 @@ func TestVolumesAndImagesFollowTheSettings(t *testing.T) {
 	}
 }
 
+// mainZones are the zones of a Cluster with the main pool alone, in n zones.
+func mainZones(t *testing.T, provider, region string, n int) poolZones {
+	t.Helper()
+	z, err := zonesOf(operatorv1alpha1.ClusterSpec{Core: operatorv1alpha1.ClusterCore{Region: region},
+		Infrastructure: operatorv1alpha1.ClusterInfrastructure{Provider: provider, NumberOfZones: int32(n)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return z
+}
+
 // TestZoneSubnetsStayInsideTheNodes: for every node CIDR size the generator accepts, the
 // zone subnets lie inside the node CIDR, are canonical, and do not overlap one another —
 // what the AWS and Azure InfrastructureConfig validations check.
 func TestZoneSubnetsStayInsideTheNodes(t *testing.T) {
 	for bits := minNodesPrefix; bits <= maxNodesPrefix; bits++ {
 		nodes := netip.PrefixFrom(netip.MustParseAddr("10.250.0.0"), bits).Masked()
-		zones, _ := Zones("aws", "eu-central-1", 3)
-		aws, err := awsZoneSubnets(nodes, zones)
+		aws, err := awsZoneSubnets(nodes, mainZones(t, "aws", "eu-central-1", 3))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,8 +182,7 @@ func TestZoneSubnetsStayInsideTheNodes(t *testing.T) {
 				all = append(all, netip.MustParsePrefix(z.(map[string]any)[key].(string)))
 			}
 		}
-		azZones, _ := Zones("azure", "westeurope", 3)
-		azure, err := azureZoneSubnets(nodes, azZones)
+		azure, err := azureZoneSubnets(nodes, mainZones(t, "azure", "westeurope", 3))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,7 +203,7 @@ func TestZoneSubnetsStayInsideTheNodes(t *testing.T) {
 			}
 		}
 	}
-	zones, _ := Zones("aws", "eu-central-1", 1)
+	zones := mainZones(t, "aws", "eu-central-1", 1)
 	for _, bad := range []string{"10.250.0.0/15", "10.250.0.0/25", "fd00::/64"} {
 		if _, err := awsZoneSubnets(netip.MustParsePrefix(bad), zones); err == nil {
 			t.Errorf("nodes %s: zone subnets derived", bad)
@@ -315,24 +324,29 @@ func TestValidateFindsWhatGardenerRefuses(t *testing.T) {
 		{"no cloud profile", func(_ *operatorv1alpha1.Cluster, p *Params) { delete(p.CloudProfiles, "aws") }, []string{"no cloud profile is configured"}},
 		{"no volume type", func(_ *operatorv1alpha1.Cluster, p *Params) { delete(p.VolumeTypes, "aws") }, []string{"aws shoots need a worker volume type"}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := cluster("aws", "eu-central-1", 1)
-			p := DefaultParams()
-			tc.change(c, &p)
-			err := Validate(c.Spec, p)
-			var invalid *InvalidError
-			if !errors.As(err, &invalid) {
-				t.Fatalf("Validate: %v, want an InvalidError", err)
-			}
-			for _, want := range tc.want {
-				if !strings.Contains(err.Error(), want) {
-					t.Errorf("%v lacks %q", err, want)
-				}
-			}
-			if _, err := Desired(c, p, "b"); !errors.As(err, &invalid) {
-				t.Errorf("Desired built a Shoot Gardener would refuse: %v", err)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { assertInvalid(t, tc.change, tc.want) })
+	}
+}
+
+// assertInvalid: an aws Cluster changed by change is one Validate refuses naming each of
+// want, and Desired builds no Shoot of.
+func assertInvalid(t *testing.T, change func(*operatorv1alpha1.Cluster, *Params), want []string) {
+	t.Helper()
+	c := cluster("aws", "eu-central-1", 1)
+	p := DefaultParams()
+	change(c, &p)
+	err := Validate(c.Spec, p)
+	var invalid *InvalidError
+	if !errors.As(err, &invalid) {
+		t.Fatalf("Validate: %v, want an InvalidError", err)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("%v\nlacks %q", err, w)
+		}
+	}
+	if _, err := Desired(c, p, "b"); !errors.As(err, &invalid) {
+		t.Errorf("Desired built a Shoot Gardener would refuse: %v", err)
 	}
 }
 

@@ -222,39 +222,30 @@ func Desired(cluster *operatorv1alpha1.Cluster, p Params, credentialsBinding str
 	}
 	spec := cluster.Spec
 	infra := spec.Infrastructure
-	zones, _ := Zones(infra.Provider, spec.Core.Region, numberOfZones(infra))
+	zones, err := zonesOf(spec)
+	if err != nil {
+		return nil, &InvalidError{Problems: []string{err.Error()}}
+	}
 	nw := networkingOf(infra, p)
 	name := p.NameOf(cluster)
 	infraConfig, controlPlaneConfig, err := providerConfigs(infra.Provider, nw.Nodes, zones, p)
 	if err != nil {
 		return nil, &InvalidError{Problems: []string{err.Error()}}
 	}
-
-	machine := map[string]any{"type": infra.MachineType}
-	if image := imageOf(p); image != nil {
-		machine["image"] = image
-	}
-	worker := map[string]any{
-		"name":    WorkerPool,
-		"machine": machine,
-		"minimum": int64(infra.AutoScalerMin),
-		"maximum": int64(infra.AutoScalerMax),
-		// One new machine per zone at a time and none taken away before its replacement
-		// runs, as kyma-environment-broker rolls its worker pools.
-		"maxSurge":       int64(len(zones)),
-		"maxUnavailable": int64(0),
-		"zones":          toAny(zones),
-	}
-	if volume := volumeOf(infra.Provider, p); volume != nil {
-		worker["volume"] = volume
-	}
-	if config := awsWorkerConfig(infra.Provider, p); config != nil {
-		worker["providerConfig"] = config
+	networking := map[string]any{"type": nw.Type, "nodes": nw.Nodes, "pods": nw.Pods, "services": nw.Services}
+	if dualStack(spec) {
+		// extender/networking/networking.go: IPv4 first; on AWS the VPC gets its IPv6
+		// range and the load balancer controller serves both (hyperscaler/aws/config.go).
+		networking["ipFamilies"] = []any{"IPv4", "IPv6"}
+		if infra.Provider == "aws" {
+			infraConfig["dualStack"] = map[string]any{"enabled": true}
+			controlPlaneConfig["loadBalancerController"] = map[string]any{"enabled": true}
+		}
 	}
 	provider := map[string]any{
 		"type":                 providerTypes[infra.Provider],
 		"infrastructureConfig": infraConfig,
-		"workers":              []any{worker},
+		"workers":              workersOf(spec, zones, p),
 		// Nodes are reached through the API server only, as infrastructure-manager sets it.
 		"workersSettings": map[string]any{"sshAccess": map[string]any{"enabled": false}},
 	}
@@ -267,9 +258,8 @@ func Desired(cluster *operatorv1alpha1.Cluster, p Params, credentialsBinding str
 		"credentialsBindingName": credentialsBinding,
 		"purpose":                purpose(spec.Core.Purpose),
 		"provider":               provider,
-		"networking": map[string]any{"type": nw.Type, "nodes": nw.Nodes,
-			"pods": nw.Pods, "services": nw.Services},
-		"maintenance": maintenanceOf(spec.Core, p),
+		"networking":             networking,
+		"maintenance":            maintenanceOf(spec.Core, p),
 	}
 	if purpose(spec.Core.Purpose) == "production" && p.HAFailureTolerance != "" {
 		// Gardener spreads a production control plane over zones (or nodes) of its seed
@@ -278,10 +268,13 @@ func Desired(cluster *operatorv1alpha1.Cluster, p Params, credentialsBinding str
 			"failureTolerance": map[string]any{"type": p.HAFailureTolerance}}}
 	}
 	kubernetes := map[string]any{}
-	if p.KubernetesVersion != "" {
-		kubernetes["version"] = p.KubernetesVersion
+	if v := kubernetesVersionOf(spec, p); v != "" {
+		kubernetes["version"] = v
 	}
 	kubeAPIServer := map[string]any{}
+	if config := serviceAccountConfigOf(spec, p); config != nil {
+		kubeAPIServer["serviceAccountConfig"] = config
+	}
 	if oidcOf(spec, p) != nil {
 		// kubeAPIServer.oidcConfig is forbidden for Kubernetes >= 1.32: OIDC goes through
 		// structured authentication, a ConfigMap beside the Shoot (AuthenticationConfigMap).
@@ -318,6 +311,7 @@ func Desired(cluster *operatorv1alpha1.Cluster, p Params, credentialsBinding str
 		shootSpec["tolerations"] = tolerations
 	}
 	ext, _ := extensions(spec)
+	ext = mergeExtensions(ext, clusterExtensions(spec, p))
 	if ext = mergeExtensions(ext, landscapeExtensions(spec, p)); len(ext) > 0 {
 		shootSpec["extensions"] = ext
 	}
@@ -336,6 +330,18 @@ func Desired(cluster *operatorv1alpha1.Cluster, p Params, credentialsBinding str
 	u := &unstructured.Unstructured{Object: map[string]any{"metadata": metadata, "spec": shootSpec}}
 	u.SetGroupVersionKind(GVK)
 	return u, nil
+}
+
+// clusterExtensions are the extensions the Cluster's own fields ask for: its registry
+// caches and its API server ACL. Each replaces an entry of its type in spec.extensions.
+func clusterExtensions(spec operatorv1alpha1.ClusterSpec, p Params) []any {
+	var out []any
+	for _, e := range []map[string]any{registryCacheExtension(spec), aclExtension(spec, p)} {
+		if e != nil {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // purpose defaults to development, as Gardener does.
@@ -519,6 +525,23 @@ func (p Progress) Provisioned() bool {
 	default:
 		return true
 	}
+}
+
+// SpecReconciled says whether Gardener's last operation on a live Shoot covered its
+// current spec (status.observedGeneration is metadata.generation) and how it ended:
+// done when it succeeded, failed when it failed (for now or for good).
+func SpecReconciled(live *unstructured.Unstructured) (done, failed bool) {
+	observed, _, _ := unstructured.NestedInt64(live.Object, "status", "observedGeneration")
+	if observed < live.GetGeneration() {
+		return false, false
+	}
+	switch ProgressOf(live).Phase {
+	case PhaseSucceeded:
+		return true, false
+	case PhaseError, PhaseFailed:
+		return false, true
+	}
+	return false, false
 }
 
 // ProgressOf reads status.lastOperation of a live Shoot.

@@ -58,8 +58,12 @@ func Validate(spec operatorv1alpha1.ClusterSpec, p Params) error {
 	if providerTypes[infra.Provider] != "" && spec.Core.Region != "" {
 		if _, err := Zones(infra.Provider, spec.Core.Region, zones); err != nil {
 			add("spec.infrastructure.%v", err)
+		} else if _, err := zonesOf(spec); err != nil {
+			add("spec.infrastructure.%v", err)
 		}
 	}
+	problems = append(problems, workerProblems(spec)...)
+	problems = append(problems, featureProblems(spec, p)...)
 	if providerTypes[infra.Provider] != "" {
 		problems = append(problems, networkProblems(infra, p)...)
 		if infra.Provider == "openstack" && (p.OpenStack.FloatingPoolName == "" || p.OpenStack.LoadBalancerProvider == "") {
@@ -117,6 +121,8 @@ func networkProblems(infra operatorv1alpha1.ClusterInfrastructure, p Params) []s
 var (
 	// volumeSize is Gardener's volumeSizeRegex (pkg/api/core/validation/shoot.go).
 	volumeSize = regexp.MustCompile(`^(\d)+Gi$`)
+	// workerName is a DNS label, as Gardener's ValidateWorker checks a pool's name.
+	workerName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 	// timeOfDay is Gardener's maintenance time format, HHMMSS+ZZZZ.
 	timeOfDay = regexp.MustCompile(`^([01]\d|2[0-3])[0-5]\d[0-5]\d[+-]\d{4}$`)
 )
@@ -159,6 +165,11 @@ func (p Params) Validate() error {
 	} else if p.Maintenance.Begin != "" {
 		if err := validWindow(p.Maintenance.Begin, p.Maintenance.End); err != nil {
 			add("--shoot-maintenance-begin/end: %v", err)
+		}
+	}
+	if p.KubernetesVersion != "" {
+		if problem := versionProblem("--shoot-kubernetes-version", p.KubernetesVersion, p.Landscape); problem != "" {
+			add("%s", problem)
 		}
 	}
 	if p.HAFailureTolerance != "" && p.HAFailureTolerance != "zone" && p.HAFailureTolerance != "node" {

@@ -22,6 +22,7 @@ package subscription
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -126,6 +128,11 @@ type Reconciler struct {
 	// Pool is the cache of the pool's entries, as metadata only.
 	Pool client.Reader
 	pool *pool
+	// releaseShootTimeout bounds how long a release waits for the request's own Shoot.
+	releaseShootTimeout time.Duration
+	clock               clock.PassiveClock
+	// opts are the options it was set up with (the multi-account limits).
+	opts Options
 }
 
 // +kubebuilder:rbac:groups=control-plane.kyma-project.io,resources=subscriptionrequests,verbs=get;list;watch;update;patch
@@ -140,13 +147,13 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		return nil, err
 	}
 	if opts.usesGarden() {
-		return setup(mgr, gardenPool(opts.Garden), opts.Garden)
+		return setup(mgr, gardenPool(opts.Garden), opts)
 	}
 	p, err := secretPool(mgr, opts.PoolNamespace)
 	if err != nil {
 		return nil, err
 	}
-	return setup(mgr, p, nil)
+	return setup(mgr, p, opts)
 }
 
 // secretPool is the Secret pool: labelled Secrets in namespace of the management cluster,
@@ -183,21 +190,36 @@ func gardenPool(g *garden.Garden) *pool {
 	return &pool{gvk: CredentialsBindingGVK, namespace: g.Params.Namespace, cache: g.Cache, writer: g.Client, fresh: g.APIReader, shoots: g.Cache}
 }
 
-func setup(mgr ctrl.Manager, p *pool, g *garden.Garden) (*Reconciler, error) {
-	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("trustplane-" + Name), Pool: p.cache, pool: p}
+func setup(mgr ctrl.Manager, p *pool, opts Options) (*Reconciler, error) {
+	var g *garden.Garden
+	if opts.usesGarden() {
+		g = opts.Garden
+	}
+	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("trustplane-" + Name), Pool: p.cache, pool: p,
+		releaseShootTimeout: opts.ReleaseShootTimeout, clock: opts.Clock, opts: opts}
+	if r.clock == nil {
+		r.clock = clock.RealClock{}
+	}
+	if r.releaseShootTimeout <= 0 {
+		r.releaseShootTimeout = DefaultOptions().ReleaseShootTimeout
+	}
 	b := ctrl.NewControllerManagedBy(mgr).Named(Name).
 		For(&cp.SubscriptionRequest{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, status.ReconcileRequested))).
 		WatchesRawSource(source.Kind(p.cache, client.Object(p.newEntry("", "")), handler.EnqueueRequestsFromMapFunc(r.waitingRequests))).
-		// Grants are read from Namespaces' metadata; granting an account brings back the
-		// namespace's waiting requests.
-		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.waitingRequestsOfNamespace), builder.OnlyMetadata, builder.WithPredicates(grantsChanged))
+		// Grants and the pool's hold are read from Namespaces' metadata; granting an
+		// account brings back the namespace's waiting requests, lifting a hold every request.
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.requestsOfNamespaceChange), builder.OnlyMetadata, builder.WithPredicates(r.namespaceChanged()))
 	if g != nil {
 		b = b.WatchesRawSource(source.Kind(g.Cache, garden.NewShoot(), handler.TypedEnqueueRequestsFromMapFunc(requestOfShoot), shootDeleted)).
 			// As for the Cluster controller: a garden that does not answer at start holds up
 			// this controller only, not the manager.
 			WithOptions(controller.Options{CacheSyncTimeout: garden.CacheSyncTimeout})
 	}
-	return r, b.Complete(r)
+	if err := b.Complete(r); err != nil {
+		return nil, err
+	}
+	poolInventory.source.Store(r) // the manager's one subscription controller
+	return r, nil
 }
 
 // Reconcile assigns (or keeps, or releases) one request's credential.
@@ -241,6 +263,7 @@ func (r *Reconciler) reconcile(ctx context.Context, sr *cp.SubscriptionRequest) 
 	if err != nil {
 		return status.Stalled(cp.ReasonInvalidSelector, "%v", err)
 	}
+	want.Limit = r.opts.multiAccountLimit(want.Tenant, want.Provider)
 	if sr.Status.GardenerSecretName == "" {
 		if err := r.confirmUnassigned(ctx, sr); err != nil {
 			return err
@@ -257,6 +280,11 @@ func (r *Reconciler) reconcile(ctx context.Context, sr *cp.SubscriptionRequest) 
 			assigned(sr, sr.Status.GardenerSecretName)
 			return nil
 		}
+	}
+	// A hold keeps whatever the request has, even a credential that no longer fits: the
+	// claim it holds stays recorded on the credential until it is replaced.
+	if err := r.checkHold(ctx, "claiming a credential"); err != nil {
+		return err
 	}
 	if want.Tenant != "" {
 		if err := r.checkGrant(ctx, sr, want.Tenant); err != nil {

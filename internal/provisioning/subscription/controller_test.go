@@ -423,3 +423,74 @@ func TestPoolNamespaceFlagIsValidated(t *testing.T) {
 		t.Errorf("Setup: %v", err)
 	}
 }
+
+// TestAnAccountFillsItsCredentialsInTurn: with several credentials per account (limit
+// 2 users each), an account's requests fill one credential, then claim the next, and the
+// request beyond every free credential waits, saying its credentials are full.
+func TestAnAccountFillsItsCredentialsInTurn(t *testing.T) {
+	ns := namespace(t)
+	env.RunManager(t, func(mgr ctrl.Manager) error {
+		_, err := Setup(mgr, Options{Pool: PoolSecrets, PoolNamespace: ns,
+			MultiAccountGlobalAccounts: []string{"*"}, MultiAccountLimits: map[string]string{"default": "2"}})
+		return err
+	})
+	for _, name := range []string{"aws-1", "aws-2"} {
+		credential(t, ns, name, map[string]string{"hyperscalerType": "aws"})
+	}
+	used := map[string]int{}
+	for i := range 4 {
+		name := fmt.Sprintf("ga-%d", i)
+		request(t, ns, name, "aws", "globalaccount:ga")
+		used[waitReason(t, ns, name, cp.ReasonAssigned).Status.GardenerSecretName]++
+	}
+	if used["aws-1"] != 2 || used["aws-2"] != 2 {
+		t.Errorf("requests per credential %v, want 2 and 2: the first filled before the second is claimed", used)
+	}
+	request(t, ns, "ga-4", "aws", "globalaccount:ga")
+	sr := waitReason(t, ns, "ga-4", cp.ReasonPoolExhausted)
+	if c := meta.FindStatusCondition(sr.Status.Conditions, "Ready"); c == nil || !strings.Contains(c.Message, "the account's 2 credential(s) each serve their limit of 2 users") {
+		t.Errorf("the full account's request says %v", c)
+	}
+}
+
+// TestTheDirtyQuotaStopsAChurningNamespace: a namespace that deletes and recreates its
+// request leaves a dirty credential per cycle; at the quota (1 here) its next request
+// claims nothing and says which namespace holds how many, until the operator hands the
+// dirty one back, which the request then gets.
+func TestTheDirtyQuotaStopsAChurningNamespace(t *testing.T) {
+	ns := namespace(t)
+	env.RunManager(t, func(mgr ctrl.Manager) error {
+		_, err := Setup(mgr, Options{Pool: PoolSecrets, PoolNamespace: ns, DirtyQuotaPerNamespace: 1})
+		return err
+	})
+	for _, name := range []string{"aws-1", "aws-2"} {
+		credential(t, ns, name, map[string]string{"hyperscalerType": "aws"})
+	}
+	request(t, ns, "churn-1", "aws", "globalaccount:churner")
+	first := waitReason(t, ns, "churn-1", cp.ReasonAssigned).Status.GardenerSecretName
+	if err := env.Client.Delete(ctx, &cp.SubscriptionRequest{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "churn-1"}}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the released credential dirty", 30*time.Second, func() bool { return secret(t, ns, first).Labels["dirty"] == "true" })
+
+	request(t, ns, "churn-2", "aws", "globalaccount:churner")
+	sr := waitReason(t, ns, "churn-2", cp.ReasonDirtyQuotaReached)
+	c := meta.FindStatusCondition(sr.Status.Conditions, "Ready")
+	if want := fmt.Sprintf("namespace %s holds 1 dirty credentials (%s), its quota is 1", ns, first); c == nil || !strings.Contains(c.Message, want) {
+		t.Errorf("the request says %v, want %q", c, want)
+	}
+	for _, name := range []string{"aws-1", "aws-2"} {
+		if l := secret(t, ns, name).Labels; name != first && l["tenantName"] != "" {
+			t.Errorf("%s was claimed past the quota: %v", name, l)
+		}
+	}
+	// The operator cleans the account and hands the credential back to it.
+	s := secret(t, ns, first)
+	delete(s.Labels, "dirty")
+	if err := env.Client.Update(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitReason(t, ns, "churn-2", cp.ReasonAssigned).Status.GardenerSecretName; got != first {
+		t.Errorf("after the hand-back the request got %s, want %s", got, first)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,6 +46,12 @@ func gardenProject(t *testing.T) string {
 // garden too, with project as the project namespace.
 func startGarden(t *testing.T, project string) *Reconciler {
 	t.Helper()
+	return startGardenWith(t, project, func(*Options) {})
+}
+
+// startGardenWith is startGarden with its options changed by change.
+func startGardenWith(t *testing.T, project string, change func(*Options)) *Reconciler {
+	t.Helper()
 	var r *Reconciler
 	env.RunManager(t, func(mgr ctrl.Manager) error {
 		params := shoot.DefaultParams()
@@ -55,6 +62,7 @@ func startGarden(t *testing.T, project string) *Reconciler {
 		}
 		opts := DefaultOptions()
 		opts.Pool, opts.Garden = PoolGarden, g
+		change(&opts)
 		r, err = Setup(mgr, opts)
 		return err
 	})
@@ -223,14 +231,7 @@ func TestGardenPoolDedicatedLifecycle(t *testing.T) {
 	deleteRequest(t, ns, "acct1-again")
 	testenv.Eventually(t, "the second request to go", 30*time.Second, requestGone(ns, "acct1-again"))
 	deleteRequest(t, ns, "acct1")
-	testenv.Eventually(t, "the release to wait for the request's own Shoot", 30*time.Second, func() bool {
-		sr := &cp.SubscriptionRequest{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "acct1"}, sr); err != nil {
-			return false
-		}
-		c := meta.FindStatusCondition(sr.Status.Conditions, "Ready")
-		return c != nil && c.Reason == cp.ReasonWaitingForShoot
-	})
+	waitForOwnShoot(t, ns, "acct1")
 	if err := env.Client.Delete(ctx, own); err != nil {
 		t.Fatal(err)
 	}
@@ -291,4 +292,94 @@ func TestGardenPoolDedicatedLifecycle(t *testing.T) {
 			t.Errorf("openstack in %s got %s, want %s", region, got, want)
 		}
 	}
+}
+
+// TestReleaseTimesOutOnAStuckShoot: a deleted request whose own Shoot does not go waits
+// for it only --subscription-release-shoot-timeout long, as kyma-environment-broker's
+// shootWaitTimeout; then its credential is released, and marked dirty only if nothing
+// else uses it, with a Warning event saying so.
+func TestReleaseTimesOutOnAStuckShoot(t *testing.T) {
+	project, ns := gardenProject(t), namespace(t)
+	binding(t, project, "aws-stuck", map[string]string{"hyperscalerType": "aws"})
+	grant(t, ns, "*")
+	startGardenWith(t, project, func(o *Options) { o.ReleaseShootTimeout = 3 * time.Second })
+
+	request(t, ns, "stuck", "aws", "globalaccount:stuck")
+	name := waitReason(t, ns, "stuck", cp.ReasonAssigned).Status.GardenerSecretName
+	shootUsing(t, project, "c-stuck", name, ns, "stuck") // never deleted: stuck
+	deleteRequest(t, ns, "stuck")
+	waitForOwnShoot(t, ns, "stuck")
+	testenv.Eventually(t, "the request to go after the timeout, its Shoot still there", 30*time.Second, requestGone(ns, "stuck"))
+	if l := getBinding(t, project, name).GetLabels(); l["dirty"] != "true" {
+		t.Errorf("released after the timeout with no other user: labels %v, want dirty", l)
+	}
+	testenv.Eventually(t, "a ReleaseTimedOut event", 30*time.Second, func() bool {
+		list := &eventsv1.EventList{}
+		if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return false
+		}
+		for _, e := range list.Items {
+			if e.Reason == cp.ReasonReleaseTimedOut && strings.Contains(e.Note, "marked dirty: nothing else uses it") {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// TestWorkloadIdentityBindingsServeAsOthers: a pool of CredentialsBindings that reference
+// WorkloadIdentities (no static cloud key anywhere) serves dedicated and shared requests
+// as one of Secret references does: the pool reads only the bindings' labels.
+func TestWorkloadIdentityBindingsServeAsOthers(t *testing.T) {
+	project, ns := gardenProject(t), namespace(t)
+	for _, name := range []string{"aws-wi-dedicated", "aws-wi-shared"} {
+		wi := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "security.gardener.cloud/v1alpha1", "kind": "WorkloadIdentity",
+			"metadata": map[string]any{"namespace": project, "name": name},
+			"spec":     map[string]any{"audiences": []any{"sts.amazonaws.com"}, "targetSystem": map[string]any{"type": "aws"}}}}
+		if err := env.Client.Create(ctx, wi); err != nil {
+			t.Fatal(err)
+		}
+		b := newBinding(project, name)
+		labels := map[string]string{"hyperscalerType": "aws"}
+		if strings.HasSuffix(name, "shared") {
+			labels["shared"] = "true"
+		}
+		b.SetLabels(labels)
+		b.Object["provider"] = map[string]any{"type": "aws"}
+		b.Object["credentialsRef"] = map[string]any{"apiVersion": "security.gardener.cloud/v1alpha1", "kind": "WorkloadIdentity", "namespace": project, "name": name}
+		if err := env.Client.Create(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grant(t, ns, "*")
+	startGarden(t, project)
+	request(t, ns, "dedicated", "aws", "globalaccount:wi-ga")
+	if got := waitReason(t, ns, "dedicated", cp.ReasonAssigned).Status.GardenerSecretName; got != "aws-wi-dedicated" {
+		t.Errorf("dedicated request got %q", got)
+	}
+	if l := getBinding(t, project, "aws-wi-dedicated").GetLabels(); l["tenantName"] != "wi-ga" {
+		t.Errorf("claimed WorkloadIdentity binding labels %v", l)
+	}
+	request(t, ns, "shared", "aws", "shared")
+	if got := waitReason(t, ns, "shared", cp.ReasonAssigned).Status.GardenerSecretName; got != "aws-wi-shared" {
+		t.Errorf("shared request got %q", got)
+	}
+	deleteRequest(t, ns, "dedicated")
+	testenv.Eventually(t, "the WorkloadIdentity binding released dirty", 30*time.Second, func() bool {
+		return getBinding(t, project, "aws-wi-dedicated").GetLabels()["dirty"] == "true"
+	})
+}
+
+// waitForOwnShoot waits until the deleted request name says its release waits for its
+// own Shoot.
+func waitForOwnShoot(t *testing.T, ns, name string) {
+	t.Helper()
+	testenv.Eventually(t, "the release of "+name+" to wait for the request's own Shoot", 30*time.Second, func() bool {
+		sr := &cp.SubscriptionRequest{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, sr); err != nil {
+			return false
+		}
+		c := meta.FindStatusCondition(sr.Status.Conditions, "Ready")
+		return c != nil && c.Reason == cp.ReasonWaitingForShoot
+	})
 }

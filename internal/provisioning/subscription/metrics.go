@@ -20,7 +20,9 @@ var exhaustedGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "trustpla
 // Collectors are the controller's Prometheus collectors, every one of them: whoever
 // assembles the manager registers them (with status.Metrics) when the controller is
 // selected; the package never registers them itself.
-func Collectors() []prometheus.Collector { return []prometheus.Collector{exhaustedGauge} }
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{exhaustedGauge, poolInventory}
+}
 
 // observe records whether sr waits on an exhausted pool, or forgets sr once it is going
 // with no finalizer left.

@@ -68,6 +68,10 @@ func (r *Reconciler) assign(ctx context.Context, sr *cp.SubscriptionRequest, wan
 			return err
 		}
 		if claim {
+			if err := r.checkDirtyQuota(ctx, sr); err != nil {
+				sr.Status.GardenerSecretName = ""
+				return err
+			}
 			if err := r.claim(ctx, r.pool.namespaceFor(sr), name, want.Tenant, sr); err != nil {
 				if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 					reader = r.pool.fresh // someone else was faster: look again, uncached
@@ -81,6 +85,34 @@ func (r *Reconciler) assign(ctx context.Context, sr *cp.SubscriptionRequest, wan
 		return nil
 	}
 	return fmt.Errorf("lost the race for a %s credential five times; retrying", sr.Spec.Provider)
+}
+
+// checkDirtyQuota lets a namespace claim a credential only while fewer dirty credentials
+// than the quota were claimed from it: each release leaves its credential dirty until an
+// operator cleans and hands it back, so a namespace that deletes and recreates its
+// requests would otherwise take a new one per cycle. The pool watch brings the request
+// back when one is handed back.
+func (r *Reconciler) checkDirtyQuota(ctx context.Context, sr *cp.SubscriptionRequest) error {
+	quota := r.opts.DirtyQuotaPerNamespace
+	if quota == 0 {
+		return nil
+	}
+	entries := r.pool.newList()
+	if err := r.pool.cache.List(ctx, entries, client.InNamespace(r.pool.namespaceFor(sr)), client.MatchingLabels{cp.LabelDirty: "true"}); err != nil {
+		return fmt.Errorf("listing the pool's dirty %ss: %w", r.pool.gvk.Kind, err)
+	}
+	var dirty []string
+	for _, e := range entries.Items {
+		if ns, _, _ := strings.Cut(e.Annotations[cp.AnnotationClaimedBy], "/"); ns == sr.Namespace {
+			dirty = append(dirty, e.Name)
+		}
+	}
+	if len(dirty) < quota {
+		return nil
+	}
+	return status.Waiting(cp.ReasonDirtyQuotaReached,
+		"namespace %s holds %d dirty credentials (%s), its quota is %d (--subscription-dirty-quota-per-namespace): no more is claimed for it until the operator cleans and hands one back",
+		sr.Namespace, len(dirty), strings.Join(dirty, ", "), quota).Warn()
 }
 
 // list reads the pool's entries of the pool namespace that may serve requests of namespace
@@ -130,7 +162,7 @@ func (r *Reconciler) choose(ctx context.Context, reader client.Reader, sr *cp.Su
 		return "", false, err
 	}
 	var usage map[string]int
-	if want.Tenant == "" {
+	if want.Tenant == "" || want.Limit > 0 {
 		users, err := r.users(ctx, r.pool.namespaceFor(sr))
 		if err != nil {
 			return "", false, err
@@ -281,6 +313,9 @@ func (r *Reconciler) releaseCredential(ctx context.Context, sr *cp.SubscriptionR
 		// releasing it is not this request's to do.
 		return nil
 	}
+	if err := r.checkHold(ctx, "releasing credential "+name); err != nil {
+		return err
+	}
 	users, err := r.users(ctx, ns)
 	if err != nil {
 		return err
@@ -294,10 +329,25 @@ func (r *Reconciler) releaseCredential(ctx context.Context, sr *cp.SubscriptionR
 	if err != nil {
 		return err
 	}
-	switch credentialpool.Released(want, credentialpool.Credential{Name: name, Labels: entry.Labels}, others, ownShoot) {
+	// After the timeout the own Shoot no longer holds the credential (KEB's
+	// shootWaitTimeout): it is released as if the Shoot were gone, and marked dirty only if
+	// nothing else uses it.
+	waited := r.clock.Since(sr.DeletionTimestamp.Time)
+	timedOut := ownShoot && waited >= r.releaseShootTimeout
+	if timedOut {
+		ownShoot = false
+	}
+	outcome := credentialpool.Released(want, credentialpool.Credential{Name: name, Labels: entry.Labels}, others, ownShoot)
+	if timedOut {
+		r.Recorder.Eventf(sr, nil, corev1.EventTypeWarning, cp.ReasonReleaseTimedOut, "Release",
+			"the request's Shoot still uses credential %s after %v (--subscription-release-shoot-timeout); released anyway, %s", name, r.releaseShootTimeout, releaseOutcome(outcome))
+	}
+	switch outcome {
 	case credentialpool.WaitForShoot:
-		// The Shoot watch brings the request back when the Shoot is gone.
-		return status.Waiting(cp.ReasonWaitingForShoot, "credential %s is released once the request's Shoot is gone", name)
+		// The Shoot watch brings the request back when the Shoot is gone; the timeout, if
+		// the Shoot stays.
+		return status.Waiting(cp.ReasonWaitingForShoot, "credential %s is released once the request's Shoot is gone (at most %v after the request's deletion)",
+			name, r.releaseShootTimeout).After(r.releaseShootTimeout - waited)
 	case credentialpool.MarkDirty:
 		if err := r.patchLabel(ctx, entry, cp.LabelDirty, "true"); err != nil {
 			return err
@@ -306,6 +356,14 @@ func (r *Reconciler) releaseCredential(ctx context.Context, sr *cp.SubscriptionR
 	case credentialpool.Keep:
 	}
 	return nil
+}
+
+// releaseOutcome says what a release did, for its event.
+func releaseOutcome(r credentialpool.Release) string {
+	if r == credentialpool.MarkDirty {
+		return "marked dirty: nothing else uses it"
+	}
+	return "not marked dirty: another Shoot or request uses it"
 }
 
 // ownShootUses: a Shoot of the request's Cluster still references the credential.

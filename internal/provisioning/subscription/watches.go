@@ -36,12 +36,6 @@ func (r *Reconciler) waitingRequests(ctx context.Context, o client.Object) []rec
 	return r.requestsWith(ctx, "", o.GetName())
 }
 
-// waitingRequestsOfNamespace brings back, when the grants of a Namespace change, its
-// requests that have no credential yet.
-func (r *Reconciler) waitingRequestsOfNamespace(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.requestsWith(ctx, o.GetName(), "")
-}
-
 // requestsWith lists the requests of namespace (all namespaces for "") that have no
 // credential or have credential.
 func (r *Reconciler) requestsWith(ctx context.Context, namespace, credential string) []reconcile.Request {
@@ -56,17 +50,4 @@ func (r *Reconciler) requestsWith(ctx context.Context, namespace, credential str
 		}
 	}
 	return out
-}
-
-// grantsChanged passes Namespaces created with grants, and changes of their grants.
-var grantsChanged = predicate.Funcs{
-	CreateFunc: func(e event.CreateEvent) bool {
-		_, granted := e.Object.GetAnnotations()[cp.AnnotationGlobalAccounts]
-		return granted
-	},
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		return e.ObjectOld.GetAnnotations()[cp.AnnotationGlobalAccounts] != e.ObjectNew.GetAnnotations()[cp.AnnotationGlobalAccounts]
-	},
-	DeleteFunc:  func(event.DeleteEvent) bool { return false },
-	GenericFunc: func(event.GenericEvent) bool { return false },
 }

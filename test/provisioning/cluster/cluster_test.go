@@ -157,6 +157,7 @@ func runOperatorsWith(t *testing.T, withGarden bool, params shoot.Params) {
 		}
 		clusterOpts, kubeconfigOpts := clusterctrl.DefaultOptions(), kubeconfigctrl.DefaultOptions()
 		clusterOpts.Garden, kubeconfigOpts.Garden = g, g
+		clusterOpts.LandscapeNamespace = ns
 		if _, err := clusterctrl.Setup(mgr, clusterOpts); err != nil {
 			return err
 		}

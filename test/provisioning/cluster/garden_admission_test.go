@@ -31,7 +31,7 @@ import (
 // registeredExtensions are the Extension types this garden's ControllerRegistrations
 // register; registeredDNSRecords the DNSRecord types (provider extensions register them).
 var (
-	registeredExtensions = []string{"shoot-auditlog-service", "shoot-cert-service", "shoot-dns-service", "shoot-networking-filter", "shoot-oidc-service"}
+	registeredExtensions = []string{"acl", "registry-cache", "shoot-auditlog-service", "shoot-cert-service", "shoot-dns-service", "shoot-networking-filter", "shoot-oidc-service"}
 	registeredDNSRecords = []string{"aws-route53", "azure-dns", "google-clouddns", "openstack-designate"}
 )
 
@@ -100,6 +100,7 @@ type shootWritten struct {
 			Name string `json:"name"`
 		} `json:"cloudProfile"`
 		Kubernetes struct {
+			Version       string `json:"version"`
 			KubeAPIServer struct {
 				StructuredAuthentication struct {
 					ConfigMapName string `json:"configMapName"`
@@ -202,6 +203,15 @@ func (f *front) admit(r *http.Request, ns string) *refusal {
 	if name := spec.Kubernetes.KubeAPIServer.StructuredAuthentication.ConfigMapName; name != "" && !f.exists(ctx, ns, "ConfigMap", name) {
 		return forbidden("failed to resolve structured authentication config map reference: configmaps %q not found", name)
 	}
+	// [validator] gardener plugin/pkg/shoot/validator/admission.go
+	// validateKubernetesVersionConstraints: the version is one the CloudProfile offers,
+	// after gardener's mutator completed a minor version to the newest patch of it.
+	if v := spec.Kubernetes.Version; v != "" && profile != nil {
+		offered := profileVersions(profile)
+		if !slices.Contains(offered, newestPatch(offered, v)) {
+			return &refusal{code: http.StatusForbidden, message: fmt.Sprintf("spec.kubernetes.version: Unsupported value: %q: supported values: %q", v, offered)}
+		}
+	}
 	// [validator] gardener plugin/pkg/shoot/validator/admission.go validateAccessRestrictions:
 	// only access restrictions the CloudProfile offers in the Shoot's region.
 	if len(spec.AccessRestrictions) > 0 && profile != nil {
@@ -247,6 +257,32 @@ func (f *front) exists(ctx context.Context, ns, kind, name string) bool {
 		return true
 	}
 	return !apierrors.IsNotFound(f.garden.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj))
+}
+
+// profileVersions are the Kubernetes versions a CloudProfile offers.
+func profileVersions(profile *unstructured.Unstructured) []string {
+	versions, _, _ := unstructured.NestedSlice(profile.Object, "spec", "kubernetes", "versions")
+	var out []string
+	for _, v := range versions {
+		if version, _ := v.(map[string]any)["version"].(string); version != "" {
+			out = append(out, version)
+		}
+	}
+	return out
+}
+
+// newestPatch is the newest of offered of the minor version v ("1.35" → "1.35.4"), as
+// gardener's shoot mutator completes it; v itself when it has a patch already.
+func newestPatch(offered []string, v string) string {
+	if strings.Count(v, ".") != 1 {
+		return v
+	}
+	for _, o := range offered { // newest first, as the test garden lists them
+		if strings.HasPrefix(o, v+".") {
+			return o
+		}
+	}
+	return v
 }
 
 // regionAccessRestrictions are the access restrictions the CloudProfile offers in region.

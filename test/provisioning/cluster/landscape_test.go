@@ -41,6 +41,9 @@ func landscapeParams() shoot.Params {
 		AWS:                           shoot.AWSLandscape{EnableIMDSv2: true},
 		Tolerations:                   map[string][]string{"europe-west3": {"ksa-assured-workload"}},
 		InfrastructureManagerMetadata: true,
+		ACL:                           shoot.LandscapeACL{OperatorCIDRs: []string{"198.51.100.7/32"}},
+		ServiceAccountTokens:          shoot.ServiceAccountTokens{MaxExpiration: "720h"},
+		Kubernetes:                    shoot.LandscapeKubernetes{NewestVersion: "1.36"},
 	}
 	return p
 }
@@ -54,6 +57,24 @@ var landscapeRegions = map[string]struct{ region, platformRegion string }{
 // production Cluster with three zones (EU access only on aws and azure) on provider.
 func landscapeShoot(t *testing.T, provider, name string) *unstructured.Unstructured {
 	t.Helper()
+	return landscapeShootOf(t, landscapeCluster(provider, name))
+}
+
+// landscapeShootOf is the Shoot the Cluster operator writes for c with landscapeParams,
+// named as c.
+func landscapeShootOf(t *testing.T, c *operatorv1alpha1.Cluster) *unstructured.Unstructured {
+	t.Helper()
+	s, err := shoot.Desired(c, landscapeParams(), "binding-"+c.Spec.Infrastructure.Provider)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetName(c.Name)
+	return s
+}
+
+// landscapeCluster is the production Cluster with three zones (EU access only on aws and
+// azure) of landscapeShoot.
+func landscapeCluster(provider, name string) *operatorv1alpha1.Cluster {
 	where := landscapeRegions[provider]
 	c := &operatorv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "schema", Name: name, Generation: 2,
 		Labels: map[string]string{"globalaccountid": "ga-1", "subaccountid": "sa-1"}},
@@ -62,12 +83,7 @@ func landscapeShoot(t *testing.T, provider, name string) *unstructured.Unstructu
 	if where.platformRegion != "" {
 		c.Labels[operatorv1alpha1.PlatformRegionLabel] = where.platformRegion
 	}
-	s, err := shoot.Desired(c, landscapeParams(), "binding-"+provider)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.SetName(name)
-	return s
+	return c
 }
 
 // frontClient writes to the garden through the front, where the admission plugins and
@@ -79,6 +95,35 @@ func frontClient(t *testing.T) client.Client {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// setSpec sets spec.<path> of a Shoot to value.
+func setSpec(value any, path ...string) func(*unstructured.Unstructured) {
+	return func(s *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(s.Object, value, append([]string{"spec"}, path...)...)
+	}
+}
+
+// onExtension changes the Shoot's extension of type typ.
+func onExtension(typ string, change func(map[string]any)) func(*unstructured.Unstructured) {
+	return func(s *unstructured.Unstructured) {
+		list, _, _ := unstructured.NestedSlice(s.Object, "spec", "extensions")
+		for _, e := range list {
+			if m := e.(map[string]any); m["type"] == typ {
+				change(m)
+			}
+		}
+		_ = unstructured.SetNestedSlice(s.Object, list, "spec", "extensions")
+	}
+}
+
+// onWorker changes the Shoot's i-th worker pool.
+func onWorker(i int, change func(map[string]any)) func(*unstructured.Unstructured) {
+	return func(s *unstructured.Unstructured) {
+		workers, _, _ := unstructured.NestedSlice(s.Object, "spec", "provider", "workers")
+		change(workers[i].(map[string]any))
+		_ = unstructured.SetNestedSlice(s.Object, workers, "spec", "provider", "workers")
+	}
 }
 
 // TestLandscapeShootsAreAccepted: with every landscape option on, the Shoot of each
@@ -103,31 +148,6 @@ func TestLandscapeShootsAreAccepted(t *testing.T) {
 // refuses a landscape Shoot changed to break it (the schema and CEL rules of the test
 // garden, asked directly).
 func TestLandscapeRulesRefuseCounterExamples(t *testing.T) {
-	set := func(value any, path ...string) func(*unstructured.Unstructured) {
-		return func(s *unstructured.Unstructured) {
-			if err := unstructured.SetNestedField(s.Object, value, append([]string{"spec"}, path...)...); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	onExtension := func(typ string, change func(map[string]any)) func(*unstructured.Unstructured) {
-		return func(s *unstructured.Unstructured) {
-			list, _, _ := unstructured.NestedSlice(s.Object, "spec", "extensions")
-			for _, e := range list {
-				if m := e.(map[string]any); m["type"] == typ {
-					change(m)
-				}
-			}
-			_ = unstructured.SetNestedSlice(s.Object, list, "spec", "extensions")
-		}
-	}
-	onWorker := func(change func(map[string]any)) func(*unstructured.Unstructured) {
-		return func(s *unstructured.Unstructured) {
-			workers, _, _ := unstructured.NestedSlice(s.Object, "spec", "provider", "workers")
-			change(workers[0].(map[string]any))
-			_ = unstructured.SetNestedSlice(s.Object, workers, "spec", "provider", "workers")
-		}
-	}
 	provider := func(p map[string]any) []any { return []any{p} }
 	secretRef := map[string]any{"apiVersion": "v1", "kind": "Secret", "name": dnsSecret}
 	for _, tc := range []struct {
@@ -136,31 +156,31 @@ func TestLandscapeRulesRefuseCounterExamples(t *testing.T) {
 		want           string // "": accepted
 	}{
 		// spec.dns: pkg/api/core/validation/shoot.go validateDNS.
-		{"dns domain a subdomain", "aws", set("Not_A_Domain", "dns", "domain"), "spec.dns.domain"},
-		{"dns domain for a primary provider", "aws", set(map[string]any{"providers": provider(map[string]any{"primary": true, "type": "aws-route53", "credentialsRef": secretRef})}, "dns"), "domain must be set when primary provider type"},
-		{"dns unmanaged needs no domain", "aws", set(map[string]any{"providers": provider(map[string]any{"primary": true, "type": "unmanaged"})}, "dns"), ""},
-		{"dns one primary provider", "aws", set([]any{map[string]any{"primary": true, "type": "aws-route53", "credentialsRef": secretRef},
+		{"dns domain a subdomain", "aws", setSpec("Not_A_Domain", "dns", "domain"), "spec.dns.domain"},
+		{"dns domain for a primary provider", "aws", setSpec(map[string]any{"providers": provider(map[string]any{"primary": true, "type": "aws-route53", "credentialsRef": secretRef})}, "dns"), "domain must be set when primary provider type"},
+		{"dns unmanaged needs no domain", "aws", setSpec(map[string]any{"providers": provider(map[string]any{"primary": true, "type": "unmanaged"})}, "dns"), ""},
+		{"dns one primary provider", "aws", setSpec([]any{map[string]any{"primary": true, "type": "aws-route53", "credentialsRef": secretRef},
 			map[string]any{"primary": true, "type": "azure-dns", "credentialsRef": secretRef}}, "dns", "providers"), "multiple primary DNS providers are not supported"},
-		{"dns credentialsRef needs a type", "aws", set(provider(map[string]any{"primary": true, "credentialsRef": secretRef}), "dns", "providers"), "type must be set when credentialsRef is set"},
-		{"dns non-primary needs credentials", "aws", set(provider(map[string]any{"type": "aws-route53"}), "dns", "providers"), "non-primary DNS providers must specify `credentialsRef`"},
-		{"dns credentials a Secret or WorkloadIdentity", "aws", set(provider(map[string]any{"primary": true, "type": "aws-route53",
+		{"dns credentialsRef needs a type", "aws", setSpec(provider(map[string]any{"primary": true, "credentialsRef": secretRef}), "dns", "providers"), "type must be set when credentialsRef is set"},
+		{"dns non-primary needs credentials", "aws", setSpec(provider(map[string]any{"type": "aws-route53"}), "dns", "providers"), "non-primary DNS providers must specify `credentialsRef`"},
+		{"dns credentials a Secret or WorkloadIdentity", "aws", setSpec(provider(map[string]any{"primary": true, "type": "aws-route53",
 			"credentialsRef": map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "x"}}), "dns", "providers"), "credentialsRef: supported values"},
 		{"dns secretName forbidden from 1.35", "aws", func(s *unstructured.Unstructured) {
-			set("1.35.1", "kubernetes", "version")(s)
-			set(provider(map[string]any{"primary": true, "type": "aws-route53", "secretName": dnsSecret, "credentialsRef": secretRef}), "dns", "providers")(s)
+			setSpec("1.35.1", "kubernetes", "version")(s)
+			setSpec(provider(map[string]any{"primary": true, "type": "aws-route53", "secretName": dnsSecret, "credentialsRef": secretRef}), "dns", "providers")(s)
 		}, "secretName field is no longer supported"},
 		{"dns secretName the same Secret before 1.35", "aws", func(s *unstructured.Unstructured) {
-			set("1.34.2", "kubernetes", "version")(s)
-			set(provider(map[string]any{"primary": true, "type": "aws-route53", "secretName": "other", "credentialsRef": secretRef}), "dns", "providers")(s)
+			setSpec("1.34.2", "kubernetes", "version")(s)
+			setSpec(provider(map[string]any{"primary": true, "type": "aws-route53", "secretName": "other", "credentialsRef": secretRef}), "dns", "providers")(s)
 		}, "must refer to the same secret as credentialsRef"},
 		{"dns secretName allowed before 1.35", "aws", func(s *unstructured.Unstructured) {
-			set("1.34.2", "kubernetes", "version")(s)
-			set(provider(map[string]any{"primary": true, "type": "aws-route53", "secretName": dnsSecret, "credentialsRef": secretRef}), "dns", "providers")(s)
+			setSpec("1.34.2", "kubernetes", "version")(s)
+			setSpec(provider(map[string]any{"primary": true, "type": "aws-route53", "secretName": dnsSecret, "credentialsRef": secretRef}), "dns", "providers")(s)
 		}, ""},
 		// spec.resources: pkg/api/core/validation/utils.go ValidateResources.
-		{"resources unique", "aws", set([]any{map[string]any{"name": "a", "resourceRef": secretRef}, map[string]any{"name": "a", "resourceRef": secretRef}}, "resources"), "Duplicate value"},
-		{"resources of supported kinds", "aws", set([]any{map[string]any{"name": "auditlog-credentials", "resourceRef": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "x"}}}, "resources"), "resourceRef: supported values"},
-		{"resources name a resource", "aws", set([]any{map[string]any{"name": "auditlog-credentials", "resourceRef": map[string]any{"apiVersion": "v1", "kind": "Secret"}}}, "resources"), "resourceRef.name: Required value"},
+		{"resources unique", "aws", setSpec([]any{map[string]any{"name": "a", "resourceRef": secretRef}, map[string]any{"name": "a", "resourceRef": secretRef}}, "resources"), "Duplicate value"},
+		{"resources of supported kinds", "aws", setSpec([]any{map[string]any{"name": "auditlog-credentials", "resourceRef": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "x"}}}, "resources"), "resourceRef: supported values"},
+		{"resources name a resource", "aws", setSpec([]any{map[string]any{"name": "auditlog-credentials", "resourceRef": map[string]any{"apiVersion": "v1", "kind": "Secret"}}}, "resources"), "resourceRef.name: Required value"},
 		// Extensions: core validateExtensions, the DNS, certificate and audit-log extensions.
 		{"extension type a DNS label", "aws", onExtension("shoot-cert-service", func(e map[string]any) { e["type"] = "Shoot_Cert" }), "spec.extensions[0].type: Invalid value: \"Shoot_Cert\""},
 		{"dns extension a DNSConfig", "aws", onExtension("shoot-dns-service", func(e map[string]any) { e["providerConfig"].(map[string]any)["kind"] = "DNSConfiguration" }), "must be a DNSConfig"},
@@ -181,18 +201,18 @@ func TestLandscapeRulesRefuseCounterExamples(t *testing.T) {
 			e["providerConfig"].(map[string]any)["secretReferenceName"] = "other"
 		}), "secretReferenceName must name an entry of spec.resources"},
 		// The audit policy reference: core validateKubernetes.
-		{"audit policy ConfigMap named", "aws", set(map[string]any{}, "kubernetes", "kubeAPIServer", "auditConfig", "auditPolicy", "configMapRef"), "configMapRef.name: Required value"},
+		{"audit policy ConfigMap named", "aws", setSpec(map[string]any{}, "kubernetes", "kubeAPIServer", "auditConfig", "auditPolicy", "configMapRef"), "configMapRef.name: Required value"},
 		// Exposure class, access restrictions, tolerations: core ValidateShootSpec.
-		{"exposure class a subdomain", "openstack", set("Converged Cloud", "exposureClassName"), "spec.exposureClassName"},
-		{"access restriction named", "aws", set([]any{map[string]any{"options": map[string]any{"a": "b"}}}, "accessRestrictions"), "accessRestrictions[0].name: Required value"},
-		{"toleration keys unique", "gcp", set([]any{map[string]any{"key": "a"}, map[string]any{"key": "a", "value": "b"}}, "tolerations"), "tolerations: Duplicate value"},
-		{"toleration key a label name", "gcp", set([]any{map[string]any{"key": "not a key"}}, "tolerations"), "spec.tolerations[0].key"},
+		{"exposure class a subdomain", "openstack", setSpec("Converged Cloud", "exposureClassName"), "spec.exposureClassName"},
+		{"access restriction named", "aws", setSpec([]any{map[string]any{"options": map[string]any{"a": "b"}}}, "accessRestrictions"), "accessRestrictions[0].name: Required value"},
+		{"toleration keys unique", "gcp", setSpec([]any{map[string]any{"key": "a"}, map[string]any{"key": "a", "value": "b"}}, "tolerations"), "tolerations: Duplicate value"},
+		{"toleration key a label name", "gcp", setSpec([]any{map[string]any{"key": "not a key"}}, "tolerations"), "spec.tolerations[0].key"},
 		// IMDSv2: gardener-extension-provider-aws worker validation.
-		{"aws worker config a WorkerConfig", "aws", onWorker(func(w map[string]any) { w["providerConfig"].(map[string]any)["kind"] = "WorkerCfg" }), "must be a WorkerConfig"},
-		{"aws metadata tokens", "aws", onWorker(func(w map[string]any) {
+		{"aws worker config a WorkerConfig", "aws", onWorker(0, func(w map[string]any) { w["providerConfig"].(map[string]any)["kind"] = "WorkerCfg" }), "must be a WorkerConfig"},
+		{"aws metadata tokens", "aws", onWorker(0, func(w map[string]any) {
 			w["providerConfig"].(map[string]any)["instanceMetadataOptions"].(map[string]any)["httpTokens"] = "mandatory"
 		}), `Unsupported value: "mandatory"`},
-		{"aws metadata hop limit", "aws", onWorker(func(w map[string]any) {
+		{"aws metadata hop limit", "aws", onWorker(0, func(w map[string]any) {
 			w["providerConfig"].(map[string]any)["instanceMetadataOptions"].(map[string]any)["httpPutResponseHopLimit"] = int64(65)
 		}), "httpPutResponseHopLimit"},
 	} {

@@ -239,6 +239,22 @@ const Finalizer = "gardener"
 // FailRegion is the region whose Shoots' creation fails for good.
 const FailRegion = "fail-region"
 
+// Regions whose Shoots' creation fails as a real garden reports it, with Gardener's error
+// codes (status.lastErrors): UnauthorizedRegion for good (the credential lacks rights,
+// Failed), DepletedRegion for now (the zone has no capacity, Error: Gardener retries).
+const (
+	UnauthorizedRegion = "unauthorized-region"
+	DepletedRegion     = "depleted-region"
+)
+
+// failures are the operation state and last error of the failing regions.
+var failures = map[string]struct {
+	state, description, code string
+}{
+	UnauthorizedRegion: {"Failed", "task \"Deploying Shoot infrastructure\" failed: UnauthorizedOperation: You are not authorized to perform this operation", "ERR_INFRA_UNAUTHORIZED"},
+	DepletedRegion:     {"Error", "task \"Waiting until the Shoot worker nodes have been reconciled\" failed: InsufficientInstanceCapacity", "ERR_INFRA_RESOURCES_DEPLETED"},
+}
+
 // StartGardener runs the Gardener against the garden API server at cfg until ctx ends.
 func StartGardener(ctx context.Context, cfg *rest.Config) (*Gardener, error) {
 	// Its own logger (one that discards: logr.Discard has no sink, which the manager
@@ -279,8 +295,17 @@ func (g *Gardener) Reconcile(ctx context.Context, req reconcile.Request) (reconc
 	if _, held := g.hold.Load(s.GetName()); held {
 		return reconcile.Result{}, g.report(ctx, s, "Create", "Processing", 30)
 	}
-	if region, _, _ := unstructured.NestedString(s.Object, "spec", "region"); region == FailRegion {
+	region, _, _ := unstructured.NestedString(s.Object, "spec", "region")
+	if region == FailRegion {
 		return reconcile.Result{}, g.report(ctx, s, "Create", "Failed", 10)
+	}
+	if f, failing := failures[region]; failing {
+		lastErrors := []any{map[string]any{"description": f.description, "taskID": "deploy-infrastructure", "codes": []any{f.code},
+			"lastUpdateTime": time.Now().UTC().Format(time.RFC3339)}}
+		if err := unstructured.SetNestedSlice(s.Object, lastErrors, "status", "lastErrors"); err != nil {
+			return reconcile.Result{}, err
+		}
+		return reconcile.Result{}, g.report(ctx, s, "Create", f.state, 20)
 	}
 	if shoot.ProgressOf(s).Type == "" {
 		return reconcile.Result{}, g.report(ctx, s, "Create", "Processing", 30)
@@ -308,6 +333,10 @@ func (g *Gardener) report(ctx context.Context, s *unstructured.Unstructured, opT
 	op := map[string]any{"type": opType, "state": state, "progress": progress, "description": strings.ToLower(opType) + " " + strings.ToLower(state),
 		"lastUpdateTime": time.Now().UTC().Format(time.RFC3339)}
 	if err := unstructured.SetNestedMap(s.Object, op, "status", "lastOperation"); err != nil {
+		return err
+	}
+	// As gardenlet records the generation each operation reconciled.
+	if err := unstructured.SetNestedField(s.Object, s.GetGeneration(), "status", "observedGeneration"); err != nil {
 		return err
 	}
 	return g.client.Status().Update(ctx, s)

@@ -49,12 +49,20 @@ func TestMain(m *testing.M) {
 	if err := manager.RegisterMetrics(append(append(status.Metrics(), kubeconfigctrl.Collectors()...), clusterctrl.Collectors()...)...); err != nil {
 		panic(err)
 	}
-	var err error
-	if target, err = testenv.Start(); err != nil {
+	auditDir, err := os.MkdirTemp("", "kubeconfig-target-audit-")
+	if err != nil {
+		panic(err)
+	}
+	audit, err := withAuditLog(auditDir)
+	if err != nil {
+		panic(err)
+	}
+	if target, err = testenv.Start(audit...); err != nil {
 		panic(err)
 	}
 	code := testenv.Main(m, &mgmt)
 	_ = target.Stop()
+	_ = os.RemoveAll(auditDir)
 	os.Exit(code)
 }
 
