@@ -1,19 +1,16 @@
 package e2e
 
 import (
-	"encoding/base64"
 	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/api/conditions"
@@ -79,7 +76,7 @@ func revokeOneCredential(t *testing.T, kr *operatorv1alpha1.KubeconfigRequest) {
 		t.Fatalf("credentials listed: %+v", kr.Status.Credentials)
 	}
 	old, oldKubeconfig := kr.Status.Credentials[0].ID, kr.Status.Kubeconfig
-	if _, id := reviewKubeconfig(t, oldKubeconfig); id != old || !strings.HasPrefix(id, "JTI=") {
+	if _, id := testenv.ReviewKubeconfigToken(t, env.Client, oldKubeconfig); id != old || !strings.HasPrefix(id, "JTI=") {
 		t.Fatalf("listed as %q, the API server names the token %q", old, id)
 	}
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, operatorv1alpha1.RevokeCredentialAnnotation, old)
@@ -94,34 +91,12 @@ func revokeOneCredential(t *testing.T, kr *operatorv1alpha1.KubeconfigRequest) {
 			meta.IsStatusConditionTrue(kr.Status.Conditions, conditions.Ready)
 	})
 	testenv.Eventually(t, "the revoked token refused", 30*time.Second, func() bool {
-		user, _ := reviewKubeconfig(t, oldKubeconfig)
+		user, _ := testenv.ReviewKubeconfigToken(t, env.Client, oldKubeconfig)
 		return user == ""
 	})
-	if _, id := reviewKubeconfig(t, kr.Status.Kubeconfig); id != kr.Status.Credentials[0].ID {
+	if _, id := testenv.ReviewKubeconfigToken(t, env.Client, kr.Status.Kubeconfig); id != kr.Status.Credentials[0].ID {
 		t.Errorf("the new credential: listed %q, the API server says %q", kr.Status.Credentials[0].ID, id)
 	}
-}
-
-// reviewKubeconfig is what the API server says of the token of a status kubeconfig: who,
-// and which credential ID; "" when it refuses it.
-func reviewKubeconfig(t *testing.T, kubeconfig string) (user, credentialID string) {
-	t.Helper()
-	raw, err := base64.StdEncoding.DecodeString(kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	review := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: cfg.BearerToken}}
-	if err := env.Client.Create(ctx, review); err != nil {
-		t.Fatal(err)
-	}
-	if !review.Status.Authenticated {
-		return "", ""
-	}
-	return review.Status.User.Username, strings.Join(review.Status.User.Extra["authentication.kubernetes.io/credential-id"], ",")
 }
 
 // poolNamespace is the manifests' --subscription-pool-namespace: the Secret pool's, and

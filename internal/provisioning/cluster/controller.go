@@ -127,19 +127,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 // patchAnnotationsChanged passes the updates that set, change or remove the force-patch
 // or suspend-patch annotation: each asks for a reconcile (a forced write, or the Shoot
 // following the Cluster again).
-var patchAnnotationsChanged = predicate.Funcs{
-	CreateFunc:  func(event.CreateEvent) bool { return false },
-	DeleteFunc:  func(event.DeleteEvent) bool { return false },
-	GenericFunc: func(event.GenericEvent) bool { return false },
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		if e.ObjectOld == nil || e.ObjectNew == nil {
-			return false
-		}
-		was, now := e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()
-		return was[operatorv1alpha1.ForcePatchAnnotation] != now[operatorv1alpha1.ForcePatchAnnotation] ||
-			was[operatorv1alpha1.SuspendPatchAnnotation] != now[operatorv1alpha1.SuspendPatchAnnotation]
-	},
-}
+var patchAnnotationsChanged = status.AnnotationsChanged(operatorv1alpha1.ForcePatchAnnotation, operatorv1alpha1.SuspendPatchAnnotation)
 
 // Reconcile provisions (or adopts, or deprovisions) one Cluster. Every wait ends with a
 // watched change (Shoot, SubscriptionRequest, Secret, KubeconfigRequest): no requeue

@@ -2,7 +2,9 @@ package kubeconfig
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -70,6 +72,11 @@ func backfillCredentials(kr *operatorv1alpha1.KubeconfigRequest) {
 // currentRevoked: the credential status.kubeconfig holds was revoked by ID, and a new one
 // is due.
 func currentRevoked(kr *operatorv1alpha1.KubeconfigRequest) bool {
+	if kr.Status.LastHandledRevokeCredential == "" {
+		// Never revoked by ID: the current credential is listed (issued or backfilled),
+		// and every reconcile need not parse the kubeconfig to know it.
+		return false
+	}
 	current := currentCredential(kr).BoundSecret
 	return current != "" && !slices.ContainsFunc(kr.Status.Credentials, func(c operatorv1alpha1.IssuedCredential) bool { return c.Binding == current })
 }
@@ -82,14 +89,15 @@ func currentRevoked(kr *operatorv1alpha1.KubeconfigRequest) bool {
 func (r *Reconciler) revokeCredentialIfAsked(ctx context.Context, s *scope) (reconcile.Result, error) {
 	kr, target := s.kr, s.target
 	id := kr.Annotations[operatorv1alpha1.RevokeCredentialAnnotation]
-	if id == "" || id == kr.Status.LastHandledRevokeCredential {
+	handled := handledRevoke(id)
+	if id == "" || handled == kr.Status.LastHandledRevokeCredential {
 		return reconcile.Result{}, nil
 	}
 	i := slices.IndexFunc(kr.Status.Credentials, func(c operatorv1alpha1.IssuedCredential) bool { return c.ID == id })
 	if i < 0 {
-		kr.Status.LastHandledRevokeCredential = id
+		kr.Status.LastHandledRevokeCredential = handled
 		r.Recorder.Eventf(kr, nil, corev1.EventTypeWarning, operatorv1alpha1.ReasonCredentialNotFound, "RevokeCredential",
-			"no live credential of this request has ID %q (live: %s); nothing was revoked", id, credentialIDs(kr))
+			"no live credential of this request has ID %.80q (live: %s); nothing was revoked", id, credentialIDs(kr))
 		return reconcile.Result{}, nil
 	}
 	c := kr.Status.Credentials[i]
@@ -108,7 +116,7 @@ func (r *Reconciler) revokeCredentialIfAsked(ctx context.Context, s *scope) (rec
 		// tenant write status at all): never deleted for this request, and not its
 		// credential to list.
 		kr.Status.Credentials = slices.Delete(kr.Status.Credentials, i, i+1)
-		kr.Status.LastHandledRevokeCredential = id
+		kr.Status.LastHandledRevokeCredential = handled
 		r.Recorder.Eventf(kr, nil, corev1.EventTypeWarning, operatorv1alpha1.ReasonCredentialNotFound, "RevokeCredential",
 			"status.credentials named token binding %s for %s, which is not this request's; nothing was revoked", c.Binding, id)
 		return reconcile.Result{}, nil
@@ -118,7 +126,7 @@ func (r *Reconciler) revokeCredentialIfAsked(ctx context.Context, s *scope) (rec
 		}
 	}
 	kr.Status.Credentials = slices.Delete(kr.Status.Credentials, i, i+1)
-	kr.Status.LastHandledRevokeCredential = id
+	kr.Status.LastHandledRevokeCredential = handled
 	note := ""
 	if currentRevoked(kr) {
 		note = "; it was the current one: a new kubeconfig is issued"
@@ -127,6 +135,20 @@ func (r *Reconciler) revokeCredentialIfAsked(ctx context.Context, s *scope) (rec
 		"revoked credential %s (token binding %s); the others stay valid%s", id, c.Binding, note)
 	return reconcile.Result{}, nil
 }
+
+// handledRevoke is what status.lastHandledRevokeCredential records for the annotation's
+// value: the value itself, or, for one longer than any credential ID (the annotation is
+// the tenant's to write, the status field is bounded), its SHA-256; a value the status
+// could not hold would make every status write of the request fail.
+func handledRevoke(value string) string {
+	if len(value) <= maxCredentialIDLength {
+		return value
+	}
+	return fmt.Sprintf("sha256:%x", sha256.Sum256([]byte(value)))
+}
+
+// maxCredentialIDLength is the longest credential ID status.credentials admits.
+const maxCredentialIDLength = 128
 
 // credentialIDs lists the IDs of the request's live credentials, for a message.
 func credentialIDs(kr *operatorv1alpha1.KubeconfigRequest) string {

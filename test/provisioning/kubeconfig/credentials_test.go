@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -92,19 +91,7 @@ func audited(t *testing.T) (used map[string][]string, issued []string) {
 // which credential ID ("" when it refuses the token).
 func reviewToken(t *testing.T, kubeconfig string) (user, credentialID string) {
 	t.Helper()
-	review := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: issuedConfig(t, &operatorv1alpha1.KubeconfigRequest{
-		Status: operatorv1alpha1.KubeconfigRequestStatus{Kubeconfig: kubeconfig}}).BearerToken}}
-	if err := target.Client.Create(ctx, review); err != nil {
-		t.Fatal(err)
-	}
-	if !review.Status.Authenticated {
-		return "", ""
-	}
-	ids := review.Status.User.Extra["authentication.kubernetes.io/credential-id"]
-	if len(ids) != 1 {
-		t.Fatalf("the target names %d credential IDs for one token: %v", len(ids), ids)
-	}
-	return review.Status.User.Username, ids[0]
+	return testenv.ReviewKubeconfigToken(t, target.Client, kubeconfig)
 }
 
 // credentialIDs are the IDs status.credentials lists, newest first.
@@ -226,6 +213,16 @@ func TestCredentialsAreTraceable(t *testing.T) {
 	if user, _ := reviewToken(t, third.Status.Kubeconfig); user == "" {
 		t.Error("an unknown ID revoked the current credential")
 	}
+
+	// A value no status could hold (4 KiB; status.lastHandledRevokeCredential admits 256
+	// characters): handled all the same, recorded as its hash, and the request's status is
+	// still written.
+	huge := "JTI=" + strings.Repeat("x", 4096)
+	patchAnnotation(t, kr.Name, operatorv1alpha1.RevokeCredentialAnnotation, huge)
+	testenv.Eventually(t, "the huge value handled and the status written", 30*time.Second, func() bool {
+		got := waitReady(t, kr.Name, metav1.ConditionTrue, operatorv1alpha1.ReasonIssued)
+		return strings.HasPrefix(got.Status.LastHandledRevokeCredential, "sha256:") && got.Status.Kubeconfig == third.Status.Kubeconfig
+	})
 
 	// Rotations: the list is capped, and is exactly the bindings live in the target.
 	for i := range 3 {

@@ -7,10 +7,8 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
@@ -81,17 +79,6 @@ func publishedKubeconfig(t *testing.T, name string) string {
 // it rejects it.
 func tokenUser(t *testing.T, kubeconfig string) string {
 	t.Helper()
-	raw, err := base64.StdEncoding.DecodeString(kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	review := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: cfg.BearerToken}}
-	if err := target.Client.Create(ctx, review); err != nil {
-		t.Fatal(err)
-	}
-	return review.Status.User.Username
+	user, _ := reviewToken(t, kubeconfig)
+	return user
 }
