@@ -30,6 +30,7 @@ import (
 	"github.com/trustplane/trustplane/internal/finalizer"
 	"github.com/trustplane/trustplane/internal/jwks/issuerclaim"
 	"github.com/trustplane/trustplane/internal/jwks/jwkset"
+	"github.com/trustplane/trustplane/internal/jwks/relyingparty"
 	"github.com/trustplane/trustplane/internal/status"
 )
 
@@ -78,6 +79,12 @@ type Reconciler struct {
 	// reports (tests), and the controller's own cache alone says what is served.
 	Servers         client.Reader
 	ServerNamespace string
+	// RelyingParties probes and reads the relying parties of spec.promotion, every
+	// ScrapeInterval while a key is pending, on the hosts RelyingPartyHosts allows
+	// (proof.go).
+	RelyingParties    relyingparty.Client
+	RelyingPartyHosts []string
+	ScrapeInterval    time.Duration
 
 	parsed    sync.Map // types.NamespacedName → parsedCert
 	ownWrites ownWrites

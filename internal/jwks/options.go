@@ -66,6 +66,13 @@ type Options struct {
 	// PromotionMargin is added to cacheMaxAge before a served key is copied to
 	// spec.signingSecret.
 	PromotionMargin time.Duration
+	// RelyingPartyHosts are the hosts whose metrics a JWKSConfig's spec.promotion may
+	// name (exact names, or *.suffix); none: spec.promotion is refused. The manager makes
+	// these requests from inside the cluster, so a tenant may not point it anywhere.
+	RelyingPartyHosts []string
+	// RelyingPartyScrapeInterval is how often the relying parties are probed and read
+	// while a key is pending.
+	RelyingPartyScrapeInterval time.Duration
 	// Clock is the time source (tests inject a fake one).
 	Clock clock.PassiveClock
 }
@@ -73,23 +80,24 @@ type Options struct {
 // DefaultOptions are the flag defaults.
 func DefaultOptions() Options {
 	return Options{
-		Workers:              32,
-		MinUpdateInterval:    time.Minute,
-		RetryBaseDelay:       5 * time.Second,
-		RetryMaxDelay:        5 * time.Minute,
-		ServerBindAddress:    ":8082",
-		NginxImage:           DefaultNginxImage,
-		IssuerClaimNamespace: manager.OwnNamespace(),
-		MaxCacheMaxAge:       24 * time.Hour,
-		NginxMaxReplicas:     5,
-		PromotionMargin:      time.Minute,
-		ServerReadTimeout:    10 * time.Second,
-		ServerWriteTimeout:   10 * time.Second,
-		ServerIdleTimeout:    30 * time.Second,
-		ServerMaxHeaderBytes: 16 << 10,
-		ServerMaxConnections: 1000,
-		NginxMaxResources:    map[string]string{"cpu": "1", "memory": "512Mi", "ephemeral-storage": "1Gi"},
-		Clock:                clock.RealClock{},
+		Workers:                    32,
+		MinUpdateInterval:          time.Minute,
+		RetryBaseDelay:             5 * time.Second,
+		RetryMaxDelay:              5 * time.Minute,
+		ServerBindAddress:          ":8082",
+		NginxImage:                 DefaultNginxImage,
+		IssuerClaimNamespace:       manager.OwnNamespace(),
+		MaxCacheMaxAge:             24 * time.Hour,
+		NginxMaxReplicas:           5,
+		PromotionMargin:            time.Minute,
+		RelyingPartyScrapeInterval: 10 * time.Second,
+		ServerReadTimeout:          10 * time.Second,
+		ServerWriteTimeout:         10 * time.Second,
+		ServerIdleTimeout:          30 * time.Second,
+		ServerMaxHeaderBytes:       16 << 10,
+		ServerMaxConnections:       1000,
+		NginxMaxResources:          map[string]string{"cpu": "1", "memory": "512Mi", "ephemeral-storage": "1Gi"},
+		Clock:                      clock.RealClock{},
 	}
 }
 
@@ -102,6 +110,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.NginxImage, "jwks-nginx-image", o.NginxImage, "Image of the nginx Deployments that serve JWK Sets (non-root, uid 101, listening on 8080). An operator setting: JWKSConfig authors cannot choose what runs.")
 	o.AddServerFlags(fs)
 	fs.DurationVar(&o.PromotionMargin, "jwks-promotion-margin", o.PromotionMargin, "With spec.signingSecret: how long after cacheMaxAge a key served by trustplane is copied to the signing Secret; covers the watch latency of the other replicas and kubelet's refresh of nginx's ConfigMap volume.")
+	fs.StringSliceVar(&o.RelyingPartyHosts, "jwks-relying-party-hosts", o.RelyingPartyHosts, "Hosts (exact, or *.example.com) whose /metrics a JWKSConfig's spec.promotion.relyingParties may name; the manager reads them from inside the cluster, so tenants may name no other. Empty: promotion on proof is off, keys are promoted by the timer.")
+	fs.DurationVar(&o.RelyingPartyScrapeInterval, "jwks-relying-party-scrape-interval", o.RelyingPartyScrapeInterval, "While a key is pending: how often each relying party of spec.promotion is probed and its JWKS fetch metrics read.")
 	fs.Int32Var(&o.NginxMaxReplicas, "jwks-nginx-max-replicas", o.NginxMaxReplicas, "Most nginx replicas a JWKSConfig may ask for (more stall with OverLimit). 0: no limit.")
 	fs.StringToStringVar(&o.NginxMaxResources, "jwks-nginx-max-resources", o.NginxMaxResources, "Largest request or limit of the nginx container a JWKSConfig may ask for, per resource; resources not named may not be asked for (e.g. cpu=1,memory=512Mi,ephemeral-storage=1Gi).")
 }
@@ -138,6 +148,7 @@ func (o *Options) Validate() error {
 		{"--jwks-retry-max-delay", o.RetryMaxDelay, true},
 		{"--jwks-max-cache-max-age", o.MaxCacheMaxAge, false},
 		{"--jwks-promotion-margin", o.PromotionMargin, false},
+		{"--jwks-relying-party-scrape-interval", o.RelyingPartyScrapeInterval, true},
 		{"--jwks-server-read-timeout", o.ServerReadTimeout, true},
 		{"--jwks-server-write-timeout", o.ServerWriteTimeout, true},
 		{"--jwks-server-idle-timeout", o.ServerIdleTimeout, true},
@@ -148,6 +159,11 @@ func (o *Options) Validate() error {
 	}
 	if o.RetryMaxDelay < o.RetryBaseDelay {
 		return fmt.Errorf("--jwks-retry-max-delay (%v) must not be shorter than --jwks-retry-base-delay (%v)", o.RetryMaxDelay, o.RetryBaseDelay)
+	}
+	for _, h := range o.RelyingPartyHosts {
+		if err := validRelyingPartyHost(h); err != nil {
+			return fmt.Errorf("--jwks-relying-party-hosts: %w", err)
+		}
 	}
 	if o.NginxImage == "" {
 		return fmt.Errorf("--jwks-nginx-image must name an image")

@@ -91,6 +91,9 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		PromotionMargin: opts.PromotionMargin,
 		Servers:         servers,
 		ServerNamespace: opts.IssuerClaimNamespace,
+
+		RelyingPartyHosts: opts.RelyingPartyHosts,
+		ScrapeInterval:    opts.RelyingPartyScrapeInterval,
 	}
 	toOwner := handler.EnqueueRequestsFromMapFunc(configOfOwned)
 	err = ctrl.NewControllerManagedBy(mgr).

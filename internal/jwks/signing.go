@@ -105,26 +105,38 @@ func signingPolicy(cfg *jwksv1alpha1.JWKSConfig, current, signing string) (keep 
 // It asks to come back when a promotion is due, or when a server it waits for is no
 // longer waited for.
 func (r *Reconciler) promote(ctx context.Context, s *scope) (ctrl.Result, error) {
-	wait, err := r.promoteKey(ctx, s.cfg, s.key.KeyID(), s.signing, s.promoteAtOnce, s.now)
+	published := publication{doc: s.doc, alg: publishedAlgorithm(s.next, s.key.KeyID())}
+	wait, err := r.promoteKey(ctx, s.cfg, s.key.KeyID(), s.signing, s.promoteAtOnce, s.now, published)
 	return ctrl.Result{RequeueAfter: wait}, err
 }
 
+// publication is the set published with the current key: its document and the key's alg
+// (what relying parties are asked about, proof.go).
+type publication struct {
+	doc []byte
+	alg string
+}
+
 // promoteKey is promote; it returns when to come back (0: nothing awaited).
-func (r *Reconciler) promoteKey(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, current, signing string, atOnce bool, now time.Time) (time.Duration, error) {
+func (r *Reconciler) promoteKey(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, current, signing string, atOnce bool, now time.Time, published publication) (time.Duration, error) {
 	st := &cfg.Status
 	if cfg.Spec.SigningSecret == "" {
 		st.SigningKeyID, st.PendingKeyID, st.PendingPromotionTime = "", "", nil
+		recordDocument(cfg, false, nil)
 		return 0, nil
 	}
 	if signing == current { // the current key signs already
 		st.SigningKeyID, st.PendingKeyID, st.PendingPromotionTime = current, "", nil
+		recordDocument(cfg, false, nil)
 		return 0, nil
 	}
 	st.SigningKeyID = signing
 	if st.PendingKeyID != current {
 		// The servers report the key once status names it (written at this reconcile's end).
 		st.PendingKeyID, st.PendingPromotionTime = current, nil
+		recordDocument(cfg, false, nil)
 	}
+	recordDocument(cfg, true, published.doc)
 	if st.PendingPromotionTime == nil {
 		if wait, err := r.awaitServers(ctx, cfg, current); err != nil || wait > 0 {
 			return wait, err
@@ -140,16 +152,31 @@ func (r *Reconciler) promoteKey(ctx context.Context, cfg *jwksv1alpha1.JWKSConfi
 				current, cfg.Spec.SigningSecret, at.UTC().Format(time.RFC3339), jwkset.CacheMaxAge(cfg))
 		}
 	}
+	early := time.Duration(0)
 	if !atOnce {
 		if wait := st.PendingPromotionTime.Sub(now); wait > 0 {
-			return wait, nil
+			// Before the timer, only on the relying parties' word (proof.go).
+			if cfg.Spec.Promotion == nil {
+				return wait, nil
+			}
+			if !r.proven(ctx, cfg, current, published.alg) {
+				return min(wait, r.ScrapeInterval), nil
+			}
+			early = wait
 		}
 	}
 	if err := r.writeSigningSecret(ctx, cfg, current); err != nil {
 		return 0, err
 	}
-	r.Recorder.Eventf(cfg, nil, corev1.EventTypeNormal, jwksv1alpha1.ReasonKeyPromoted, "Promote",
-		"Key %s is in %s: signers use it now (was %s)", current, cfg.Spec.SigningSecret, orNone(signing))
+	if early > 0 {
+		r.Recorder.Eventf(cfg, nil, corev1.EventTypeNormal, jwksv1alpha1.ReasonKeyPromoted, "Promote",
+			"Key %s is in %s: signers use it now (was %s); every relying party reports a fetched set holding it, %v before its timer",
+			current, cfg.Spec.SigningSecret, orNone(signing), early.Round(time.Second))
+	} else {
+		r.Recorder.Eventf(cfg, nil, corev1.EventTypeNormal, jwksv1alpha1.ReasonKeyPromoted, "Promote",
+			"Key %s is in %s: signers use it now (was %s)", current, cfg.Spec.SigningSecret, orNone(signing))
+	}
+	recordDocument(cfg, false, nil)
 	st.SigningKeyID, st.PendingKeyID, st.PendingPromotionTime = current, "", nil
 	// Come back at once: the key that signed until now is retired from this moment.
 	return time.Millisecond, nil

@@ -250,7 +250,7 @@ func TestPendingPromotionTimeIsNeverEarly(t *testing.T) {
 	r := &Reconciler{Clock: clocktesting.NewFakePassiveClock(served), PromotionMargin: margin, Recorder: events.NewFakeRecorder(10)}
 	cfg := &jwksv1alpha1.JWKSConfig{Spec: jwksv1alpha1.JWKSConfigSpec{SigningSecret: "s", CacheMaxAge: jwksv1alpha1.DurationOf(maxAge)}}
 	// The reconcile began in the second before (its now, to the second).
-	wait, err := r.promoteKey(context.Background(), cfg, "new", "old", false, served.Truncate(time.Second))
+	wait, err := r.promoteKey(context.Background(), cfg, "new", "old", false, served.Truncate(time.Second), publication{})
 	if err != nil {
 		t.Fatal(err)
 	}

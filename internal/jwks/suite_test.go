@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -227,10 +228,20 @@ func waitReadyMessage(t *testing.T, ns, name string, status metav1.ConditionStat
 			return cfg
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after 30s waiting for %s/%s Ready=%s %s %q; generation %d, last status %+v", ns, name, status, reason, msg, cfg.Generation, cfg.Status)
+			t.Fatalf("timed out after 30s waiting for %s/%s Ready=%s %s %q; generation %d, last status %+v%s", ns, name, status, reason, msg, cfg.Generation, cfg.Status, nginxRollout(ns, name))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// nginxRollout describes the nginx Deployment's rollout, for a timeout's message: which
+// generation the (stand-in) Deployment controller has seen, and its replicas.
+func nginxRollout(ns, name string) string {
+	d := &appsv1.Deployment{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
+		return "; nginx Deployment: " + err.Error()
+	}
+	return fmt.Sprintf("; nginx Deployment generation %d, resourceVersion %s, status %+v", d.Generation, d.ResourceVersion, d.Status)
 }
 
 // eventsFor lists events about the named object with the given reason.

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -63,7 +65,13 @@ func RolloutStandIn(cfg *rest.Config, labelKey string) (ctrl.Manager, error) {
 	}
 	r := &rollout{client: mgr.GetClient(), apiReader: mgr.GetAPIReader()}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("test-rollout").For(&appsv1.Deployment{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 8}).Complete(r); err != nil {
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: 8,
+			// Every test's stand-in writes every labelled Deployment, so they lose races
+			// to each other (conflicts): retry within a second, never after the default's
+			// backoff of up to 1000 s, which a test waiting 30 s would not survive.
+			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, time.Second),
+		}).Complete(r); err != nil {
 		return nil, err
 	}
 	return mgr, nil

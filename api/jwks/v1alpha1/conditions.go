@@ -63,10 +63,31 @@ const (
 	// ReasonDriftReverted (Warning event): someone else changed the set's ConfigMap; the
 	// published set was put back.
 	ReasonDriftReverted = "DriftReverted"
+	// ReasonRelyingPartiesHoldKey (RelyingParties=True): every relying party of
+	// spec.promotion reports a fetched set that holds the pending key (or the signing key,
+	// when none is pending). Also the reason of the KeyPromoted event of a key promoted on
+	// their word, before its timer.
+	ReasonRelyingPartiesHoldKey = "RelyingPartiesHoldKey"
+	// ReasonKeyNotFetched (RelyingParties=False): a relying party reports a set that does
+	// not hold the pending key yet, or no fetch of the issuer at all; promotion waits for
+	// it, at most until status.pendingPromotionTime.
+	ReasonKeyNotFetched = "KeyNotFetched"
+	// ReasonRelyingPartyUnreadable (RelyingParties=False, and a Warning event): a relying
+	// party's metrics could not be read (unreachable, a TLS error, 401 or 403, not
+	// Prometheus metrics, its credentials Secret missing or incomplete, or a host the
+	// operator does not allow); the message names it and why. Promotion falls back to the
+	// timer.
+	ReasonRelyingPartyUnreadable = "RelyingPartyUnreadable"
 	// ReasonConfigMapMoved (event): spec.configMapName changed; the set moved to the new
 	// ConfigMap and the old one was deleted.
 	ReasonConfigMapMoved = "ConfigMapMoved"
 )
+
+// ConditionRelyingParties says whether the relying parties of spec.promotion hold the key
+// (reasons RelyingPartiesHoldKey, KeyNotFetched, RelyingPartyUnreadable); only with
+// spec.promotion. It never makes the JWKSConfig not Ready: promotion then waits for its
+// timer.
+const ConditionRelyingParties = "RelyingParties"
 
 // Reasons of input that cannot be published (Stalled): retrying without a change to the
 // Secret or the spec cannot succeed, and the published set is left unchanged. The Secret

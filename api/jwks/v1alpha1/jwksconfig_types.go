@@ -136,6 +136,74 @@ type JWKSConfigSpec struct {
 	// nginx configures the nginx Deployment that serves the set inside the cluster.
 	// +optional
 	Nginx NginxSpec `json:"nginx,omitempty"`
+
+	// promotion lets relying parties prove they fetched a new key, so that it is copied to
+	// spec.signingSecret as soon as all of them hold it, rather than only when the timer
+	// (cacheMaxAge plus the promotion margin) runs out. The timer stays the fallback: a
+	// relying party that cannot be read holds promotion until then, never beyond. Only
+	// with spec.signingSecret. See docs/jwks.md, "Promotion on proof".
+	// +optional
+	Promotion *PromotionSpec `json:"promotion,omitempty"`
+}
+
+// PromotionSpec names the relying parties whose word promotes a key.
+type PromotionSpec struct {
+	// relyingParties are the instances that must each report a fetched set holding the
+	// new key. At first kube-apiserver: one entry per API server instance, as each
+	// reports only its own fetches.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=10
+	// +required
+	RelyingParties []RelyingParty `json:"relyingParties"`
+}
+
+// RelyingParty is one kube-apiserver instance that verifies tokens of this issuer with
+// its structured authentication configuration (a jwt issuer) and exports its JWKS fetch
+// metrics (feature gate StructuredAuthenticationConfigurationJWKSMetrics, beta and on by
+// default since 1.35).
+type RelyingParty struct {
+	// name names the instance in status and conditions, such as apiserver-0.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="must be a DNS label (lower-case letters, digits and '-'), such as apiserver-0"
+	// +required
+	Name string `json:"name"`
+
+	// metricsURL is the https URL of the instance's /metrics, such as
+	// https://10.0.0.10:6443/metrics. Its host must be one the operator allows
+	// (--jwks-relying-party-hosts).
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') && isURL(self) && url(self).getHostname() != '' && !self.contains('@') && !self.contains('#')",message="must be an https URL with a host and no user or fragment, such as https://10.0.0.10:6443/metrics"
+	// +required
+	MetricsURL string `json:"metricsURL"`
+
+	// credentialsSecretName is a Secret in the JWKSConfig's namespace with `token`, a
+	// bearer token allowed to get /metrics (nonResourceURLs [/metrics], verb get), and
+	// `ca.crt`, the CA of the instance's serving certificate (without it, the system's
+	// roots). A kubernetes.io/service-account-token Secret has both.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="must be a Secret name (a DNS subdomain: lower-case letters, digits, '-' and '.'), such as apiserver-metrics-reader"
+	// +required
+	CredentialsSecretName string `json:"credentialsSecretName"`
+
+	// issuer is the issuer URL exactly as the instance's authentication configuration
+	// names it (its metrics are keyed by its hash). Defaults to spec.issuer.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') && isURL(self)",message="must be an https URL, such as https://idp.example"
+	// +optional
+	Issuer string `json:"issuer,omitempty"`
+
+	// audience is one audience the instance's jwt authenticator accepts for the issuer.
+	// kube-apiserver refetches a set only for a token whose key it does not know, within
+	// 30 s of its cached set's expiry; while a key is pending, trustplane presents it, at
+	// each scrape, a token of this audience that names the new key and is signed by a
+	// throwaway key: refused, it makes the instance refetch as soon as its cache allows.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +required
+	Audience string `json:"audience"`
 }
 
 // NginxSpec configures the nginx Deployment and Service that serve the set. The image is
@@ -253,12 +321,57 @@ type JWKSConfigStatus struct {
 	// the key is not yet served everywhere.
 	// +optional
 	PendingPromotionTime *metav1.Time `json:"pendingPromotionTime,omitempty"`
+	// promotion is what the relying parties of spec.promotion last reported.
+	// +optional
+	Promotion *PromotionStatus `json:"promotion,omitempty"`
 	// lastHandledReconcileAt is the value of the annotation
 	// reconcile.trustplane.io/requestedAt that the last reconcile handled: equal to the
 	// annotation once a reconcile asked for with it (`trustplane reconcile`) has run.
 	// +kubebuilder:validation:MaxLength=256
 	// +optional
 	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
+}
+
+// PromotionStatus is what proves, or not yet, that the relying parties hold a key.
+type PromotionStatus struct {
+	// documentHashes are the sha256 hashes ("sha256:<hex>", as kube-apiserver reports
+	// them) of the documents published since pendingKeyID was published, each holding it,
+	// newest first: a relying party that last fetched one of them holds the key.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	DocumentHashes []string `json:"documentHashes,omitempty"`
+	// relyingParties is, per spec.promotion.relyingParties entry, what it last reported.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=10
+	// +optional
+	RelyingParties []RelyingPartyStatus `json:"relyingParties,omitempty"`
+}
+
+// RelyingPartyStatus is what one relying party last reported.
+type RelyingPartyStatus struct {
+	// name is the spec.promotion.relyingParties entry.
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+	// lastHash is the hash of the set it last fetched, as it reports it ("" if none).
+	// +kubebuilder:validation:MaxLength=80
+	// +optional
+	LastHash string `json:"lastHash,omitempty"`
+	// lastFetchTime is when it last fetched the set successfully, by its own clock.
+	// +optional
+	LastFetchTime *metav1.Time `json:"lastFetchTime,omitempty"`
+	// lastScrapeTime is when trustplane last read its metrics successfully.
+	// +optional
+	LastScrapeTime *metav1.Time `json:"lastScrapeTime,omitempty"`
+	// holdsPendingKey is true when the set it last fetched holds status.pendingKeyID.
+	// +optional
+	HoldsPendingKey bool `json:"holdsPendingKey,omitempty"`
+	// message says why it could not be read, or what it reports; empty when it holds the
+	// pending key or none is pending.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // JWKSConfig publishes the public key of a TLS Secret as a JSON Web Key Set, in a
@@ -268,6 +381,8 @@ type JWKSConfigStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=jwks,categories=trustplane
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$') && size(self.metadata.name) <= 57",message="name must be a DNS label of at most 57 characters: it names the nginx Deployment and Service and the <name>-jwks ConfigMap"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.promotion) || has(self.spec.signingSecret) && size(self.spec.signingSecret) > 0",message="spec.promotion needs spec.signingSecret: only a key copied there is promoted",fieldPath=".spec.promotion"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.promotion) || has(self.spec.issuer) && size(self.spec.issuer) > 0 || self.spec.promotion.relyingParties.all(r, has(r.issuer))",message="each relying party needs an issuer when spec.issuer is not set, such as https://idp.example",fieldPath=".spec.promotion.relyingParties"
 // +kubebuilder:validation:XValidation:rule="!has(self.spec.signingSecret) || self.spec.signingSecret != self.spec.certificateSecret",message="spec.signingSecret must name another Secret than spec.certificateSecret: trustplane writes it, and copies keys into it only once they are served",fieldPath=".spec.signingSecret"
 // +kubebuilder:validation:XValidation:rule="(has(self.spec.configMapName) && size(self.spec.configMapName) > 0 ? self.spec.configMapName : self.metadata.name + '-jwks') != (has(self.spec.nginxConfigMapName) && size(self.spec.nginxConfigMapName) > 0 ? self.spec.nginxConfigMapName : self.metadata.name + '-nginx')",message="spec.configMapName and spec.nginxConfigMapName must name different ConfigMaps (defaults <name>-jwks and <name>-nginx), such as issuer-jwks and issuer-nginx",fieldPath=".spec.configMapName"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
