@@ -10,7 +10,9 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -42,8 +44,17 @@ type Source struct {
 // NewSource builds the source of key's snapshots; initial (from the state dir, may be
 // nil) is served until the cluster's view is complete.
 func NewSource(cfg *rest.Config, key types.NamespacedName, stateDir string, initial *Snapshot, log logr.Logger) (*Source, error) {
+	// A fixed mapping of the three kinds: the cache needs no discovery, so the signer
+	// starts (and serves its state) while the API server does not answer.
+	mapper := meta.NewDefaultRESTMapper(nil)
+	for _, gvk := range []schema.GroupVersionKind{
+		jwksv1alpha1.GroupVersion.WithKind("JWKSConfig"), corev1.SchemeGroupVersion.WithKind("ConfigMap"), corev1.SchemeGroupVersion.WithKind("Secret"),
+	} {
+		mapper.Add(gvk, meta.RESTScopeNamespace)
+	}
 	c, err := cache.New(cfg, cache.Options{
 		Scheme:            scheme.New(),
+		Mapper:            mapper,
 		DefaultNamespaces: map[string]cache.Config{key.Namespace: {}},
 		ByObject: map[client.Object]cache.ByObject{
 			&jwksv1alpha1.JWKSConfig{}: {Field: fields.OneTermEqualSelector("metadata.name", key.Name)},
