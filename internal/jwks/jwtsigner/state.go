@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"time"
 
-
 	"github.com/trustplane/trustplane/internal/atomicfile"
 	"github.com/trustplane/trustplane/internal/jwks/jwkset"
 )
