@@ -93,7 +93,7 @@ func Listen(path string) (net.Listener, error) {
 		case err != nil:
 			return nil, fmt.Errorf("--socket %s: %w", path, err)
 		case info.Mode().Type() != os.ModeSocket:
-			return nil, fmt.Errorf("--socket %s exists and is not a socket (%s): refusing to replace it", path, info.Mode().Type())
+			return nil, fmt.Errorf("--socket %s exists and is not a socket (%s): refusing to replace it", path, fileKind(info.Mode()))
 		default:
 			if conn, err := net.DialTimeout("unix", path, time.Second); err == nil {
 				_ = conn.Close()
@@ -124,4 +124,17 @@ func NewGRPCServer(s *Server) *grpc.Server {
 	g := grpc.NewServer()
 	externaljwtv1.RegisterExternalJWTSignerServer(g, s)
 	return g
+}
+
+// fileKind names what a path holds, for the refusal.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return "a regular file"
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeSymlink != 0:
+		return "a symbolic link"
+	}
+	return "a " + m.Type().String() + " file"
 }

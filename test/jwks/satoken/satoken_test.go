@@ -414,3 +414,38 @@ func waitDiscoveryMatches(t *testing.T, cfg *rest.Config, ns, name string) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// TestRefusedAtStart: the binary stops at once, non-zero, with one line naming the
+// problem, for a --socket that is not a socket and for a key kube-apiserver cannot use
+// (an Ed25519 seed).
+func TestRefusedAtStart(t *testing.T) {
+	dir := shortDir(t)
+	file := filepath.Join(dir, "not-a-socket")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	seed := shortDir(t)
+	ed := newChain(t, testcerts.Ed25519)
+	if err := os.WriteFile(filepath.Join(seed, jwtsigner.SeedCertificate), ed.PEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(seed, jwtsigner.SeedKey), ed.KeyPEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--socket=" + file}, "is not a socket"},
+		{[]string{"--socket=" + filepath.Join(dir, "s.sock"), "--state-dir=" + seed}, "Ed25519"},
+	} {
+		args := append([]string{"jwt-signer", "--jwksconfig=kube-system/sa", "--kubeconfig=" + env.AdminKubeconfig(t)}, tc.args...)
+		_, stderr, code := testenv.RunCommand(t, testenv.Binary(t), args...)
+		lines := strings.Split(strings.TrimSpace(stderr), "\n")
+		last := lines[len(lines)-1]
+		if code == 0 || !strings.Contains(last, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want non-zero and a line naming %q", tc.args, code, stderr, tc.want)
+		}
+		t.Logf("exit %d: %s", code, last)
+	}
+}
