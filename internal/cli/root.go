@@ -1,7 +1,7 @@
 // Package cli assembles the trustplane command: one binary, one subcommand per role. It
 // builds the processes that run in the cluster (manager, node-agent, dataplane,
-// jwks-server), binds their flags as sections of their configuration files and registers
-// the manager's controllers; the day-2 verbs for users are internal/usercli's.
+// jwks-server, jwt-signer), binds their flags as sections of their configuration files
+// and registers the manager's controllers; the day-2 verbs for users are internal/usercli's.
 package cli
 
 import (
@@ -36,12 +36,13 @@ func NewRootCommand() *cobra.Command {
 	nodeAgentCmd, _ := newNodeAgentCommand()
 	dataplaneCmd, _ := newDataplaneCommand()
 	jwksServerCmd, _ := newJWKSServerCommand()
+	jwtSignerCmd, _ := newJWTSignerCommand()
 	usercli.AddCommands(root)
 	root.AddGroup(&cobra.Group{ID: groupProcesses, Title: "Processes (what runs in the cluster):"})
-	for _, c := range []*cobra.Command{managerCmd, nodeAgentCmd, dataplaneCmd, jwksServerCmd} {
+	for _, c := range []*cobra.Command{managerCmd, nodeAgentCmd, dataplaneCmd, jwksServerCmd, jwtSignerCmd} {
 		c.GroupID = groupProcesses
 	}
-	root.AddCommand(managerCmd, nodeAgentCmd, dataplaneCmd, jwksServerCmd, newVersionCommand())
+	root.AddCommand(managerCmd, nodeAgentCmd, dataplaneCmd, jwksServerCmd, jwtSignerCmd, newVersionCommand())
 	return root
 }
 
@@ -53,7 +54,8 @@ func ConfigSchemas() []*configfile.Schema {
 	_, n := newNodeAgentCommand()
 	_, d := newDataplaneCommand()
 	_, j := newJWKSServerCommand()
-	return []*configfile.Schema{m, n, d, j}
+	_, s := newJWTSignerCommand()
+	return []*configfile.Schema{m, n, d, j, s}
 }
 
 func newVersionCommand() *cobra.Command {
