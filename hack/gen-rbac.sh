@@ -5,7 +5,7 @@
 set -euo pipefail
 gen=$1
 out=${2:-.}
-mkdir -p "$out/config/rbac" "$out/config/node-agent" "$out/config/jwks-server" "$out/config/components/dataplane-sidecar" "$out/charts/trustplane/files"
+mkdir -p "$out/config/rbac" "$out/config/node-agent" "$out/config/jwks-server" "$out/config/jwt-signer" "$out/config/components/dataplane-sidecar" "$out/charts/trustplane/files"
 # The manager: its controllers (in every wing, not the wings' agents) and its own
 # permissions (leader election, events, metrics auth).
 controllers=(jwks aggregation/clusterroleaggregation aggregation/roleaggregation checksum/secretchecksum
@@ -22,9 +22,14 @@ controllers=(jwks aggregation/clusterroleaggregation aggregation/roleaggregation
 # is dropped so that kustomize or Helm put the Role where the gateway runs.
 "$gen" rbac:roleName=trustplane-dataplane paths=./internal/checksum/dataplaneagent/... output:rbac:stdout |
   sed '/^  namespace: gateway$/d' > "$out/config/components/dataplane-sidecar/role.yaml"
+# kube-apiserver's external JWT signer (trustplane jwt-signer): a Role in its JWKSConfig's
+# namespace, whose placeholder namespace is dropped likewise.
+"$gen" rbac:roleName=trustplane-jwt-signer paths=./internal/jwks/jwtsigner/... output:rbac:stdout |
+  sed '/^  namespace: jwt-signer$/d' > "$out/config/jwt-signer/role.yaml"
 # The chart reads the agents' rules from copies inside the chart.
 cp "$out/config/node-agent/role.yaml" "$out/charts/trustplane/files/node-agent-role.yaml"
 cp "$out/config/jwks-server/role.yaml" "$out/charts/trustplane/files/jwks-server-role.yaml"
+cp "$out/config/jwt-signer/role.yaml" "$out/charts/trustplane/files/jwt-signer-role.yaml"
 cp "$out/config/components/dataplane-sidecar/role.yaml" "$out/charts/trustplane/files/dataplane-role.yaml"
 # The admission policy that makes Role aggregation safe (config/policy) is not RBAC, but the
 # chart ships the same file: a copy inside the chart, like the agents' rules.

@@ -26,6 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	"github.com/trustplane/trustplane/internal/jwks/jwkset"
@@ -282,14 +283,21 @@ func startManager(t *testing.T) *testenv.Process {
 	return p
 }
 
-// startSigner runs `trustplane jwt-signer` against the package's control plane and waits
-// for its socket.
+// startSigner runs `trustplane jwt-signer` as config/jwt-signer/kube-apiserver.yaml runs
+// it beside kube-apiserver (its args, with this test's socket, JWKSConfig, kubeconfig and
+// state dir), as the user trustplane:jwt-signer that config/jwt-signer's Role, applied to
+// the JWKSConfig's namespace, is bound to: not as admin. It waits for the socket.
 func startSigner(t *testing.T, socket, jwksConfig, stateDir string) *testenv.Process {
 	t.Helper()
-	args := []string{"jwt-signer", "--socket=" + socket, "--jwksconfig=" + jwksConfig, "--kubeconfig=" + env.AdminKubeconfig(t), "--max-token-expiration=24h"}
-	if stateDir != "" {
-		args = append(args, "--state-dir="+stateDir)
+	ns, _, _ := strings.Cut(jwksConfig, "/")
+	objs := testenv.Rendered(t, "config/jwt-signer")
+	for _, obj := range objs {
+		obj.SetNamespace(ns)
 	}
+	env.Install(t, objs)
+	container := testenv.ContainerOf(t, staticPod(t).Spec, "jwt-signer")
+	args := testenv.ArgsOf(t, container, nil, "--socket="+socket, "--jwksconfig="+jwksConfig,
+		"--kubeconfig="+signerKubeconfig(t), "--state-dir="+stateDir, "--health-probe-bind-address=0")
 	p := testenv.StartProcess(t, testenv.Binary(t), args...)
 	testenv.Eventually(t, "the signer's socket", 60*time.Second, func() bool {
 		if exited, err := p.Exited(); exited {
@@ -299,6 +307,79 @@ func startSigner(t *testing.T, socket, jwksConfig, stateDir string) *testenv.Pro
 		return err == nil && info.Mode().Type() == os.ModeSocket
 	})
 	return p
+}
+
+// staticPod is config/jwt-signer/kube-apiserver.yaml: what the signer adds to
+// kube-apiserver's static pod.
+func staticPod(t *testing.T) *corev1.Pod {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config/jwt-signer/kube-apiserver.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{}
+	if err := yaml.UnmarshalStrict(data, pod); err != nil {
+		t.Fatalf("config/jwt-signer/kube-apiserver.yaml: %v", err)
+	}
+	return pod
+}
+
+// signerKubeconfig is a kubeconfig of the user trustplane:jwt-signer, with a client
+// certificate of the test control plane's CA, as the static pod's is.
+func signerKubeconfig(t *testing.T) string {
+	t.Helper()
+	user, err := env.Environment().AddUser(envtest.User{Name: "trustplane:jwt-signer"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "trustplane-jwt-signer.conf")
+	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestStaticPodWiresTheSocket: in config/jwt-signer/kube-apiserver.yaml, kube-apiserver's
+// --service-account-signing-endpoint is the signer's --socket, on a volume both mount,
+// and the signer is a native sidecar (started before kube-apiserver, kept running).
+func TestStaticPodWiresTheSocket(t *testing.T) {
+	pod := staticPod(t)
+	signer := testenv.ContainerOf(t, pod.Spec, "jwt-signer")
+	kas := testenv.ContainerOf(t, pod.Spec, "kube-apiserver")
+	socket := flagValue(signer.Args, "--socket")
+	if socket == "" || flagValue(kas.Command, "--service-account-signing-endpoint") != socket {
+		t.Errorf("kube-apiserver's --service-account-signing-endpoint is %q, the signer's --socket %q",
+			flagValue(kas.Command, "--service-account-signing-endpoint"), socket)
+	}
+	if signer.RestartPolicy == nil || *signer.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+		t.Error("the signer is not a native sidecar")
+	}
+	dir := filepath.Dir(socket)
+	mounts := func(c corev1.Container) string {
+		for _, m := range c.VolumeMounts {
+			if m.MountPath == dir {
+				return m.Name
+			}
+		}
+		return ""
+	}
+	if mounts(signer) == "" || mounts(signer) != mounts(kas) {
+		t.Errorf("the socket's directory %s is not one volume both containers mount", dir)
+	}
+}
+
+// flagValue is the value of --name=value in args ("" when absent).
+func flagValue(args []string, name string) string {
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, name+"="); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // startKubeAPIServer starts a second kube-apiserver (and etcd) that signs service account
