@@ -15,6 +15,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -108,6 +109,8 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 		"helm-with-agents":      chart("nodeAgent.enabled=true", "dataplane.namespaces={web}"),
 		"kustomize-jwks-server": run(t, root, kubectl, "kustomize", filepath.Join(root, "config/jwks-server")),
 		"helm-with-jwks-server": chart("jwksServer.separate=true"),
+		"kustomize-jwt-signer":  run(t, root, kubectl, "kustomize", filepath.Join(root, "config/jwt-signer")),
+		"helm-with-jwt-signer":  chart("jwtSigner.enabled=true"),
 	}
 	// What each render must hold, beyond being accepted.
 	wantKinds := map[string][]string{
@@ -118,6 +121,8 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 		"kustomize-gateway":     {"Role", "RoleBinding", "ServiceAccount", "Deployment"},
 		"helm-with-agents":      {"Namespace", "DaemonSet", "Role", "RoleBinding"},
 		"kustomize-jwks-server": {"ClusterRole", "ClusterRoleBinding", "ServiceAccount", "Deployment"},
+		"kustomize-jwt-signer":  {"Role", "RoleBinding"},
+		"helm-with-jwt-signer":  {"Role", "RoleBinding"},
 	}
 	wantKinds["helm"], wantKinds["helm-with-garden"] = wantKinds["kustomize"], wantKinds["kustomize"]
 	ctx := context.Background()
@@ -162,12 +167,50 @@ func TestInstallManifestsAreAcceptedByTheAPIServer(t *testing.T) {
 			if name == "helm-with-jwks-server" {
 				assertJWKSServerSeparate(t, objs)
 			}
+			if strings.HasSuffix(name, "jwt-signer") {
+				assertJWTSignerRights(t, objs)
+			}
 			for _, kind := range wantKinds[name] {
 				if kinds[kind] == 0 {
 					t.Errorf("render has no %s (kinds: %v)", kind, kinds)
 				}
 			}
 		})
+	}
+}
+
+// assertJWTSignerRights: both installs bind the signer's generated Role, in kube-system,
+// to the user trustplane:jwt-signer, and grant it nothing else.
+func assertJWTSignerRights(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	var role, binding int
+	for _, obj := range objs {
+		if !strings.HasSuffix(obj.GetName(), "jwt-signer") {
+			continue // the rest of the chart
+		}
+		switch obj.GetKind() {
+		case "Role":
+			r := &rbacv1.Role{}
+			testenv.FromUnstructured(t, obj, r)
+			role++
+			for _, rule := range r.Rules {
+				if !slices.Equal(rule.Verbs, []string{"get", "list", "watch"}) {
+					t.Errorf("Role %s grants %v", r.Name, rule.Verbs)
+				}
+			}
+		case "RoleBinding":
+			b := &rbacv1.RoleBinding{}
+			testenv.FromUnstructured(t, obj, b)
+			binding++
+			if len(b.Subjects) != 1 || b.Subjects[0].Kind != rbacv1.UserKind || b.Subjects[0].Name != "trustplane:jwt-signer" || b.Namespace != "kube-system" {
+				t.Errorf("RoleBinding %s/%s binds %+v", b.Namespace, b.Name, b.Subjects)
+			}
+		default:
+			t.Errorf("the signer's install has a %s", obj.GetKind())
+		}
+	}
+	if role != 1 || binding != 1 {
+		t.Errorf("%d Roles and %d RoleBindings, want one each", role, binding)
 	}
 }
 
