@@ -9,13 +9,9 @@ package oidc
 import (
 	"context"
 	"crypto"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -58,7 +54,7 @@ func TestGoOIDCThroughAProxy(t *testing.T) {
 	server := startManager(t)
 	ns := env.Namespace(t, "oidc")
 	key, otherKey := newSigningKey(t, ns, "issuer-tls"), newSigningKey(t, ns, "other-tls")
-	proxyTLS := newProxyTLS(t)
+	proxyTLS := testenv.NewProxyTLS(t)
 	pathPreserving, rootMapping := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	_, port, _ := net.SplitHostPort(pathPreserving)
 
@@ -78,13 +74,8 @@ func TestGoOIDCThroughAProxy(t *testing.T) {
 		createJWKSConfig(t, ns, name, secret, issuers[name])
 		waitServed(t, server, ns, name, secret.kid)
 	}
-	testenv.StartNginx(t, proxyTLS.conf+
-		proxyServer(pathPreserving, fmt.Sprintf(`
-    location / {
-        proxy_pass http://%s;
-        proxy_set_header X-Forwarded-Host $http_host;
-    }`, server))+
-		proxyServer(rootMapping, fmt.Sprintf(`
+	testenv.StartNginx(t, proxyTLS.Conf+testenv.PathPreservingProxy(pathPreserving, server)+
+		testenv.ProxyServer(rootMapping, fmt.Sprintf(`
     location /idp/ {
         proxy_pass http://%s/%s/mapped/;
     }`, server, ns)))
@@ -111,7 +102,7 @@ func TestGoOIDCThroughAProxy(t *testing.T) {
 			if name == "other-root" {
 				want, forger = otherKey, key
 			}
-			verifyThroughDiscovery(t, proxyTLS.client, issuer, want, forger, aliceKey)
+			verifyThroughDiscovery(t, proxyTLS.Client, issuer, want, forger, aliceKey)
 		})
 	}
 }
@@ -136,7 +127,7 @@ func waitReason(t *testing.T, ns, name, reason string) {
 func TestGoOIDCAgainstTheGeneratedNginx(t *testing.T) {
 	key := newSigningKey(t, "", "")
 	otherKey := newSigningKey(t, "", "")
-	proxyTLS := newProxyTLS(t)
+	proxyTLS := testenv.NewProxyTLS(t)
 	proxy, backend := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	issuer := "https://" + proxy
 
@@ -162,12 +153,12 @@ func TestGoOIDCAgainstTheGeneratedNginx(t *testing.T) {
 	port, _ := strconv.Atoi(portText)
 	generated := jwkset.NginxServer(port, html, 5*time.Minute, true)
 	generated = strings.ReplaceAll(generated, fmt.Sprintf("listen %d;", port), "listen "+backend+";")
-	testenv.StartNginx(t, proxyTLS.conf+generated+proxyServer(proxy, fmt.Sprintf(`
+	testenv.StartNginx(t, proxyTLS.Conf+generated+testenv.ProxyServer(proxy, fmt.Sprintf(`
     location / {
         proxy_pass http://%s;
     }`, backend)))
 
-	verifyThroughDiscovery(t, proxyTLS.client, issuer, key, otherKey)
+	verifyThroughDiscovery(t, proxyTLS.Client, issuer, key, otherKey)
 }
 
 // verifyThroughDiscovery is what relying parties do: one with a static jwks_uri
@@ -309,52 +300,6 @@ func waitServed(t *testing.T, server, ns, name, kid string) {
 	})
 }
 
-// proxyTLS is the TLS proxy's serving certificate, for localhost and 127.0.0.1, from a
-// CA of its own that the relying party's client trusts.
-type proxyTLS struct {
-	conf   string // http-level ssl_certificate directives
-	client *http.Client
-	caPEM  []byte // the CA a relying party trusts the proxy with
-}
-
-func newProxyTLS(t *testing.T) proxyTLS {
-	t.Helper()
-	ca, err := testcerts.NewChain(mustKey(t), "proxy", time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := mustKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "localhost"},
-		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.CA, key.Public(), ca.CAKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	certFile, keyFile := filepath.Join(dir, "proxy.crt"), filepath.Join(dir, "proxy.key")
-	leaf, _ := x509.ParseCertificate(der)
-	if err := os.WriteFile(certFile, testcerts.CertPEM(leaf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, testcerts.KeyPEM(key), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AddCert(ca.CA)
-	return proxyTLS{
-		caPEM: testcerts.CertPEM(ca.CA),
-		conf:  fmt.Sprintf("    ssl_certificate %s;\n    ssl_certificate_key %s;\n", certFile, keyFile),
-		client: &http.Client{
-			Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}},
-			Timeout:   10 * time.Second,
-		},
-	}
-}
-
 func mustKey(t *testing.T) crypto.Signer {
 	t.Helper()
 	k, err := testcerts.NewKey(testcerts.P256)
@@ -362,9 +307,4 @@ func mustKey(t *testing.T) crypto.Signer {
 		t.Fatal(err)
 	}
 	return k
-}
-
-// proxyServer is an nginx TLS server block on addr with the given locations.
-func proxyServer(addr, locations string) string {
-	return fmt.Sprintf("server {\n    listen %s ssl;\n%s\n}\n", addr, locations)
 }

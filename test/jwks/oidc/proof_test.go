@@ -3,6 +3,7 @@ package oidc
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -29,18 +30,14 @@ import (
 // RelyingParties condition and a Warning event name the relying party and why.
 func TestPromotionOnProof(t *testing.T) {
 	ns := env.Namespace(t, "proof")
-	proxyTLS := newProxyTLS(t)
+	proxyTLS := testenv.NewProxyTLS(t)
 	proxy, server := testenv.FreeAddr(t), testenv.FreeAddr(t)
-	const scrapeInterval = time.Second
-	startManagerAt(t, server, "--jwks-promotion-margin=2s", "--jwks-relying-party-hosts=127.0.0.1",
+	maxAge, margin, scrapeInterval := proofTimes(t)
+	startManagerAt(t, server, fmt.Sprintf("--jwks-promotion-margin=%v", margin), "--jwks-relying-party-hosts=127.0.0.1",
 		fmt.Sprintf("--jwks-relying-party-scrape-interval=%v", scrapeInterval))
 	issuers := map[string]string{"proof": "https://" + proxy + "/proof", "timer": "https://" + proxy + "/timer"}
-	testenv.StartNginx(t, proxyTLS.conf+proxyServer(proxy, fmt.Sprintf(`
-    location / {
-        proxy_pass http://%s;
-        proxy_set_header X-Forwarded-Host $http_host;
-    }`, server)))
-	relyingParty := startKubeAPIServer(t, proxyTLS.caPEM, issuers["proof"], issuers["timer"])
+	testenv.StartNginx(t, proxyTLS.Conf+testenv.PathPreservingProxy(proxy, server))
+	relyingParty := startKubeAPIServer(t, proxyTLS.CAPEM, issuers["proof"], issuers["timer"])
 	reader, stranger := metricsTokens(t, relyingParty)
 	metricsURL := strings.TrimSuffix(relyingParty.Host, "/") + "/metrics"
 	for name, token := range map[string]string{"apiserver-metrics": reader, "apiserver-stranger": stranger} {
@@ -54,7 +51,7 @@ func TestPromotionOnProof(t *testing.T) {
 		first := newSigningKey(t, ns, name+"-tls")
 		cfg := &jwksv1alpha1.JWKSConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec: jwksv1alpha1.JWKSConfigSpec{CertificateSecret: name + "-tls", SigningSecret: name + "-signing", Issuer: issuers[name],
-				CacheMaxAge: jwksv1alpha1.DurationOf(cacheMaxAge), Nginx: jwksv1alpha1.NginxSpec{Enabled: ptr.To(false)},
+				CacheMaxAge: jwksv1alpha1.DurationOf(maxAge), Nginx: jwksv1alpha1.NginxSpec{Enabled: ptr.To(false)},
 				Promotion: &jwksv1alpha1.PromotionSpec{RelyingParties: []jwksv1alpha1.RelyingParty{{
 					Name: "apiserver", MetricsURL: metricsURL, CredentialsSecretName: credentials, Audience: audience,
 				}}}}}
@@ -118,6 +115,28 @@ func TestPromotionOnProof(t *testing.T) {
 	})
 }
 
+// proofTimes are the JWKSConfigs' cacheMaxAge, the promotion margin and the scrape
+// interval: 40s, 2s and 1s, so that the test takes a minute and a half. To measure the
+// delays with trustplane's defaults instead (5m, 1m, 10s: about 11 minutes), set
+// TRUSTPLANE_PROOF_TIMES=5m,1m,10s.
+func proofTimes(t *testing.T) (maxAge, margin, scrapeInterval time.Duration) {
+	t.Helper()
+	maxAge, margin, scrapeInterval = cacheMaxAge, 2*time.Second, time.Second
+	if v := os.Getenv("TRUSTPLANE_PROOF_TIMES"); v != "" {
+		var err error
+		parts := strings.Split(v, ",")
+		if len(parts) != 3 {
+			t.Fatalf("TRUSTPLANE_PROOF_TIMES=%q: want cacheMaxAge,margin,scrapeInterval such as 5m,1m,10s", v)
+		}
+		for i, d := range []*time.Duration{&maxAge, &margin, &scrapeInterval} {
+			if *d, err = time.ParseDuration(parts[i]); err != nil {
+				t.Fatalf("TRUSTPLANE_PROOF_TIMES: %v", err)
+			}
+		}
+	}
+	return maxAge, margin, scrapeInterval
+}
+
 // awaitPromotion waits for the rotated key of name's certificate Secret to be pending,
 // then promoted: the promotion timer it was given, and when the signing Secret got it.
 func awaitPromotion(t *testing.T, ns, name string) (timer, promoted time.Time) {
@@ -131,10 +150,10 @@ func awaitPromotion(t *testing.T, ns, name string) (timer, promoted time.Time) {
 		}
 		return false
 	})
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := timer.Add(time.Minute)
 	for currentKid(t, ns, name+"-signing") != kid {
 		if time.Now().After(deadline) {
-			t.Fatalf("key %s not promoted within 2 minutes; status %+v", kid, getJWKSConfig(t, ns, name).Status)
+			t.Fatalf("key %s not promoted within a minute of its timer; status %+v", kid, getJWKSConfig(t, ns, name).Status)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

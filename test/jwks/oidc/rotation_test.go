@@ -44,7 +44,7 @@ const cacheMaxAge = 40 * time.Second
 // certificate Secret, as before) tokens are refused until kube-apiserver refetches.
 func TestKubeAPIServerRefusesNoTokenAcrossRotation(t *testing.T) {
 	ns := env.Namespace(t, "rotation")
-	proxyTLS := newProxyTLS(t)
+	proxyTLS := testenv.NewProxyTLS(t)
 	proxy := testenv.FreeAddr(t)
 	server := testenv.FreeAddr(t)
 	restart := startManagerAt(t, server, "--jwks-promotion-margin=2s")
@@ -63,12 +63,8 @@ func TestKubeAPIServerRefusesNoTokenAcrossRotation(t *testing.T) {
 		}
 		waitServed(t, server, ns, name, first[name].kid)
 	}
-	testenv.StartNginx(t, proxyTLS.conf+proxyServer(proxy, fmt.Sprintf(`
-    location / {
-        proxy_pass http://%s;
-        proxy_set_header X-Forwarded-Host $http_host;
-    }`, server)))
-	relyingParty := startKubeAPIServer(t, proxyTLS.caPEM, issuers["with"], issuers["without"])
+	testenv.StartNginx(t, proxyTLS.Conf+testenv.PathPreservingProxy(proxy, server))
+	relyingParty := startKubeAPIServer(t, proxyTLS.CAPEM, issuers["with"], issuers["without"])
 
 	t.Run("with a signing Secret", func(t *testing.T) {
 		s := startSigner(t, relyingParty, issuers["with"], ns, "with-signing")
