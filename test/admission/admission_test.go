@@ -45,6 +45,9 @@ var baselines = map[string]map[string]any{
 		"certificateSecret": "issuer-tls", "configMapName": "issuer-set", "nginxConfigMapName": "issuer-conf",
 		"endpoint": "/jwks.json", "updateStrategy": "rolling", "keepOldKeys": true, "oldKeysTTL": "720h",
 		"cleanupOnDelete": false, "algorithm": "ES256", "cacheMaxAge": "5m", "issuer": "https://idp.example",
+		"signingSecret": "issuer-signing",
+		"promotion": map[string]any{"relyingParties": []any{map[string]any{"name": "apiserver-0", "metricsURL": "https://10.0.0.10:6443/metrics",
+			"credentialsSecretName": "apiserver-metrics", "issuer": "https://idp.example", "audience": "sts.example.com"}}},
 		"nginx": map[string]any{"enabled": true, "image": "nginx", "replicas": int64(2),
 			"resources": map[string]any{"limits": map[string]any{"memory": "64Mi"}, "requests": map[string]any{"cpu": "10m"}}},
 	},
@@ -408,5 +411,38 @@ func TestDurationsRefusedWithExample(t *testing.T) {
 				t.Errorf("%s=%q: got %v, want a refusal containing %q", field, value, err, want)
 			}
 		}
+	}
+}
+
+// TestPromotionNeedsASigningSecretAndAnIssuer: spec.promotion is refused, naming the
+// field, without spec.signingSecret (only a key copied there is promoted) and for a
+// relying party without an issuer when spec.issuer is not set either (its metrics are
+// keyed by the issuer's hash); a relying party's metricsURL must be https.
+func TestPromotionNeedsASigningSecretAndAnIssuer(t *testing.T) {
+	crd := jwksCRD(t)
+	parties := func(spec map[string]any) map[string]any {
+		return spec["promotion"].(map[string]any)["relyingParties"].([]any)[0].(map[string]any)
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(spec map[string]any)
+		want   string
+	}{
+		{"no signing Secret", func(spec map[string]any) { delete(spec, "signingSecret") }, "spec.promotion: Invalid value: spec.promotion needs spec.signingSecret"},
+		{"no issuer anywhere", func(spec map[string]any) { delete(spec, "issuer"); delete(parties(spec), "issuer") },
+			"spec.promotion.relyingParties: Invalid value: each relying party needs an issuer when spec.issuer is not set"},
+		{"plain http", func(spec map[string]any) { parties(spec)["metricsURL"] = "http://10.0.0.10:6443/metrics" },
+			"spec.promotion.relyingParties[0].metricsURL: Invalid value: \"http://10.0.0.10:6443/metrics\": must be an https URL"},
+	} {
+		spec := deepCopy(baselines["JWKSConfig"])
+		tc.mutate(spec)
+		if _, err := submit(crd, "v1alpha1", spec); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want a refusal containing %q", tc.name, err, tc.want)
+		}
+	}
+	spec := deepCopy(baselines["JWKSConfig"])
+	delete(parties(spec), "issuer") // spec.issuer stands for it
+	if _, err := submit(crd, "v1alpha1", spec); err != nil {
+		t.Errorf("a relying party taking spec.issuer: %v", err)
 	}
 }
