@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -70,12 +71,23 @@ func recordDocument(cfg *jwksv1alpha1.JWKSConfig, pending bool, doc []byte) {
 func (r *Reconciler) proven(ctx context.Context, cfg *jwksv1alpha1.JWKSConfig, kid, alg string) bool {
 	p := cfg.Status.Promotion
 	now := r.Clock.Now()
+	parties := cfg.Spec.Promotion.RelyingParties
+	// All at once, within one scrape timeout: a slow relying party holds this worker for
+	// that long at most, however many the JWKSConfig names.
+	ctx, cancel := context.WithTimeout(ctx, r.scrapeTimeout())
+	defer cancel()
+	next := make([]jwksv1alpha1.RelyingPartyStatus, len(parties))
+	errs := make([]error, len(parties))
+	var wg sync.WaitGroup
+	for i, rp := range parties {
+		wg.Go(func() {
+			next[i], errs[i] = r.readRelyingParty(ctx, cfg, rp, kid, alg, p.DocumentHashes, now, previousStatus(p, rp.Name))
+		})
+	}
+	wg.Wait()
 	var waiting, unreadable []string
-	next := make([]jwksv1alpha1.RelyingPartyStatus, 0, len(cfg.Spec.Promotion.RelyingParties))
-	for _, rp := range cfg.Spec.Promotion.RelyingParties {
-		old := previousStatus(p, rp.Name)
-		st, err := r.readRelyingParty(ctx, cfg, rp, kid, alg, p.DocumentHashes, now, old)
-		next = append(next, st)
+	for i, rp := range parties {
+		old, st, err := previousStatus(p, rp.Name), next[i], errs[i]
 		switch {
 		case err != nil:
 			unreadable = append(unreadable, fmt.Sprintf("%s: %s", rp.Name, st.Message))
@@ -165,18 +177,15 @@ func (r *Reconciler) scrapeRelyingParty(ctx context.Context, cfg *jwksv1alpha1.J
 	if err != nil {
 		return nil, err
 	}
-	scrapeCtx, cancel := context.WithTimeout(ctx, r.scrapeTimeout())
-	defer cancel()
-	if err := r.RelyingParties.Probe(scrapeCtx, ep, token); err != nil {
+	if err := r.RelyingParties.Probe(ctx, ep, token); err != nil {
 		return nil, err
 	}
-	return r.RelyingParties.Scrape(scrapeCtx, ep, issuer)
+	return r.RelyingParties.Scrape(ctx, ep, issuer)
 }
 
-// scrapeTimeout bounds one relying party's probe and scrape: a worker is not held longer.
-func (r *Reconciler) scrapeTimeout() time.Duration {
-	return min(10*time.Second, max(r.ScrapeInterval, time.Second))
-}
+// scrapeTimeout bounds the probes and scrapes of one reconcile: a worker is not held
+// longer. kube-apiserver's /metrics is a few MiB.
+func (r *Reconciler) scrapeTimeout() time.Duration { return 10 * time.Second }
 
 func issuerOf(cfg *jwksv1alpha1.JWKSConfig, rp jwksv1alpha1.RelyingParty) string {
 	if rp.Issuer != "" {
