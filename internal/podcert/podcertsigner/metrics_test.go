@@ -63,7 +63,14 @@ func TestSignerMetrics(t *testing.T) {
 	if c := waitConcluded(t, request(t, node, pod, opts.SignerName, "ED25519")).Status.Conditions[0]; c.Type != certificatesv1.PodCertificateRequestConditionTypeDenied {
 		t.Fatalf("ED25519: %+v", c)
 	}
-	if i, d := value("trustplane_podcertificate_signer_requests_total", issued), value("trustplane_podcertificate_signer_requests_total", denied); i != 1 || d != 1 {
+	// The signer counts a request once its status write returned, a moment after the
+	// test can read that status.
+	var i, d float64
+	testenv.Eventually(t, "one request issued and one denied, counted", 10*time.Second, func() bool {
+		i, d = value("trustplane_podcertificate_signer_requests_total", issued), value("trustplane_podcertificate_signer_requests_total", denied)
+		return i >= 1 && d >= 1
+	})
+	if i != 1 || d != 1 {
 		t.Errorf("requests issued %v, denied %v; want 1 and 1", i, d)
 	}
 
