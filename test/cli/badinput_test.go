@@ -98,6 +98,10 @@ func TestBadInput(t *testing.T) {
 		{[]string{"get", "jwks,cluster", "x", "--kubeconfig", admin(t)}, "a NAME needs exactly one KIND"},
 		{[]string{"get", "-o", "xml", "--kubeconfig", admin(t)}, `unknown output format "xml": use table, wide, json or yaml`},
 		{[]string{"get", "a", "b", "c"}, "accepts at most 2 arg(s), received 3"},
+		{[]string{"manager", "--podcertificate-signer-trust-domain", "spiffe://cluster.local", "--kubeconfig", nowhere},
+			`--podcertificate-signer-trust-domain "spiffe://cluster.local" is not a SPIFFE trust domain: write the name alone, such as cluster.local`},
+		{[]string{"manager", "--podcertificate-signer-trust-domain", "Cluster.Local", "--kubeconfig", nowhere},
+			`--podcertificate-signer-trust-domain "Cluster.Local" is not a SPIFFE trust domain: trust domain characters are limited to lowercase letters, numbers, dots, dashes, and underscores; such as cluster.local`},
 		// Tokens and PEM files.
 		{[]string{"jwks", "verify", "not-a-jwt", "--issuer", "https://127.0.0.1:1"}, "connection refused"},
 		{[]string{"jwks", "verify", "not-a-jwt", "--jwksconfig", "nosuch", "-n", "default", "--kubeconfig", admin(t)}, `jwksconfig "nosuch" not found`},

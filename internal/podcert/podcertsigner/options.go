@@ -1,10 +1,13 @@
 package podcertsigner
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"k8s.io/utils/clock"
 
 	"github.com/trustplane/trustplane/internal/manager"
@@ -64,7 +67,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.CASecretName, "podcertificate-signer-ca-secret", o.CASecretName, "kubernetes.io/tls Secret holding the CA; created with a new self-signed P-256 CA when absent, never overwritten.")
 	fs.DurationVar(&o.MaxLifetime, "podcertificate-signer-max-lifetime", o.MaxLifetime, "Longest certificate lifetime issued (at least 1h, as the API requires).")
 	fs.StringSliceVar(&o.KeyTypes, "podcertificate-signer-key-types", o.KeyTypes, "Key types issued; others are denied UnsupportedKeyType.")
-	fs.StringVar(&o.TrustDomain, "podcertificate-signer-trust-domain", o.TrustDomain, "Trust domain of the SPIFFE ID URI SAN (spiffe://<domain>/ns/<ns>/sa/<sa>).")
+	fs.StringVar(&o.TrustDomain, "podcertificate-signer-trust-domain", o.TrustDomain, "Trust domain of the SPIFFE ID URI SAN (spiffe://<domain>/ns/<ns>/sa/<sa>): the name alone, in lower-case letters, digits, '.', '-' and '_' (SPIFFE's rule); anything else is refused at start.")
 	fs.IntVar(&o.Workers, "podcertificate-signer-signer-workers", o.Workers, "Concurrent signings.")
 	fs.DurationVar(&o.CARotation, "podcertificate-signer-ca-rotation", o.CARotation, "Generate a new CA this often (0: never; a CA written to the Secret's next.crt/next.key still rotates in).")
 	fs.DurationVar(&o.CAOverlap, "podcertificate-signer-ca-overlap", o.CAOverlap, "How long a new CA is published in the ClusterTrustBundle before it signs.")
@@ -94,7 +97,23 @@ func (o Options) Validate() error {
 	if o.Backdate < 0 || o.Backdate > MaxBackdate {
 		return fmt.Errorf("--podcertificate-signer-backdate must be between 0 and %v, not %v", MaxBackdate, o.Backdate)
 	}
+	if err := validTrustDomain(o.TrustDomain); err != nil {
+		return fmt.Errorf("--podcertificate-signer-trust-domain %q is not a SPIFFE trust domain: %w", o.TrustDomain, err)
+	}
 	return o.rotationPolicy().Validate()
+}
+
+// validTrustDomain is go-spiffe's rule for a trust domain name (lower-case letters,
+// digits, '.', '-' and '_'), the name alone: every SPIFFE ID the signer writes,
+// spiffe://<domain>/ns/<ns>/sa/<sa>, must then parse for its peers.
+func validTrustDomain(name string) error {
+	if strings.Contains(name, "/") || strings.Contains(name, ":") {
+		return errors.New("write the name alone, such as cluster.local, without spiffe:// or a path")
+	}
+	if _, err := spiffeid.TrustDomainFromString(name); err != nil {
+		return fmt.Errorf("%w; such as cluster.local", err)
+	}
+	return nil
 }
 
 // Policy is what the options say about each certificate.

@@ -10,9 +10,11 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	certificatesv1 "k8s.io/api/certificates/v1"
 
 	"github.com/trustplane/trustplane/internal/podcert"
@@ -169,5 +171,29 @@ func TestOptionsValidateRefreshAndBackdate(t *testing.T) {
 	o.RefreshFraction, o.Backdate = 0.01, MaxBackdate
 	if err := o.Validate(); err != nil {
 		t.Errorf("the earliest refresh: %v", err)
+	}
+}
+
+// TestOptionsRefuseATrustDomainSPIFFEDoesNot: the trust domain is checked by go-spiffe's
+// own rule (spiffeid.TrustDomainFromString) and must be the name alone; the SPIFFE ID the
+// signer then writes parses with go-spiffe.
+func TestOptionsRefuseATrustDomainSPIFFEDoesNot(t *testing.T) {
+	for _, td := range []string{"", "Cluster.Local", "cluster local", "spiffe://cluster.local", "cluster.local/ns", "héllo.example", "cluster.local:8443"} {
+		o := DefaultOptions()
+		o.TrustDomain = td
+		err := o.Validate()
+		if err == nil || !strings.Contains(err.Error(), "--podcertificate-signer-trust-domain") || !strings.Contains(err.Error(), "is not a SPIFFE trust domain") {
+			t.Errorf("%q: %v", td, err)
+		}
+	}
+	for _, td := range []string{"cluster.local", "prod_eu-1.example.org"} {
+		o := DefaultOptions()
+		o.TrustDomain = td
+		if err := o.Validate(); err != nil {
+			t.Errorf("%q refused: %v", td, err)
+		}
+		if _, err := spiffeid.FromString("spiffe://" + td + "/ns/default/sa/workload"); err != nil {
+			t.Errorf("the SPIFFE ID of %q does not parse: %v", td, err)
+		}
 	}
 }
