@@ -27,3 +27,21 @@ const (
 	// until then a retired CA stays in the trust bundle.
 	AnnotationReservedUntil = "podcert.trustplane.io/reserved-until"
 )
+
+// Labels of the SPIFFE Filesystem Delivery draft (spiffe/spiffe#376, Appendix B) that the
+// podcertificate-signer puts on its ClusterTrustBundles, so that a pod's
+// clusterTrustBundle projection (or the node agent) selects the bundle of its own trust
+// domain, and of the rotation's stage.
+const (
+	// LabelCanarying is "live" (LabelCanaryingLive) on a bundle every workload loads, and
+	// "preview" (LabelCanaryingPreview) on one that only the canary part of a fleet loads.
+	LabelCanarying = "k8s.spiffe.io/canarying"
+	// LabelCanaryingLive is LabelCanarying's value on the bundle every workload loads.
+	LabelCanaryingLive = "live"
+	// LabelCanaryingPreview is LabelCanarying's value on the bundle the canaries load.
+	LabelCanaryingPreview = "preview"
+	// LabelWorkloadTrustDomain is the trust domain of the workloads that load the bundle.
+	LabelWorkloadTrustDomain = "k8s.spiffe.io/workload-trust-domain"
+	// LabelPeerTrustDomain is the trust domain whose peers the bundle verifies.
+	LabelPeerTrustDomain = "k8s.spiffe.io/peer-trust-domain"
+)

@@ -212,7 +212,7 @@ func (r *Reconciler) persistLocked(ctx context.Context, rot *podcert.Rotation) e
 // records them as published. r.mu is held.
 func (r *Reconciler) publishLocked(ctx context.Context, rot *podcert.Rotation) error {
 	ctb := certificatesv1ac.ClusterTrustBundle(BundleName(r.opts.SignerName)).
-		WithLabels(map[string]string{"app.kubernetes.io/managed-by": "trustplane"}).
+		WithLabels(r.bundleLabels(certificates.LabelCanaryingLive)).
 		WithSpec(certificatesv1ac.ClusterTrustBundleSpec().WithSignerName(r.opts.SignerName).WithTrustBundle(rot.Bundle()))
 	if err := r.Client.Apply(ctx, ctb, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying ClusterTrustBundle: %w", err)
@@ -224,6 +224,18 @@ func (r *Reconciler) publishLocked(ctx context.Context, rot *podcert.Rotation) e
 		}
 	}
 	return nil
+}
+
+// bundleLabels are the labels of the signer's bundle at a stage of the rotation: the
+// SPIFFE Filesystem Delivery draft's, so that a workload selects the bundle of its trust
+// domain (it is its own peer: no federation yet) and of its stage.
+func (r *Reconciler) bundleLabels(canarying string) map[string]string {
+	return map[string]string{
+		"app.kubernetes.io/managed-by":        "trustplane",
+		certificates.LabelCanarying:           canarying,
+		certificates.LabelWorkloadTrustDomain: r.opts.TrustDomain,
+		certificates.LabelPeerTrustDomain:     r.opts.TrustDomain,
+	}
 }
 
 // reserve returns the CA to sign with after reserving notAfter on it (persisted first

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
 
 	"github.com/trustplane/trustplane/internal/manager"
@@ -112,6 +113,10 @@ func validTrustDomain(name string) error {
 	}
 	if _, err := spiffeid.TrustDomainFromString(name); err != nil {
 		return fmt.Errorf("%w; such as cluster.local", err)
+	}
+	// It is also the value of the bundle's k8s.spiffe.io/*-trust-domain labels.
+	if errs := validation.IsValidLabelValue(name); len(errs) > 0 {
+		return fmt.Errorf("it labels the ClusterTrustBundle (k8s.spiffe.io/workload-trust-domain): %s", strings.Join(errs, "; "))
 	}
 	return nil
 }

@@ -178,7 +178,10 @@ func TestOptionsValidateRefreshAndBackdate(t *testing.T) {
 // own rule (spiffeid.TrustDomainFromString) and must be the name alone; the SPIFFE ID the
 // signer then writes parses with go-spiffe.
 func TestOptionsRefuseATrustDomainSPIFFEDoesNot(t *testing.T) {
-	for _, td := range []string{"", "Cluster.Local", "cluster local", "spiffe://cluster.local", "cluster.local/ns", "héllo.example", "cluster.local:8443"} {
+	// The last two are SPIFFE trust domains, but no label value (k8s.spiffe.io/*-trust-domain
+	// labels on the bundle): longer than 63, or not starting with a letter or digit.
+	for _, td := range []string{"", "Cluster.Local", "cluster local", "spiffe://cluster.local", "cluster.local/ns", "héllo.example", "cluster.local:8443",
+		strings.Repeat("a", 64), "_cluster.local"} {
 		o := DefaultOptions()
 		o.TrustDomain = td
 		err := o.Validate()

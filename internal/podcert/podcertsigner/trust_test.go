@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/trustplane/trustplane/api/certificates"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
 
@@ -84,6 +85,13 @@ func TestTrustBundleAndTerminatingPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	original := ctb.Spec.TrustBundle
+	// The SPIFFE Filesystem Delivery draft's labels: the live bundle of its trust domain.
+	for k, v := range map[string]string{certificates.LabelCanarying: certificates.LabelCanaryingLive,
+		certificates.LabelWorkloadTrustDomain: opts.TrustDomain, certificates.LabelPeerTrustDomain: opts.TrustDomain} {
+		if ctb.Labels[k] != v {
+			t.Errorf("bundle label %s=%q, want %q", k, ctb.Labels[k], v)
+		}
+	}
 
 	// Edited: restored.
 	other, _ := bundleFromAnotherCA(t)
