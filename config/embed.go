@@ -48,7 +48,7 @@ func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	return crds, nil
 }
 
-//go:embed policy/role-aggregation.yaml policy/status-writers.yaml policy/kubeconfig-requests.yaml policy/owner-labels.yaml policy/finalizers.yaml policy/cluster-versions.yaml
+//go:embed policy/role-aggregation.yaml policy/status-writers.yaml policy/kubeconfig-requests.yaml policy/owner-labels.yaml policy/finalizers.yaml policy/cluster-versions.yaml policy/pod-identity-policies.yaml
 var policyFiles embed.FS
 
 // Policies returns the admission policies config/default installs (config/policy), for
@@ -56,7 +56,7 @@ var policyFiles embed.FS
 func Policies() ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	for _, p := range []string{"policy/role-aggregation.yaml", "policy/status-writers.yaml", "policy/kubeconfig-requests.yaml", "policy/owner-labels.yaml", "policy/finalizers.yaml",
-		"policy/cluster-versions.yaml"} {
+		"policy/cluster-versions.yaml", "policy/pod-identity-policies.yaml"} {
 		objs, err := decodePolicies(p)
 		if err != nil {
 			return nil, err

@@ -45,5 +45,7 @@ cp config/policy/kubeconfig-requests.yaml "$out/charts/trustplane/files/kubeconf
 # And the one that keeps a Cluster's Kubernetes version within the garden's (its binding
 # names the manager's namespace: the chart puts in the release's).
 cp config/policy/cluster-versions.yaml "$out/charts/trustplane/files/cluster-versions-policy.yaml"
+# And the one that keeps a PodIdentityPolicy to names of its own namespace.
+cp config/policy/pod-identity-policies.yaml "$out/charts/trustplane/files/pod-identity-policies-policy.yaml"
 # So is the policy that keeps the node agent's requests to its own node (config/node-agent).
 cp config/node-agent/pod-certificate-requests-policy.yaml "$out/charts/trustplane/files/node-agent-policy.yaml"

@@ -45,3 +45,12 @@ const (
 	// LabelPeerTrustDomain is the trust domain whose peers the bundle verifies.
 	LabelPeerTrustDomain = "k8s.spiffe.io/peer-trust-domain"
 )
+
+// DNSNamesAnnotation is the one key of a PodCertificateRequest's
+// spec.unverifiedUserAnnotations (a podCertificate projection's userAnnotations) that the
+// podcertificate-signer reads: a comma-separated list of DNS names the pod asks for, each
+// of which a PodIdentityPolicy of its namespace must allow its ServiceAccount. Without it
+// the pod gets every allowed name; with it, only those (an empty value: none). It can
+// narrow the allowed names, never widen them; any other key is denied, as the API asks
+// of signers.
+const DNSNamesAnnotation = "podcert.trustplane.io/dns-names"

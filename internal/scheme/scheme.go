@@ -10,6 +10,7 @@ import (
 	controlplanev1alpha1 "github.com/trustplane/trustplane/api/controlplane/v1alpha1"
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
+	podcertv1alpha1 "github.com/trustplane/trustplane/api/podcert/v1alpha1"
 	tenginev1 "github.com/trustplane/trustplane/api/tengine/v1"
 	tenginev1alpha1 "github.com/trustplane/trustplane/api/tengine/v1alpha1"
 )
@@ -22,6 +23,7 @@ func New() *runtime.Scheme {
 	utilruntime.Must(jwksv1alpha1.AddToScheme(s))
 	utilruntime.Must(controlplanev1alpha1.AddToScheme(s))
 	utilruntime.Must(operatorv1alpha1.AddToScheme(s))
+	utilruntime.Must(podcertv1alpha1.AddToScheme(s))
 	utilruntime.Must(tenginev1.AddToScheme(s))
 	utilruntime.Must(tenginev1alpha1.AddToScheme(s))
 	return s

@@ -76,8 +76,10 @@ var baselines = map[string]map[string]any{
 		"role":        map[string]any{"namespace": "apps", "rules": []any{rule()}},
 	},
 	"SubscriptionRequest": {"provider": "aws", "subscriptionSelector": "shared", "euAccess": false},
-	"SecretCheckSum":      {"checksum": "d41d8cd98f00b204e9800998ecf8427e", "ids": []any{"1-1-ab"}, "timestamp": "2026-01-02T03:04:05Z"},
-	"IngressCheckSum":     {"checksum": "d41d8cd98f00b204e9800998ecf8427e", "ids": []any{"1-1"}, "timestamp": "2026-01-02T03:04:05Z"},
+	"PodIdentityPolicy": {"signerName": "trustplane.io/pod-identity", "serviceAccounts": []any{map[string]any{"name": "web",
+		"dnsNames": []any{"web.default.svc"}, "extendedKeyUsages": []any{"ServerAuth"}}}},
+	"SecretCheckSum":  {"checksum": "d41d8cd98f00b204e9800998ecf8427e", "ids": []any{"1-1-ab"}, "timestamp": "2026-01-02T03:04:05Z"},
+	"IngressCheckSum": {"checksum": "d41d8cd98f00b204e9800998ecf8427e", "ids": []any{"1-1"}, "timestamp": "2026-01-02T03:04:05Z"},
 }
 
 func rule() map[string]any {

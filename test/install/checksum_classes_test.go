@@ -107,7 +107,7 @@ func TestTwoReleasesDoNotCollide(t *testing.T) {
 		args := []string{"template", release, filepath.Join(root, "charts/trustplane"),
 			"--namespace", release + "-system", "--set", "dataplane.namespaces={web}", "--set", "nodeAgent.enabled=true"}
 		if i > 0 {
-			args = append(args, "--set", "roleAggregation.admissionPolicy=false", "--set", "statusWriters.admissionPolicy=false", "--set", "clusterVersions.admissionPolicy=false",
+			args = append(args, "--set", "roleAggregation.admissionPolicy=false", "--set", "statusWriters.admissionPolicy=false", "--set", "clusterVersions.admissionPolicy=false", "--set", "podIdentityPolicies.admissionPolicy=false",
 				"--set", "nodeAgent.namespace="+release+"-node-agent")
 		}
 		objs := testenv.DecodeYAML(t, run(t, root, testenv.Tool(t, "helm"), args...))

@@ -63,7 +63,7 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 		"charts/trustplane/files/node-agent-role.yaml", "charts/trustplane/files/dataplane-role.yaml", "charts/trustplane/files/role-aggregation-policy.yaml",
 		"charts/trustplane/files/node-agent-policy.yaml", "charts/trustplane/files/status-writers-policy.yaml",
 		"charts/trustplane/files/kubeconfig-requests-policy.yaml", "charts/trustplane/files/owner-labels-policy.yaml", "charts/trustplane/files/finalizers-policy.yaml",
-		"charts/trustplane/files/cluster-versions-policy.yaml", "config/jwks-server/role.yaml", "charts/trustplane/files/jwks-server-role.yaml",
+		"charts/trustplane/files/cluster-versions-policy.yaml", "charts/trustplane/files/pod-identity-policies-policy.yaml", "config/jwks-server/role.yaml", "charts/trustplane/files/jwks-server-role.yaml",
 		"config/jwt-signer/role.yaml", "charts/trustplane/files/jwt-signer-role.yaml"} {
 		assertSameFile(t, filepath.Join(out, f), filepath.Join(root, f))
 	}

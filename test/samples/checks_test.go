@@ -30,6 +30,7 @@ import (
 
 	cp "github.com/trustplane/trustplane/api/controlplane/v1alpha1"
 	operatorv1alpha1 "github.com/trustplane/trustplane/api/operator/v1alpha1"
+	podcertv1alpha1 "github.com/trustplane/trustplane/api/podcert/v1alpha1"
 	tenginev1 "github.com/trustplane/trustplane/api/tengine/v1"
 	"github.com/trustplane/trustplane/internal/checksum"
 	"github.com/trustplane/trustplane/internal/checksum/secretchecksum"
@@ -274,7 +275,25 @@ func checkPodCertificates(t *testing.T, r *run) {
 		if len(leaf.URIs) != 1 || leaf.URIs[0].String() != spiffeID {
 			t.Errorf("bundle certificate URIs %v, want %s", leaf.URIs, spiffeID)
 		}
+		if want := allowedDNSNames(t, r, pod); !slices.Equal(leaf.DNSNames, want) {
+			t.Errorf("bundle certificate DNS names %q, want %q (the sample PodIdentityPolicy's)", leaf.DNSNames, want)
+		}
 	}
+}
+
+// allowedDNSNames are the DNS names the sample PodIdentityPolicies allow pod's
+// ServiceAccount, as the signer issues them (sorted).
+func allowedDNSNames(t *testing.T, r *run, pod *corev1.Pod) []string {
+	var names []string
+	for _, p := range typed[podcertv1alpha1.PodIdentityPolicy](t, r.samples, "PodIdentityPolicy") {
+		for _, sa := range p.Spec.ServiceAccounts {
+			if p.Namespace == pod.Namespace && sa.Name == pod.Spec.ServiceAccountName {
+				names = append(names, sa.DNSNames...)
+			}
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
 }
 
 // projectedSigner is the signer of pod's podCertificate projected volume, if it has one.

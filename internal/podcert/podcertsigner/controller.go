@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/trustplane/trustplane/api/certificates"
+	podcertv1alpha1 "github.com/trustplane/trustplane/api/podcert/v1alpha1"
 	"github.com/trustplane/trustplane/internal/podcert"
 )
 
@@ -57,6 +58,7 @@ type Reconciler struct {
 // needs its own grant of sign and attest on signers).
 // +kubebuilder:rbac:groups=certificates.k8s.io,resources=signers,verbs=sign,resourceNames=trustplane.io/pod-identity
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=podcert.trustplane.io,resources=podidentitypolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // The CA Secret only (the default of --podcertificate-signer-ca-secret): read through a cache that
 // selects it by name and updated by name. Create cannot be limited by name: RBAC sees no
@@ -111,6 +113,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, r.deny(ctx, pcr, beta, denial, now)
 	}
 	sreq.NotAfterBound = bound
+	if sreq.Identity, denial, err = r.identity(ctx, pcr); err != nil {
+		return reconcile.Result{}, err
+	} else if denial != nil {
+		return reconcile.Result{}, r.deny(ctx, pcr, beta, denial, now)
+	}
 	issued, err := r.sign(ctx, sreq, now)
 	if errors.As(err, &denial) {
 		return reconcile.Result{}, r.deny(ctx, pcr, beta, denial, now)
@@ -189,6 +196,18 @@ func (r *Reconciler) request(ctx context.Context, pcr *certificatesv1.PodCertifi
 	//nolint:staticcheck // SA1019: the deprecated fields are what a v1beta1 client sent.
 	req.PKIXPublicKey, req.ProofOfPossession = beta.Spec.PKIXPublicKey, beta.Spec.ProofOfPossession
 	return req, beta, nil
+}
+
+// identity is what pcr's certificate carries besides its SPIFFE ID, by the
+// PodIdentityPolicies of its namespace (IdentityOf), or a *Denial.
+func (r *Reconciler) identity(ctx context.Context, pcr *certificatesv1.PodCertificateRequest) (Identity, *Denial, error) {
+	policies := &podcertv1alpha1.PodIdentityPolicyList{}
+	// Without the CRD there is no policy to allow anything: the SPIFFE ID alone.
+	if err := r.Client.List(ctx, policies, client.InNamespace(pcr.Namespace)); err != nil && !meta.IsNoMatchError(err) {
+		return Identity{}, nil, fmt.Errorf("listing the PodIdentityPolicies of namespace %s: %w", pcr.Namespace, err)
+	}
+	id, denial := IdentityOf(policies.Items, r.opts.SignerName, pcr.Namespace, pcr.Spec.ServiceAccountName, pcr.Spec.UnverifiedUserAnnotations)
+	return id, denial, nil
 }
 
 // checkNode denies requests from a node that is gone, or from an earlier node of the

@@ -63,6 +63,12 @@ func world(t *testing.T, ns string) (*corev1.Node, *corev1.Pod) {
 
 func request(t *testing.T, node *corev1.Node, pod *corev1.Pod, signer, keyType string) *certificatesv1.PodCertificateRequest {
 	t.Helper()
+	return requestWith(t, node, pod, signer, keyType, nil)
+}
+
+// requestWith is request with the projection's userAnnotations.
+func requestWith(t *testing.T, node *corev1.Node, pod *corev1.Pod, signer, keyType string, userAnnotations map[string]string) *certificatesv1.PodCertificateRequest {
+	t.Helper()
 	sa := &corev1.ServiceAccount{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: pod.Spec.ServiceAccountName}, sa); err != nil {
 		t.Fatal(err)
@@ -75,7 +81,7 @@ func request(t *testing.T, node *corev1.Node, pod *corev1.Pod, signer, keyType s
 		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, GenerateName: "req-"},
 		Spec: certificatesv1.PodCertificateRequestSpec{
 			SignerName: signer, PodName: pod.Name, PodUID: pod.UID, ServiceAccountName: sa.Name, ServiceAccountUID: sa.UID,
-			NodeUID: node.UID, StubPKCS10Request: proof,
+			NodeUID: node.UID, StubPKCS10Request: proof, UnverifiedUserAnnotations: userAnnotations,
 		},
 	}
 	pcr.Spec.NodeName = types.NodeName(node.Name)

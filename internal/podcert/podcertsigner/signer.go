@@ -76,6 +76,9 @@ type Request struct {
 	StubPKCS10Request, PKIXPublicKey, ProofOfPossession []byte
 	// NotAfterBound, when set, caps notAfter (a terminating pod), never below the 1h minimum.
 	NotAfterBound time.Time
+	// Identity is what the certificate carries besides the SPIFFE ID (IdentityOf); zero:
+	// no DNS name, and the default extended key usages.
+	Identity Identity
 }
 
 // RequestOf reads a v1 PodCertificateRequest.
@@ -216,10 +219,14 @@ func Issue(ca *CA, pub any, req Request, policy Policy, v Validity) (*Issued, er
 		SerialNumber: serial,
 		Subject:      pkix.Name{},
 		URIs:         []*url.URL{spiffe},
+		DNSNames:     req.Identity.DNSNames,
 		NotBefore:    v.NotBefore,
 		NotAfter:     v.NotAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage:  req.Identity.ExtKeyUsages,
+	}
+	if len(tmpl.ExtKeyUsage) == 0 {
+		tmpl.ExtKeyUsage = defaultExtKeyUsages
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, pub, ca.Key)
 	if err != nil {
