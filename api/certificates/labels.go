@@ -54,3 +54,63 @@ const (
 // narrow the allowed names, never widen them; any other key is denied, as the API asks
 // of signers.
 const DNSNamesAnnotation = "podcert.trustplane.io/dns-names"
+
+// Annotations of the CA Secret that carry a canaried CA rotation (docs/podcert.md, "Canaried
+// CA rotation"): the signer writes the stage and its times; the operator writes
+// AnnotationCARotationHold and AnnotationCARollback, and removes AnnotationCanaryFailed to
+// observe again.
+const (
+	// AnnotationNextStage is "preview" while the next CA is only in the preview bundle, under
+	// observation, and "live" once it is in the live bundle, waiting to sign.
+	AnnotationNextStage = "podcert.trustplane.io/next-stage"
+	// AnnotationNextPreviewSince is when the next CA entered the preview bundle (RFC 3339).
+	AnnotationNextPreviewSince = "podcert.trustplane.io/next-preview-since"
+	// AnnotationCanaryObservedSince is when the observation of the canaries began: the first
+	// moment in preview with any namespace or node selected (RFC 3339).
+	AnnotationCanaryObservedSince = "podcert.trustplane.io/canary-observed-since"
+	// AnnotationNextLiveSince is when the next CA entered the live bundle (RFC 3339).
+	AnnotationNextLiveSince = "podcert.trustplane.io/next-live-since"
+	// AnnotationCanaryFailed says why the canary failed; the rotation holds while it is set.
+	// The operator removes it to observe again, or rolls back.
+	AnnotationCanaryFailed = "podcert.trustplane.io/canary-failed"
+	// AnnotationCARotationStatus is the rotation's condition, "<Reason>: <message>" (reasons
+	// below): the one line an operator reads to see where the rotation stands.
+	AnnotationCARotationStatus = "podcert.trustplane.io/ca-rotation-status"
+	// AnnotationCARotationHold "true", written by the operator, holds the rotation at its
+	// step: nothing is generated, promoted or retired until it is removed.
+	AnnotationCARotationHold = "podcert.trustplane.io/ca-rotation-hold"
+	// AnnotationCARollback, written by the operator with any new value (a timestamp, say),
+	// drops the next CA before it signs: it leaves the preview and live bundles, and its key
+	// the Secret. The signer records the value it acted on in AnnotationCARollbackHandled.
+	AnnotationCARollback = "podcert.trustplane.io/ca-rollback"
+	// AnnotationCARollbackHandled is the last AnnotationCARollback value the signer acted on.
+	AnnotationCARollbackHandled = "podcert.trustplane.io/ca-rollback-handled"
+	// LabelCanary is the default label that makes a namespace or node a canary of CA
+	// rotations (--podcertificate-signer-canary-namespace-selector and -node-selector).
+	LabelCanary = "podcert.trustplane.io/ca-canary"
+)
+
+// Reasons of AnnotationCARotationStatus and of the Events on the CA Secret as a canaried
+// rotation moves.
+const (
+	// ReasonCAPreview: the next CA is in the preview bundle; the canaries are observed.
+	ReasonCAPreview = "CAPreview"
+	// ReasonCanaryTargetsNothing: the canary selectors match no namespace and no node; the
+	// rotation holds until they do.
+	ReasonCanaryTargetsNothing = "CanaryTargetsNothing"
+	// ReasonCanaryFailed: during the observation a canary pod's certificate was overdue for
+	// refresh, the signer refused a canary's request, or a leaf did not verify against the
+	// preview bundle. The rotation holds.
+	ReasonCanaryFailed = "CanaryFailed"
+	// ReasonCALive: the next CA is in the live bundle, and signs after the overlap.
+	ReasonCALive = "CALive"
+	// ReasonCASigning: the next CA signs; the one before stays in the bundles until its last
+	// leaf has expired.
+	ReasonCASigning = "CASigning"
+	// ReasonCARetired: a CA left the bundles, its last leaf expired.
+	ReasonCARetired = "CARetired"
+	// ReasonCARotationHeld: the operator holds the rotation (AnnotationCARotationHold).
+	ReasonCARotationHeld = "CARotationHeld"
+	// ReasonCARolledBack: the operator dropped the next CA (AnnotationCARollback).
+	ReasonCARolledBack = "CARolledBack"
+)

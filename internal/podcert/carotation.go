@@ -39,6 +39,12 @@ const (
 	AnnotationReservedUntil = certificates.AnnotationReservedUntil
 )
 
+// RotationAnnotations are the annotations of the CA Secret the rotation owns: a write of
+// the rotation replaces all of them (ToSecret omits those without a value).
+var RotationAnnotations = []string{AnnotationSigningSince, AnnotationNextSignsAt, AnnotationReservedUntil,
+	certificates.AnnotationNextStage, certificates.AnnotationNextPreviewSince, certificates.AnnotationCanaryObservedSince,
+	certificates.AnnotationNextLiveSince, certificates.AnnotationCanaryFailed}
+
 // ReserveAhead is how far past the longest possible leaf a reservation reaches, so that a
 // busy signer writes its CA Secret at most once per ReserveAhead, not once per leaf.
 const ReserveAhead = 10 * time.Minute
@@ -72,6 +78,9 @@ type Rotation struct {
 	// NextError says why next.crt/next.key were ignored (they stay in the Secret untouched).
 	NextError error
 	rawNext   [2][]byte
+	// Canary is the next CA's canary (canary.go); its zero value: no next CA, or one that
+	// went live without a canary.
+	Canary Canary
 }
 
 // RotationPolicy says when to rotate.
@@ -83,7 +92,15 @@ type RotationPolicy struct {
 	Overlap time.Duration
 	// MaxLifetime is the longest leaf the signer issues.
 	MaxLifetime time.Duration
+	// Observation, when not 0, canaries every next CA: it is published in the preview
+	// bundle only, and goes live once canaries have been observed this long without a
+	// failure (Canary). 0: a next CA is live at once.
+	Observation time.Duration
 }
+
+// generateAhead is how long before the current CA's turn ends the next one is generated:
+// its overlap in the live bundle, and the observation of its canary before that.
+func (p RotationPolicy) generateAhead() time.Duration { return p.Overlap + p.Observation }
 
 // Validate returns a one-line error for a policy that cannot work.
 func (p RotationPolicy) Validate() error {
@@ -92,8 +109,11 @@ func (p RotationPolicy) Validate() error {
 		return fmt.Errorf("--podcertificate-signer-ca-overlap must not be negative, not %v", p.Overlap)
 	case p.Every < 0:
 		return fmt.Errorf("--podcertificate-signer-ca-rotation must not be negative, not %v", p.Every)
-	case p.Every > 0 && p.Every <= p.Overlap:
-		return fmt.Errorf("--podcertificate-signer-ca-rotation (%v) must be longer than --podcertificate-signer-ca-overlap (%v)", p.Every, p.Overlap)
+	case p.Observation < 0:
+		return fmt.Errorf("--podcertificate-signer-canary-observation must not be negative, not %v", p.Observation)
+	case p.Every > 0 && p.Every <= p.generateAhead():
+		return fmt.Errorf("--podcertificate-signer-ca-rotation (%v) must be longer than --podcertificate-signer-ca-overlap (%v) plus --podcertificate-signer-canary-observation (%v)",
+			p.Every, p.Overlap, p.Observation)
 	}
 	return nil
 }
@@ -225,6 +245,9 @@ func RotationFromSecret(data map[string][]byte, annotations map[string]string) (
 			if r.NextSignsAt, err = parseTime(AnnotationNextSignsAt); err != nil {
 				return nil, err
 			}
+			if r.Canary, err = canaryFromAnnotations(annotations, parseTime); err != nil {
+				return nil, err
+			}
 		}
 	}
 	rest := data[PreviousCertKey]
@@ -261,6 +284,7 @@ func (r *Rotation) ToSecret() (map[string][]byte, map[string]string) {
 		if !r.NextSignsAt.IsZero() {
 			annotations[AnnotationNextSignsAt] = r.NextSignsAt.UTC().Format(time.RFC3339)
 		}
+		r.Canary.toAnnotations(annotations)
 	case r.NextError != nil:
 		data[NextCertKey], data[NextKeyKey] = r.rawNext[0], r.rawNext[1]
 	}
@@ -285,12 +309,20 @@ func (r *Rotation) ToSecret() (map[string][]byte, map[string]string) {
 func (r *Rotation) Advance(now time.Time, p RotationPolicy, generate func(now time.Time) (*CAEntry, error)) (bool, error) {
 	changed := false
 	if r.Next != nil && r.NextSignsAt.IsZero() {
-		r.NextSignsAt, changed = now.Add(p.Overlap).Truncate(time.Second).Add(time.Second), true
+		if p.Observation > 0 && r.Canary.Stage != StageLive {
+			// Canaried: the canary (GoLive) decides when it is live and scheduled.
+			if r.Canary.Stage != StagePreview {
+				r.Canary, changed = Canary{Stage: StagePreview, PreviewSince: now.Truncate(time.Second)}, true
+			}
+		} else {
+			r.goLive(now, p)
+			changed = true
+		}
 	}
-	if r.Next != nil && !now.Before(r.NextSignsAt) {
+	if r.Next != nil && !r.NextSignsAt.IsZero() && !now.Before(r.NextSignsAt) {
 		retired := &CAEntry{Cert: r.Current.Cert, CertPEM: r.Current.CertPEM, Reserved: r.Current.Reserved}
 		r.Previous = append([]*CAEntry{retired}, r.Previous...)
-		r.Current, r.SigningSince, r.Next, r.NextSignsAt = r.Next, r.NextSignsAt, nil, time.Time{}
+		r.Current, r.SigningSince, r.Next, r.NextSignsAt, r.Canary = r.Next, r.NextSignsAt, nil, time.Time{}, Canary{}
 		changed = true
 	}
 	kept := r.Previous[:0]
@@ -302,12 +334,17 @@ func (r *Rotation) Advance(now time.Time, p RotationPolicy, generate func(now ti
 		kept = append(kept, e)
 	}
 	r.Previous = kept
-	if p.Every > 0 && r.Next == nil && r.NextError == nil && !now.Before(r.SigningSince.Add(p.Every-p.Overlap)) && generate != nil {
+	if p.Every > 0 && r.Next == nil && r.NextError == nil && !now.Before(r.SigningSince.Add(p.Every-p.generateAhead())) && generate != nil {
 		next, err := generate(now)
 		if err != nil {
 			return changed, fmt.Errorf("generating the next CA: %w", err)
 		}
-		r.Next, r.NextSignsAt, changed = next, now.Add(p.Overlap).Truncate(time.Second).Add(time.Second), true
+		r.Next, changed = next, true
+		if p.Observation > 0 {
+			r.Canary = Canary{Stage: StagePreview, PreviewSince: now.Truncate(time.Second)}
+		} else {
+			r.goLive(now, p)
+		}
 	}
 	return changed, nil
 }
@@ -328,7 +365,7 @@ func (r *Rotation) NextChange(p RotationPolicy) time.Time {
 		}
 	}
 	if p.Every > 0 && r.Next == nil {
-		consider(r.SigningSince.Add(p.Every - p.Overlap))
+		consider(r.SigningSince.Add(p.Every - p.generateAhead()))
 	}
 	return next
 }
@@ -349,11 +386,26 @@ func (r *Rotation) Reserve(now, notAfter time.Time, p RotationPolicy) bool {
 	return true
 }
 
-// Bundle is the PEM trust bundle: the current CA, the next one, then the previous ones.
+// Bundle is the PEM trust bundle every workload loads (the live bundle): the current CA,
+// the next one once it is live, then the previous ones.
 func (r *Rotation) Bundle() string {
+	next := r.Next
+	if r.Canary.Stage == StagePreview {
+		next = nil
+	}
+	return bundleOf(append([]*CAEntry{r.Current, next}, r.Previous...))
+}
+
+// PreviewBundle is the PEM trust bundle the canaries load: every CA, the next one too at
+// every stage, so that it is complete on its own (a canary loads it alone).
+func (r *Rotation) PreviewBundle() string {
+	return bundleOf(append([]*CAEntry{r.Current, r.Next}, r.Previous...))
+}
+
+func bundleOf(entries []*CAEntry) string {
 	var out bytes.Buffer
 	seen := map[string]bool{}
-	for _, e := range append([]*CAEntry{r.Current, r.Next}, r.Previous...) {
+	for _, e := range entries {
 		if e == nil || seen[e.Fingerprint()] {
 			continue
 		}

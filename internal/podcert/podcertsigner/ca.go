@@ -189,7 +189,7 @@ func (r *Reconciler) persistLocked(ctx context.Context, rot *podcert.Rotation) e
 	for _, k := range []string{podcert.NextCertKey, podcert.NextKeyKey, podcert.PreviousCertKey} {
 		delete(secret.Data, k)
 	}
-	for _, k := range []string{podcert.AnnotationNextSignsAt} {
+	for _, k := range podcert.RotationAnnotations {
 		delete(secret.Annotations, k)
 	}
 	if secret.Data == nil {
