@@ -8,9 +8,11 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
 
+	"github.com/trustplane/trustplane/api/certificates"
 	"github.com/trustplane/trustplane/internal/manager"
 	"github.com/trustplane/trustplane/internal/podcert"
 )
@@ -47,8 +49,19 @@ type Options struct {
 	// Backdate is how far notBefore lies before the signing, for relying parties whose
 	// clocks run behind.
 	Backdate time.Duration
+	// CanaryObservation, when not 0, canaries every next CA: it is published in the
+	// preview bundle for the canaries first, and goes live once they have been observed
+	// this long without a failure.
+	CanaryObservation time.Duration
+	// CanaryNamespaceSelector and CanaryNodeSelector are label selectors of the namespaces
+	// and nodes whose pods are the canaries.
+	CanaryNamespaceSelector string
+	CanaryNodeSelector      string
 	// Clock decides the certificates' times and the CA rotation's.
 	Clock clock.PassiveClock
+
+	// canaryNamespaces and canaryNodes are the parsed selectors (Setup).
+	canaryNamespaces, canaryNodes labels.Selector
 }
 
 // DefaultOptions are the flag defaults.
@@ -57,6 +70,7 @@ func DefaultOptions() Options {
 		SignerName: "trustplane.io/pod-identity", CANamespace: manager.OwnNamespace(), CASecretName: "trustplane-pod-identity-ca",
 		MaxLifetime: 24 * time.Hour, KeyTypes: []string{"RSA3072", "RSA4096", "ECDSAP256", "ECDSAP384", "ECDSAP521", "ED25519"},
 		TrustDomain: "cluster.local", Workers: 16, CAOverlap: time.Hour, RefreshFraction: 2.0 / 3, Backdate: time.Minute,
+		CanaryNamespaceSelector: certificates.LabelCanary + "=true", CanaryNodeSelector: certificates.LabelCanary + "=true",
 		Clock: clock.RealClock{},
 	}
 }
@@ -74,6 +88,11 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.CAOverlap, "podcertificate-signer-ca-overlap", o.CAOverlap, "How long a new CA is published in the ClusterTrustBundle before it signs.")
 	fs.Float64Var(&o.RefreshFraction, "podcertificate-signer-refresh-fraction", o.RefreshFraction, "Fraction of a certificate's lifetime after which kubelet refreshes it (beginRefreshAt), kept at least 10m after notBefore and 10m before notAfter as the API requires.")
 	fs.DurationVar(&o.Backdate, "podcertificate-signer-backdate", o.Backdate, "How far notBefore lies before the signing, for clocks that run behind (at most 4m: the API requires notBefore within 5m of its own clock).")
+	fs.DurationVar(&o.CanaryObservation, "podcertificate-signer-canary-observation", o.CanaryObservation, "Canary every next CA for this long before it goes live (0: no canary, "+
+		"a next CA goes into the live bundle at once): it is published first in the ClusterTrustBundle <signer>:preview-bundle (k8s.spiffe.io/canarying=preview), which the "+
+		"canaries load, and goes live once they have been observed this long with no CertificateOverdueForRefresh, no refusal of this signer and every leaf verifying.")
+	fs.StringVar(&o.CanaryNamespaceSelector, "podcertificate-signer-canary-namespace-selector", o.CanaryNamespaceSelector, "Label selector of the namespaces whose pods are the canaries of a CA rotation.")
+	fs.StringVar(&o.CanaryNodeSelector, "podcertificate-signer-canary-node-selector", o.CanaryNodeSelector, "Label selector of the nodes whose pods are the canaries of a CA rotation.")
 	// The names before the flags carried the controller's name (v0.1): they still work,
 	// and say once that they are deprecated.
 	for _, suffix := range []string{"signer-name", "ca-namespace", "ca-secret", "max-lifetime", "key-types", "trust-domain", "signer-workers", "ca-rotation", "ca-overlap", "refresh-fraction", "backdate"} {
@@ -100,6 +119,9 @@ func (o Options) Validate() error {
 	}
 	if err := validTrustDomain(o.TrustDomain); err != nil {
 		return fmt.Errorf("--podcertificate-signer-trust-domain %q is not a SPIFFE trust domain: %w", o.TrustDomain, err)
+	}
+	if _, err := o.withSelectors(); err != nil {
+		return err
 	}
 	return o.rotationPolicy().Validate()
 }
@@ -132,5 +154,17 @@ func (o Options) Policy() Policy {
 }
 
 func (o Options) rotationPolicy() podcert.RotationPolicy {
-	return podcert.RotationPolicy{Every: o.CARotation, Overlap: o.CAOverlap, MaxLifetime: o.MaxLifetime}
+	return podcert.RotationPolicy{Every: o.CARotation, Overlap: o.CAOverlap, MaxLifetime: o.MaxLifetime, Observation: o.CanaryObservation}
+}
+
+// withSelectors is o with its canary selectors parsed.
+func (o Options) withSelectors() (Options, error) {
+	var err error
+	if o.canaryNamespaces, err = parseSelector("podcertificate-signer-canary-namespace-selector", o.CanaryNamespaceSelector); err != nil {
+		return o, err
+	}
+	if o.canaryNodes, err = parseSelector("podcertificate-signer-canary-node-selector", o.CanaryNodeSelector); err != nil {
+		return o, err
+	}
+	return o, nil
 }
