@@ -224,7 +224,7 @@ func (r *Reconciler) checkNode(ctx context.Context, pcr *certificatesv1.PodCerti
 		case err != nil:
 			return nil, fmt.Errorf("reading node %s: %w", pcr.Spec.NodeName, err)
 		case node.UID != pcr.Spec.NodeUID:
-			return &Denial{certificates.ReasonNodeMismatch, fmt.Sprintf("node %s's UID differs from spec.nodeUID: the node was replaced", pcr.Spec.NodeName)}, nil
+			return &Denial{certificates.ReasonNodeMismatch, fmt.Sprintf("spec.nodeUID %q but node %s has UID %q: the node was replaced", pcr.Spec.NodeUID, pcr.Spec.NodeName, node.UID)}, nil
 		}
 		return nil, nil
 	})
@@ -254,11 +254,11 @@ func (r *Reconciler) checkPod(ctx context.Context, pcr *certificatesv1.PodCertif
 		case err != nil:
 			return nil, err
 		case pod.UID != pcr.Spec.PodUID:
-			return &Denial{certificates.ReasonPodMismatch, "the pod's UID differs from spec.podUID"}, nil
+			return &Denial{certificates.ReasonPodMismatch, fmt.Sprintf("spec.podUID %q but pod %s/%s has UID %q", pcr.Spec.PodUID, pod.Namespace, pod.Name, pod.UID)}, nil
 		case string(pcr.Spec.NodeName) != pod.Spec.NodeName:
-			return &Denial{certificates.ReasonPodMismatch, fmt.Sprintf("the pod is bound to node %q, not to spec.nodeName %s", pod.Spec.NodeName, pcr.Spec.NodeName)}, nil
+			return &Denial{certificates.ReasonPodMismatch, fmt.Sprintf("spec.nodeName %q but pod %s/%s is bound to node %q", pcr.Spec.NodeName, pod.Namespace, pod.Name, pod.Spec.NodeName)}, nil
 		case pod.Spec.ServiceAccountName != pcr.Spec.ServiceAccountName:
-			return &Denial{certificates.ReasonPodMismatch, "the pod runs as another service account"}, nil
+			return &Denial{certificates.ReasonPodMismatch, fmt.Sprintf("spec.serviceAccountName %q but pod %s/%s runs as %q", pcr.Spec.ServiceAccountName, pod.Namespace, pod.Name, pod.Spec.ServiceAccountName)}, nil
 		}
 		return nil, nil
 	})
