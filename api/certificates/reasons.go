@@ -61,9 +61,17 @@ const (
 	ReasonLifetimeTooShort = "LifetimeTooShort"
 )
 
+// ReasonWaitingForCA is the Warning event of the pod certificate signer on a
+// PodCertificateRequest it cannot sign yet for want of a usable CA (the CA Secret
+// unreadable, refused, mid-rotation, or its CA not valid now): the request stays pending
+// and is retried, never denied; sent once per request and wait. The API allows no
+// condition for this (only Issued, Denied and Failed).
+const ReasonWaitingForCA = "WaitingForCA"
+
 // Warning events of the pod certificate signer on its CA Secret.
 const (
-	// ReasonInvalidCA: the CA Secret does not parse; the last good CA signs on.
+	// ReasonInvalidCA: the CA Secret does not parse or fails a check (a CA certificate with
+	// keyCertSign, its key, a chain that links, valid now); the last good CA signs on.
 	ReasonInvalidCA = "InvalidCA"
 	// ReasonInvalidNextCA: the next CA in the Secret (next.crt, next.key) does not parse
 	// and is ignored.

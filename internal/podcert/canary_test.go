@@ -10,7 +10,8 @@ import (
 func restart(t *testing.T, r *Rotation) *Rotation {
 	t.Helper()
 	data, annotations := r.ToSecret()
-	got, err := RotationFromSecret(data, annotations)
+	// Any time within the current CA's validity: the CAs are checked on load.
+	got, err := RotationFromSecret(data, annotations, r.Current.Cert.NotBefore.Add(2*time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +130,7 @@ func TestCanaryOffKeepsTheOldSchedule(t *testing.T) {
 	data, annotations := rot.ToSecret()
 	delete(annotations, "podcert.trustplane.io/next-stage")
 	delete(annotations, "podcert.trustplane.io/next-live-since")
-	old, err := RotationFromSecret(data, annotations)
+	old, err := RotationFromSecret(data, annotations, now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,6 +53,10 @@ const ReserveAhead = 10 * time.Minute
 type CAEntry struct {
 	Cert    *x509.Certificate
 	CertPEM []byte
+	// Issuers are the certificates that followed the CA in tls.crt (or next.crt), each
+	// the issuer of the one before: kept so that the Secret keeps its chain when the signer
+	// writes it back; only the CA itself is published and signs.
+	Issuers []*x509.Certificate
 	// Key and KeyPEM are nil for a retired CA.
 	Key    crypto.Signer
 	KeyPEM []byte
@@ -118,12 +122,33 @@ func (p RotationPolicy) Validate() error {
 	return nil
 }
 
-// ParseCAPair parses a CA certificate and its private key (PKCS#8, SEC 1 or PKCS#1).
+// CAClockSkew is how far in the future a CA's notBefore may lie and the CA still sign:
+// the clock of whoever made it may run a little ahead of this replica's. A leaf never
+// starts before its CA (ValidityOf), so such a leaf starts at most this far ahead.
+const CAClockSkew = time.Minute
+
+// ParseCAPair parses a CA certificate, optionally followed by its issuers (each signed by
+// the next), and its private key (PKCS#8, SEC 1 or PKCS#1). It refuses, saying which
+// check failed, a certificate that is not a CA, has no keyCertSign key usage, is not
+// signed by the issuer after it, or whose key is not the one given.
 func ParseCAPair(crtPEM, keyPEM []byte) (*CAEntry, error) {
-	cert, err := parseCACert(crtPEM)
+	chain, err := parseCAChain(crtPEM)
 	if err != nil {
 		return nil, err
 	}
+	cert := chain[0]
+	signer, err := parseKey(keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	pub, ok := signer.Public().(interface{ Equal(crypto.PublicKey) bool })
+	if !ok || !pub.Equal(cert.PublicKey) {
+		return nil, errors.New("the key does not match the certificate's public key")
+	}
+	return &CAEntry{Cert: cert, CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw}), Issuers: chain[1:], Key: signer, KeyPEM: keyPEM}, nil
+}
+
+func parseKey(keyPEM []byte) (crypto.Signer, error) {
 	kb, _ := pem.Decode(keyPEM)
 	if kb == nil {
 		return nil, errors.New("the key holds no PEM block")
@@ -142,26 +167,66 @@ func ParseCAPair(crtPEM, keyPEM []byte) (*CAEntry, error) {
 	if !ok {
 		return nil, errors.New("the key cannot sign")
 	}
-	pub, ok := signer.Public().(interface{ Equal(crypto.PublicKey) bool })
-	if !ok || !pub.Equal(cert.PublicKey) {
-		return nil, errors.New("the key does not match the certificate")
-	}
-	return &CAEntry{Cert: cert, CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw}), Key: signer, KeyPEM: keyPEM}, nil
+	return signer, nil
 }
 
-func parseCACert(crtPEM []byte) (*x509.Certificate, error) {
-	cb, _ := pem.Decode(crtPEM)
-	if cb == nil || cb.Type != "CERTIFICATE" {
+// parseCAChain reads the CA and its issuers and checks that the CA can sign certificates
+// and that each certificate is signed by the next: a chain that does not link would hand
+// relying parties who trust its root leaves they cannot verify.
+func parseCAChain(crtPEM []byte) ([]*x509.Certificate, error) {
+	var chain []*x509.Certificate
+	for rest := crtPEM; ; {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			return nil, fmt.Errorf("certificate %d of the chain is a PEM %s block, not CERTIFICATE", len(chain)+1, b.Type)
+		}
+		cert, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("certificate %d of the chain: %w", len(chain)+1, err)
+		}
+		chain = append(chain, cert)
+	}
+	if len(chain) == 0 {
 		return nil, errors.New("the certificate holds no PEM CERTIFICATE block")
 	}
-	cert, err := x509.ParseCertificate(cb.Bytes)
-	if err != nil {
-		return nil, fmt.Errorf("the certificate: %w", err)
+	ca := chain[0]
+	if !ca.IsCA || !ca.BasicConstraintsValid {
+		return nil, errors.New("the certificate is not a CA certificate (basicConstraints CA:TRUE)")
 	}
-	if !cert.IsCA || !cert.BasicConstraintsValid {
-		return nil, errors.New("the certificate is not a CA certificate")
+	if ca.KeyUsage&x509.KeyUsageCertSign == 0 {
+		return nil, errors.New("the CA certificate lacks the keyCertSign key usage")
 	}
-	return cert, nil
+	for i := 0; i+1 < len(chain); i++ {
+		if err := chain[i].CheckSignatureFrom(chain[i+1]); err != nil {
+			return nil, fmt.Errorf("certificate %d of the chain (%q) is not signed by certificate %d (%q): %w",
+				i+1, chain[i].Subject.String(), i+2, chain[i+1].Subject.String(), err)
+		}
+	}
+	return chain, nil
+}
+
+// CheckValidAt says why the CA cannot sign at now: not valid yet (beyond CAClockSkew),
+// or expired. A leaf it signed would not verify, or only later.
+func (e *CAEntry) CheckValidAt(now time.Time) error {
+	switch {
+	case e.Cert.NotBefore.After(now.Add(CAClockSkew)):
+		return fmt.Errorf("the CA is not valid before %s", e.Cert.NotBefore.UTC().Format(time.RFC3339))
+	case !now.Before(e.Cert.NotAfter):
+		return fmt.Errorf("the CA expired at %s", e.Cert.NotAfter.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// ChainPEM is the CA and its issuers, as tls.crt holds them.
+func (e *CAEntry) ChainPEM() []byte {
+	out := append([]byte(nil), e.CertPEM...)
+	for _, c := range e.Issuers {
+		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})...)
+	}
+	return out
 }
 
 // NewCA generates a self-signed P-256 CA valid from an hour before now for validity.
@@ -191,11 +256,16 @@ func NewCA(commonName string, now time.Time, validity time.Duration) (*CAEntry, 
 		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}))
 }
 
-// RotationFromSecret reads a rotation from the CA Secret's data and annotations. An error
-// means the current CA does not parse: the caller keeps its last good rotation. A next CA
-// that does not parse is ignored (NextError) and kept as it is.
-func RotationFromSecret(data map[string][]byte, annotations map[string]string) (*Rotation, error) {
+// RotationFromSecret reads a rotation from the CA Secret's data and annotations at now.
+// An error means the current CA does not parse, fails a check of ParseCAPair, or cannot
+// sign at now (CheckValidAt): the caller keeps its last good rotation. A next CA that
+// does not parse, fails a check or has expired is ignored (NextError) and kept as it is;
+// one not valid yet is published and signs once it is (Advance).
+func RotationFromSecret(data map[string][]byte, annotations map[string]string, now time.Time) (*Rotation, error) {
 	current, err := ParseCAPair(data[CACertKey], data[CAKeyKey])
+	if err == nil {
+		err = current.CheckValidAt(now)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s/%s: %w", CACertKey, CAKeyKey, err)
 	}
@@ -237,6 +307,9 @@ func RotationFromSecret(data map[string][]byte, annotations map[string]string) (
 	}
 	if len(data[NextCertKey]) != 0 || len(data[NextKeyKey]) != 0 {
 		next, err := ParseCAPair(data[NextCertKey], data[NextKeyKey])
+		if err == nil && !now.Before(next.Cert.NotAfter) {
+			err = fmt.Errorf("the CA expired at %s", next.Cert.NotAfter.UTC().Format(time.RFC3339))
+		}
 		if err != nil {
 			r.NextError = fmt.Errorf("%s/%s: %w", NextCertKey, NextKeyKey, err)
 			r.rawNext = [2][]byte{data[NextCertKey], data[NextKeyKey]}
@@ -272,7 +345,7 @@ func RotationFromSecret(data map[string][]byte, annotations map[string]string) (
 
 // ToSecret renders the rotation as the CA Secret's data and the annotations it owns.
 func (r *Rotation) ToSecret() (map[string][]byte, map[string]string) {
-	data := map[string][]byte{CACertKey: r.Current.CertPEM, CAKeyKey: r.Current.KeyPEM}
+	data := map[string][]byte{CACertKey: r.Current.ChainPEM(), CAKeyKey: r.Current.KeyPEM}
 	annotations := map[string]string{AnnotationSigningSince: r.SigningSince.UTC().Format(time.RFC3339)}
 	reserved := map[string]string{}
 	if !r.Current.Reserved.IsZero() {
@@ -280,7 +353,7 @@ func (r *Rotation) ToSecret() (map[string][]byte, map[string]string) {
 	}
 	switch {
 	case r.Next != nil:
-		data[NextCertKey], data[NextKeyKey] = r.Next.CertPEM, r.Next.KeyPEM
+		data[NextCertKey], data[NextKeyKey] = r.Next.ChainPEM(), r.Next.KeyPEM
 		if !r.NextSignsAt.IsZero() {
 			annotations[AnnotationNextSignsAt] = r.NextSignsAt.UTC().Format(time.RFC3339)
 		}
@@ -319,7 +392,8 @@ func (r *Rotation) Advance(now time.Time, p RotationPolicy, generate func(now ti
 			changed = true
 		}
 	}
-	if r.Next != nil && !r.NextSignsAt.IsZero() && !now.Before(r.NextSignsAt) {
+	// A next CA not valid yet is published but waits to sign until it is.
+	if r.Next != nil && !r.NextSignsAt.IsZero() && !now.Before(r.NextSignsAt) && r.Next.CheckValidAt(now) == nil {
 		retired := &CAEntry{Cert: r.Current.Cert, CertPEM: r.Current.CertPEM, Reserved: r.Current.Reserved}
 		r.Previous = append([]*CAEntry{retired}, r.Previous...)
 		r.Current, r.SigningSince, r.Next, r.NextSignsAt, r.Canary = r.Next, r.NextSignsAt, nil, time.Time{}, Canary{}
@@ -358,7 +432,9 @@ func (r *Rotation) NextChange(p RotationPolicy) time.Time {
 			next = t
 		}
 	}
-	consider(r.NextSignsAt)
+	if r.Next != nil && !r.NextSignsAt.IsZero() {
+		consider(latest(r.NextSignsAt, r.Next.Cert.NotBefore.Add(-CAClockSkew)))
+	}
 	for _, e := range r.Previous {
 		if !e.Reserved.IsZero() {
 			consider(e.Reserved.Add(time.Second))
@@ -368,6 +444,13 @@ func (r *Rotation) NextChange(p RotationPolicy) time.Time {
 		consider(r.SigningSince.Add(p.Every - p.generateAhead()))
 	}
 	return next
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // Reserve records that the current CA is about to sign a leaf valid until notAfter. It

@@ -5,6 +5,8 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"math/big"
 	mrand "math/rand/v2"
 	"strings"
@@ -57,7 +59,7 @@ func TestRotationKeepsEveryLiveLeafVerifiable(t *testing.T) {
 				delete(ann, AnnotationNextSignsAt)
 				supplied = true
 			}
-			if rot, err = RotationFromSecret(data, ann); err != nil {
+			if rot, err = RotationFromSecret(data, ann, now); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -66,7 +68,7 @@ func TestRotationKeepsEveryLiveLeafVerifiable(t *testing.T) {
 		}
 		// A restart: the rotation survives only through its Secret form.
 		data, ann := rot.ToSecret()
-		if rot, err = RotationFromSecret(data, ann); err != nil {
+		if rot, err = RotationFromSecret(data, ann, now); err != nil {
 			t.Fatalf("step %d: %v", step, err)
 		}
 		bundle := rot.Bundle()
@@ -169,12 +171,12 @@ func TestRotationBadInput(t *testing.T) {
 			data = map[string][]byte{CACertKey: ca.CertPEM, CAKeyKey: ca.KeyPEM}
 			ann[AnnotationReservedUntil] = "{"
 		}
-		if _, err := RotationFromSecret(data, ann); err == nil {
+		if _, err := RotationFromSecret(data, ann, now); err == nil {
 			t.Errorf("%s: parsed", name)
 		}
 	}
 	// A next CA that does not parse is reported, never signs, never published, and kept.
-	rot, err := RotationFromSecret(map[string][]byte{CACertKey: ca.CertPEM, CAKeyKey: ca.KeyPEM, NextCertKey: []byte("x"), NextKeyKey: []byte("y")}, nil)
+	rot, err := RotationFromSecret(map[string][]byte{CACertKey: ca.CertPEM, CAKeyKey: ca.KeyPEM, NextCertKey: []byte("x"), NextKeyKey: []byte("y")}, nil, now)
 	if err != nil || rot.NextError == nil || rot.Next != nil {
 		t.Fatalf("bad next: %v %v", err, rot)
 	}
@@ -194,5 +196,123 @@ func TestRotationBadInput(t *testing.T) {
 		if err := p.Validate(); err == nil || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%+v: %v", p, err)
 		}
+	}
+}
+
+// testCA makes a CA certificate from tmpl's times and usages, signed by parent (self-signed
+// when nil), and returns it with its key in the Secret's PEM forms.
+type testCA struct {
+	cert    *x509.Certificate
+	key     *ecdsa.PrivateKey
+	certPEM []byte
+	keyPEM  []byte
+}
+
+func makeCA(t *testing.T, cn string, notBefore, notAfter time.Time, isCA bool, usage x509.KeyUsage, parent *testCA) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(mrand.Int64()), Subject: pkix.Name{CommonName: cn},
+		NotBefore: notBefore, NotAfter: notAfter, IsCA: isCA, BasicConstraintsValid: true, KeyUsage: usage}
+	issuer, signer := tmpl, key
+	if parent != nil {
+		issuer, signer = parent.cert, parent.key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, issuer, key.Public(), signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	keyDER, _ := x509.MarshalPKCS8PrivateKey(key)
+	return &testCA{cert: cert, key: key, certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		keyPEM: pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})}
+}
+
+// TestCAValidatedOnLoad: a CA Secret is used only when its CA can sign (a CA certificate
+// with keyCertSign), its key is the certificate's, its chain links, and it is valid now;
+// the error names the check that failed. A next CA that fails a check is set aside.
+func TestCAValidatedOnLoad(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	sign := x509.KeyUsageCertSign | x509.KeyUsageCRLSign
+	root := makeCA(t, "root", now.Add(-time.Hour), now.Add(1000*time.Hour), true, sign, nil)
+	otherRoot := makeCA(t, "other root", now.Add(-time.Hour), now.Add(1000*time.Hour), true, sign, nil)
+	inter := makeCA(t, "intermediate", now.Add(-time.Hour), now.Add(100*time.Hour), true, sign, root)
+	good := makeCA(t, "good", now.Add(-time.Hour), now.Add(100*time.Hour), true, sign, nil)
+	chain := func(cas ...*testCA) []byte {
+		var out []byte
+		for _, c := range cas {
+			out = append(out, c.certPEM...)
+		}
+		return out
+	}
+	for name, tc := range map[string]struct {
+		ca   *testCA
+		crt  []byte  // default: ca's certificate alone
+		key  *testCA // default: ca's key
+		want string
+	}{
+		"not a CA":            {ca: makeCA(t, "leaf", now.Add(-time.Hour), now.Add(time.Hour), false, x509.KeyUsageDigitalSignature, nil), want: "not a CA certificate"},
+		"no keyCertSign":      {ca: makeCA(t, "crl only", now.Add(-time.Hour), now.Add(time.Hour), true, x509.KeyUsageCRLSign, nil), want: "keyCertSign"},
+		"key mismatch":        {ca: good, key: otherRoot, want: "key does not match"},
+		"chain does not link": {ca: inter, crt: chain(inter, otherRoot), want: "not signed by certificate 2"},
+		"not valid yet":       {ca: makeCA(t, "future", now.Add(2*CAClockSkew), now.Add(time.Hour), true, sign, nil), want: "not valid before"},
+		"expired":             {ca: makeCA(t, "past", now.Add(-2*time.Hour), now.Add(-time.Second), true, sign, nil), want: "expired at"},
+	} {
+		crt, key := tc.crt, tc.key
+		if crt == nil {
+			crt = tc.ca.certPEM
+		}
+		if key == nil {
+			key = tc.ca
+		}
+		_, err := RotationFromSecret(map[string][]byte{CACertKey: crt, CAKeyKey: key.keyPEM}, nil, now)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error naming %q", name, err, tc.want)
+		}
+	}
+
+	// A chain that links is used; the Secret keeps it whole; only the CA is published.
+	rot, err := RotationFromSecret(map[string][]byte{CACertKey: chain(inter, root), CAKeyKey: inter.keyPEM}, nil, now)
+	if err != nil {
+		t.Fatalf("a linked chain: %v", err)
+	}
+	if data, _ := rot.ToSecret(); string(data[CACertKey]) != string(chain(inter, root)) {
+		t.Error("writing the rotation back dropped the chain")
+	}
+	if strings.Count(rot.Bundle(), "BEGIN") != 1 || rot.Current.Cert.Subject.CommonName != "intermediate" {
+		t.Error("the bundle holds more than the signing CA")
+	}
+	// A CA whose notBefore lies within the skew ahead is used.
+	if _, err := RotationFromSecret(map[string][]byte{CACertKey: makeCA(t, "soon", now.Add(CAClockSkew/2), now.Add(time.Hour), true, sign, nil).certPEM}, nil, now); err == nil || !strings.Contains(err.Error(), "key") {
+		t.Errorf("a CA within the skew: %v (want only the missing key refused)", err)
+	}
+
+	// Next CAs: an expired one is set aside; one not valid yet waits to sign until it is.
+	expired := makeCA(t, "next past", now.Add(-2*time.Hour), now.Add(-time.Second), true, sign, nil)
+	rot, err = RotationFromSecret(map[string][]byte{CACertKey: good.certPEM, CAKeyKey: good.keyPEM, NextCertKey: expired.certPEM, NextKeyKey: expired.keyPEM}, nil, now)
+	if err != nil || rot.Next != nil || rot.NextError == nil || !strings.Contains(rot.NextError.Error(), "expired") {
+		t.Errorf("expired next CA: %v, next %v, next error %v", err, rot.Next, rot.NextError)
+	}
+	noKey, err := RotationFromSecret(map[string][]byte{CACertKey: good.certPEM, CAKeyKey: good.keyPEM, NextCertKey: good.certPEM}, nil, now)
+	if err != nil || noKey.NextError == nil || noKey.Current.Cert.Subject.CommonName != "good" {
+		t.Errorf("next.crt without next.key: %v, next error %v (the current CA signs on, the next one is set aside)", err, noKey.NextError)
+	}
+	future := makeCA(t, "next future", now.Add(3*time.Hour), now.Add(100*time.Hour), true, sign, nil)
+	rot, err = RotationFromSecret(map[string][]byte{CACertKey: good.certPEM, CAKeyKey: good.keyPEM, NextCertKey: future.certPEM, NextKeyKey: future.keyPEM},
+		map[string]string{AnnotationNextSignsAt: now.Add(time.Hour).Format(time.RFC3339)}, now)
+	if err != nil || rot.Next == nil {
+		t.Fatalf("next CA not valid yet: %v", err)
+	}
+	p := RotationPolicy{Overlap: time.Hour, MaxLifetime: time.Hour}
+	if at := rot.NextChange(p); !at.Equal(future.cert.NotBefore.Add(-CAClockSkew)) {
+		t.Errorf("next change at %v, want when the next CA becomes valid", at)
+	}
+	if _, err := rot.Advance(now.Add(2*time.Hour), p, nil); err != nil || rot.Current.Cert.Subject.CommonName != "good" {
+		t.Errorf("a next CA not valid yet signs (%v)", err)
+	}
+	if _, err := rot.Advance(future.cert.NotBefore, p, nil); err != nil || rot.Current.Cert.Subject.CommonName != "next future" {
+		t.Errorf("the next CA does not sign once valid (%v)", err)
 	}
 }

@@ -2,6 +2,8 @@ package podcertsigner
 
 import (
 	"context"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"maps"
 	"strings"
@@ -13,10 +15,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	certificatesv1ac "k8s.io/client-go/applyconfigurations/certificates/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -41,9 +46,12 @@ func BundleName(signerName string) string {
 // +kubebuilder:rbac:groups=certificates.k8s.io,resources=clustertrustbundles,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=certificates.k8s.io,resources=signers,verbs=attest,resourceNames=trustplane.io/pod-identity
 
-// setupCA adds the controller that keeps the CA Secret's rotation moving and the
-// ClusterTrustBundle current: it watches the one Secret (a cache limited to it) and the
-// one bundle, so an edited or deleted bundle is restored at once.
+// setupCA adds two controllers of the one CA Secret, read through a cache limited to it.
+// On every replica, leader or not, watchCA keeps the CA loaded and checked, so that a
+// replica that becomes leader signs at once from the CA it already holds. On the leader
+// alone, reconcileCA keeps the rotation moving and the ClusterTrustBundle current (it
+// watches the one bundle too, so an edited or deleted bundle is restored at once): only
+// the leader writes the Secret and the bundle.
 func (r *Reconciler) setupCA(mgr ctrl.Manager) error {
 	secrets, err := cache.New(mgr.GetConfig(), cache.Options{
 		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
@@ -58,17 +66,66 @@ func (r *Reconciler) setupCA(mgr ctrl.Manager) error {
 	if err := manager.AddCache(mgr, secrets); err != nil {
 		return err
 	}
+	r.secrets = secrets
 	key := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: r.opts.CANamespace, Name: r.opts.CASecretName}}
 	toKey := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request { return []reconcile.Request{key} })
+	if err := ctrl.NewControllerManagedBy(mgr).Named(Name + "-ca-watch").
+		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)}).
+		WatchesRawSource(source.Kind(secrets, client.Object(&corev1.Secret{}), toKey)).
+		WatchesRawSource(source.Channel(kicked(), toKey)).
+		Complete(reconcile.Func(r.watchCA)); err != nil {
+		return err
+	}
 	bundleName := BundleName(r.opts.SignerName)
 	ours := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == bundleName })
-	kick := make(chan event.GenericEvent, 1)
-	kick <- event.GenericEvent{Object: &corev1.Secret{}}
 	return ctrl.NewControllerManagedBy(mgr).Named(Name + "-ca").
 		WatchesRawSource(source.Kind(secrets, client.Object(&corev1.Secret{}), toKey)).
 		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&certificatesv1.ClusterTrustBundle{}), toKey, ours)).
-		WatchesRawSource(source.Channel(kick, toKey)).
+		WatchesRawSource(source.Channel(kicked(), toKey)).
 		Complete(reconcile.Func(r.reconcileCA))
+}
+
+// kicked is a source that fires once at start: the Secret may not exist yet.
+func kicked() chan event.GenericEvent {
+	kick := make(chan event.GenericEvent, 1)
+	kick <- event.GenericEvent{Object: &corev1.Secret{}}
+	return kick
+}
+
+// recheckRefused is how often a replica reads again a CA Secret it refused: a CA that is
+// not valid yet becomes valid with time alone, not with a change of the Secret.
+const recheckRefused = podcert.CAClockSkew
+
+// watchCA loads the cached CA Secret into this replica, leader or not, and checks it
+// (adoptLocked); it never writes. The leader's reconcileCA reads the Secret afresh too.
+func (r *Reconciler) watchCA(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	secret := &corev1.Secret{}
+	err := r.secrets.Get(ctx, req.NamespacedName, secret)
+	if apierrors.IsNotFound(err) { // the leader creates it; its creation is an event here
+		return reconcile.Result{}, nil
+	} else if err != nil {
+		return reconcile.Result{}, fmt.Errorf("reading CA Secret %s from the cache: %w", req.NamespacedName, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rot := r.adoptLocked(ctx, secret); rot != nil { // a follower's metrics too
+		observeCA(r.opts.SignerName, rot)
+	}
+	if r.caVersion != secret.ResourceVersion {
+		return reconcile.Result{RequeueAfter: recheckRefused}, nil
+	}
+	return reconcile.Result{}, nil
+}
+
+// SigningCA is the CA certificate this replica would sign with now (nil: none usable
+// loaded yet), whether or not it leads.
+func (r *Reconciler) SigningCA() *x509.Certificate {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.rot == nil {
+		return nil
+	}
+	return r.rot.Current.Cert
 }
 
 // reconcileCA advances the rotation, persists it, and applies the bundle; it requeues at
@@ -80,8 +137,9 @@ func (r *Reconciler) reconcileCA(ctx context.Context, _ reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if rot == nil { // no good CA yet (the event says why): the Secret's next change retries
-		return reconcile.Result{}, nil
+	if rot == nil { // no good CA yet (the event says why): the Secret's next change retries,
+		// or time alone for a CA not valid yet
+		return reconcile.Result{RequeueAfter: recheckRefused}, nil
 	}
 	now := r.opts.Clock.Now()
 	next := rot.Clone()
@@ -119,10 +177,9 @@ func (r *Reconciler) generateCA(now time.Time) (*podcert.CAEntry, error) {
 	return podcert.NewCA(r.opts.SignerName+" CA "+now.UTC().Format("2006-01-02T15:04:05Z"), now, r.caValidity())
 }
 
-// loadRotationLocked reads the CA Secret (fresh from the API server), creating it with a
-// new CA when it does not exist. A Secret that does not parse never replaces the last
-// good rotation: a Warning event InvalidCA on the Secret, and the last good CA signs on
-// (nil when there never was one). r.mu is held.
+// loadRotationLocked reads the CA Secret fresh from the API server (the leader, before it
+// writes), creating it with a new CA when it does not exist, and adopts it (adoptLocked):
+// nil when no good CA was ever loaded. r.mu is held.
 func (r *Reconciler) loadRotationLocked(ctx context.Context) (*podcert.Rotation, error) {
 	secret := &corev1.Secret{}
 	key := client.ObjectKey{Namespace: r.opts.CANamespace, Name: r.opts.CASecretName}
@@ -132,17 +189,26 @@ func (r *Reconciler) loadRotationLocked(ctx context.Context) (*podcert.Rotation,
 	} else if err != nil {
 		return nil, fmt.Errorf("reading CA Secret %s: %w", key, err)
 	}
-	if r.rot != nil && r.caVersion == secret.ResourceVersion {
-		return r.rot, nil
+	return r.adoptLocked(ctx, secret), nil
+}
+
+// adoptLocked makes the rotation in secret the one in use, unless it is not newer than
+// the one held (the cache may lag behind the leader's own write) or fails a check of
+// RotationFromSecret: a Secret that fails one never replaces the last good rotation — a
+// Warning event InvalidCA on the Secret naming the check, once per version, and the last
+// good CA signs on (nil when there never was one). r.mu is held.
+func (r *Reconciler) adoptLocked(ctx context.Context, secret *corev1.Secret) *podcert.Rotation {
+	if r.rot != nil && !r.stale && !newerVersion(secret.ResourceVersion, r.caVersion) {
+		return r.rot
 	}
-	rot, err := podcert.RotationFromSecret(secret.Data, secret.Annotations)
+	rot, err := podcert.RotationFromSecret(secret.Data, secret.Annotations, r.opts.Clock.Now())
 	if err != nil {
 		if r.badVersion != secret.ResourceVersion {
 			r.badVersion = secret.ResourceVersion
-			r.Recorder.Eventf(secret, nil, corev1.EventTypeWarning, certificates.ReasonInvalidCA, "LoadCA", "CA Secret does not parse, the last good CA signs on: %v", err)
-			log.FromContext(ctx).Error(err, "CA Secret does not parse; keeping the last good CA", "secret", key.String())
+			r.Recorder.Eventf(secret, nil, corev1.EventTypeWarning, certificates.ReasonInvalidCA, "LoadCA", "CA Secret refused, the last good CA signs on: %v", err)
+			log.FromContext(ctx).Error(err, "CA Secret refused; keeping the last good CA", "secret", client.ObjectKeyFromObject(secret).String())
 		}
-		return r.rot, nil
+		return r.rot
 	}
 	if secret.Annotations[podcert.AnnotationReservedUntil] == "" {
 		// A Secret from before rotation tracking: its CA may have signed leaves of up to the
@@ -153,8 +219,22 @@ func (r *Reconciler) loadRotationLocked(ctx context.Context) (*podcert.Rotation,
 		r.badNextVersion = secret.ResourceVersion
 		r.Recorder.Eventf(secret, nil, corev1.EventTypeWarning, certificates.ReasonInvalidNextCA, "LoadCA", "next CA ignored: %v", rot.NextError)
 	}
-	r.rot, r.caVersion, r.secret = rot, secret.ResourceVersion, secret
-	return rot, nil
+	r.rot, r.caVersion, r.secret, r.stale = rot, secret.ResourceVersion, secret, false
+	r.wakeWaiting()
+	return rot
+}
+
+// newerVersion says whether resource version a is later than b (any a is, when b is
+// empty; a differing one is, when either does not compare).
+func newerVersion(a, b string) bool {
+	if b == "" {
+		return true
+	}
+	cmp, err := resourceversion.CompareResourceVersion(a, b)
+	if err != nil {
+		return a != b
+	}
+	return cmp > 0
 }
 
 func (r *Reconciler) bootstrapLocked(ctx context.Context) (*podcert.Rotation, error) {
@@ -201,10 +281,11 @@ func (r *Reconciler) persistLocked(ctx context.Context, rot *podcert.Rotation) e
 	maps.Copy(secret.Data, data)
 	maps.Copy(secret.Annotations, annotations)
 	if err := r.Client.Update(ctx, secret); err != nil {
-		r.rot, r.caVersion = nil, ""
+		// Read again before the next use; until a good one is read the last good CA stays.
+		r.stale = true
 		return fmt.Errorf("writing CA Secret: %w", err)
 	}
-	r.rot, r.caVersion, r.secret = rot, secret.ResourceVersion, secret
+	r.rot, r.caVersion, r.secret, r.stale = rot, secret.ResourceVersion, secret, false
 	return nil
 }
 
@@ -240,25 +321,30 @@ func (r *Reconciler) bundleLabels(canarying string) map[string]string {
 
 // reserve returns the CA to sign with after reserving notAfter on it (persisted first
 // when the reservation grows, so that a restart never drops a CA whose leaf still lives).
+// When no CA can sign now, or the reservation cannot be recorded, the error is a
+// *waitingForCA: the request waits, it is not denied.
 func (r *Reconciler) reserve(ctx context.Context, notAfter func(*CA) (time.Time, error)) (*CA, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	// Signing uses the rotation in memory: reconcileCA reads the Secret afresh on every
-	// change of it (the watch), and a failed write drops it. Reading the Secret from the
-	// API server here, under the lock, would serialise every signature on a round trip.
+	// Signing uses the rotation in memory: every replica's watchCA loads each change of
+	// the Secret (the watch), and a failed write marks it stale. Reading the Secret from
+	// the API server on every signature, under the lock, would serialise them on a round trip.
 	rot := r.rot
-	if rot == nil {
+	if rot == nil || r.stale {
 		var err error
 		if rot, err = r.loadRotationLocked(ctx); err != nil {
-			return nil, err
+			return nil, &waitingForCA{err}
 		}
 	}
 	if rot == nil {
-		return nil, fmt.Errorf("no usable CA in Secret %s/%s", r.opts.CANamespace, r.opts.CASecretName)
+		return nil, &waitingForCA{fmt.Errorf("no usable CA in Secret %s/%s (see its InvalidCA events)", r.opts.CANamespace, r.opts.CASecretName)}
 	}
-	// A CA signs only once relying parties can know it: the first signature after start
-	// (or after a CA Secret written by hand) may come before reconcileCA has published
-	// the bundle, so it publishes first.
+	if err := rot.Current.CheckValidAt(r.opts.Clock.Now()); err != nil {
+		return nil, &waitingForCA{err}
+	}
+	// A CA signs only once relying parties can know it: the first signature after start,
+	// after this replica became leader, or after a CA Secret written by hand may come
+	// before reconcileCA has published the bundle, so it publishes first.
 	if !r.published[rot.Current.Fingerprint()] {
 		if err := r.publishLocked(ctx, rot); err != nil {
 			return nil, err
@@ -266,14 +352,63 @@ func (r *Reconciler) reserve(ctx context.Context, notAfter func(*CA) (time.Time,
 	}
 	ca := &CA{Cert: rot.Current.Cert, Key: rot.Current.Key}
 	until, err := notAfter(ca)
-	if err != nil {
+	var denial *Denial
+	if errors.As(err, &denial) {
 		return nil, err
+	} else if err != nil { // the CA ends too soon for the shortest leaf: it needs rotating
+		return nil, &waitingForCA{err}
 	}
 	next := rot.Clone()
 	if next.Reserve(r.opts.Clock.Now(), until, r.opts.rotationPolicy()) {
 		if err := r.persistLocked(ctx, next); err != nil {
-			return nil, err
+			return nil, &waitingForCA{fmt.Errorf("reserving the leaf's lifetime: %w", err)}
 		}
 	}
 	return ca, nil
+}
+
+// waitingForCA is why a request cannot be signed now although nothing is wrong with it:
+// the CA Secret is unreadable, refused or mid-rotation, its CA not valid now, or a
+// reservation cannot be written. Reconcile retries such a request and never concludes it.
+type waitingForCA struct{ err error }
+
+func (e *waitingForCA) Error() string { return "waiting for a usable CA: " + e.err.Error() }
+func (e *waitingForCA) Unwrap() error { return e.err }
+
+// noteWaiting records once per request (until the CA is back) why it waits: a Warning
+// event WaitingForCA on it, as the API allows no condition but Issued, Denied or Failed
+// (k8s.io/kubernetes pkg/apis/certificates/validation ValidatePodCertificateRequestStatusUpdate).
+func (r *Reconciler) noteWaiting(pcr *certificatesv1.PodCertificateRequest, why error) {
+	r.waitMu.Lock()
+	defer r.waitMu.Unlock()
+	key := client.ObjectKeyFromObject(pcr)
+	if r.waiting[key] {
+		return
+	}
+	if r.waiting == nil {
+		r.waiting = map[types.NamespacedName]bool{}
+	}
+	r.waiting[key] = true
+	r.Recorder.Eventf(pcr, nil, corev1.EventTypeWarning, certificates.ReasonWaitingForCA, "Sign", "%v", why)
+}
+
+// wakeWaiting asks for the waiting requests to be signed now that a CA was loaded, rather
+// than at their next retry, which backs off to minutes.
+func (r *Reconciler) wakeWaiting() {
+	select {
+	case r.wake <- event.GenericEvent{Object: &certificatesv1.PodCertificateRequest{}}:
+	default: // a wake-up is already queued, or no controller (tests)
+	}
+}
+
+// takeWaiting is the requests woken up, forgotten so that a new wait is recorded again.
+func (r *Reconciler) takeWaiting(context.Context, client.Object) []reconcile.Request {
+	r.waitMu.Lock()
+	defer r.waitMu.Unlock()
+	reqs := make([]reconcile.Request, 0, len(r.waiting))
+	for key := range r.waiting {
+		reqs = append(reqs, reconcile.Request{NamespacedName: key})
+	}
+	r.waiting = nil
+	return reqs
 }

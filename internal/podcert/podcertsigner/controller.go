@@ -16,14 +16,18 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/trustplane/trustplane/api/certificates"
 	podcertv1alpha1 "github.com/trustplane/trustplane/api/podcert/v1alpha1"
@@ -41,15 +45,25 @@ type Reconciler struct {
 	opts     Options
 	policy   Policy
 
+	// secrets reads the CA Secret from a cache limited to it (setupCA).
+	secrets client.Reader
 	// mu guards the CA rotation: the last good one, and the Secret it was read from.
 	mu                         sync.Mutex
 	rot                        *podcert.Rotation
 	secret                     *corev1.Secret
 	caVersion                  string
 	badVersion, badNextVersion string
+	// stale: a write of the Secret failed, so it is read again before the next signature.
+	stale bool
 	// published are the fingerprints of the CAs in the ClusterTrustBundle this signer
 	// last applied: a CA signs only once it is among them.
 	published map[string]bool
+
+	// waiting are the requests that wait for a usable CA and were told so (noteWaiting);
+	// wake queues them again once one is loaded.
+	waitMu  sync.Mutex
+	waiting map[types.NamespacedName]bool
+	wake    chan event.GenericEvent
 }
 
 // +kubebuilder:rbac:groups=certificates.k8s.io,resources=podcertificaterequests,verbs=get;list;watch
@@ -77,7 +91,8 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Cached: cached, Recorder: mgr.GetEventRecorder("trustplane-" + Name), opts: opts, policy: policy}
+	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Cached: cached, Recorder: mgr.GetEventRecorder("trustplane-" + Name), opts: opts, policy: policy,
+		wake: make(chan event.GenericEvent, 1)}
 	ours := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		pcr, ok := o.(*certificatesv1.PodCertificateRequest)
 		return ok && pcr.Spec.SignerName == opts.SignerName && !concluded(pcr)
@@ -87,6 +102,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	}
 	return r, ctrl.NewControllerManagedBy(mgr).Named(Name).
 		For(&certificatesv1.PodCertificateRequest{}, builder.WithPredicates(ours)).
+		WatchesRawSource(source.Channel(r.wake, handler.EnqueueRequestsFromMapFunc(r.takeWaiting))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).
 		Complete(r)
 }
@@ -121,6 +137,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	issued, err := r.sign(ctx, sreq, now)
 	if errors.As(err, &denial) {
 		return reconcile.Result{}, r.deny(ctx, pcr, beta, denial, now)
+	}
+	var waiting *waitingForCA
+	if errors.As(err, &waiting) { // retried with backoff, and at once when a CA is loaded
+		r.noteWaiting(pcr, err)
+		return reconcile.Result{}, err
 	}
 	if err != nil {
 		return reconcile.Result{}, err
@@ -222,7 +243,7 @@ func (r *Reconciler) checkNode(ctx context.Context, pcr *certificatesv1.PodCerti
 		case err != nil:
 			return nil, fmt.Errorf("reading node %s: %w", pcr.Spec.NodeName, err)
 		case node.UID != pcr.Spec.NodeUID:
-			return &Denial{certificates.ReasonNodeMismatch, fmt.Sprintf("node %s's UID differs from spec.nodeUID: the node was replaced", pcr.Spec.NodeName)}, nil
+			return &Denial{certificates.ReasonNodeMismatch, fmt.Sprintf("spec.nodeUID %q but node %s has UID %q: the node was replaced", pcr.Spec.NodeUID, pcr.Spec.NodeName, node.UID)}, nil
 		}
 		return nil, nil
 	})
@@ -252,11 +273,11 @@ func (r *Reconciler) checkPod(ctx context.Context, pcr *certificatesv1.PodCertif
 		case err != nil:
 			return nil, err
 		case pod.UID != pcr.Spec.PodUID:
-			return &Denial{certificates.ReasonPodMismatch, "the pod's UID differs from spec.podUID"}, nil
+			return &Denial{certificates.ReasonPodMismatch, fmt.Sprintf("spec.podUID %q but pod %s/%s has UID %q", pcr.Spec.PodUID, pod.Namespace, pod.Name, pod.UID)}, nil
 		case string(pcr.Spec.NodeName) != pod.Spec.NodeName:
-			return &Denial{certificates.ReasonPodMismatch, fmt.Sprintf("the pod is bound to node %q, not to spec.nodeName %s", pod.Spec.NodeName, pcr.Spec.NodeName)}, nil
+			return &Denial{certificates.ReasonPodMismatch, fmt.Sprintf("spec.nodeName %q but pod %s/%s is bound to node %q", pcr.Spec.NodeName, pod.Namespace, pod.Name, pod.Spec.NodeName)}, nil
 		case pod.Spec.ServiceAccountName != pcr.Spec.ServiceAccountName:
-			return &Denial{certificates.ReasonPodMismatch, "the pod runs as another service account"}, nil
+			return &Denial{certificates.ReasonPodMismatch, fmt.Sprintf("spec.serviceAccountName %q but pod %s/%s runs as %q", pcr.Spec.ServiceAccountName, pod.Namespace, pod.Name, pod.Spec.ServiceAccountName)}, nil
 		}
 		return nil, nil
 	})

@@ -167,7 +167,8 @@ type Validity struct {
 // ValidityOf fits the times of the request, issued at now by ca, into the rules the API
 // enforces: lifetime ≥ 1h and ≤ maxExpirationSeconds, notBefore near now (policy.Backdate
 // before it), beginRefreshAt policy.RefreshFraction into the lifetime but within
-// [notBefore+10m, notAfter−10m]. notAfter never outlives the CA certificate. A
+// [notBefore+10m, notAfter−10m]. The leaf lies inside the CA certificate's validity:
+// notBefore no earlier than the CA's (the backdate is cut short), notAfter no later. A
 // lifetime the request cannot have is a *Denial.
 func ValidityOf(ca *CA, req Request, policy Policy, now time.Time) (Validity, error) {
 	lifetime := policy.MaxLifetime
@@ -180,6 +181,9 @@ func ValidityOf(ca *CA, req Request, policy Policy, now time.Time) (Validity, er
 		return Validity{}, &Denial{certificates.ReasonLifetimeTooShort, fmt.Sprintf("a certificate must live at least 1h; at most %v was allowed", lifetime)}
 	}
 	notBefore := now.Add(-policy.Backdate).Truncate(time.Second)
+	if notBefore.Before(ca.Cert.NotBefore) { // a leaf lies inside its CA's window
+		notBefore = ca.Cert.NotBefore
+	}
 	notAfter := notBefore.Add(lifetime)
 	if !req.NotAfterBound.IsZero() && notAfter.After(req.NotAfterBound) {
 		notAfter = req.NotAfterBound.Truncate(time.Second)

@@ -154,6 +154,28 @@ func TestValidityRefreshAndBackdate(t *testing.T) {
 	}
 }
 
+// TestLeafInsideItsCAsWindow: a CA that became valid less than the backdate ago signs
+// leaves that start when it does, not before (the backdate is cut short), and end no
+// later than it does.
+func TestLeafInsideItsCAsWindow(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	ca, _ := podcert.NewCA("young", now.Add(time.Hour-30*time.Second), 2*time.Hour) // valid from 30s ago
+	_, stub, _ := podcert.GenerateKeyAndProof("ECDSAP256")
+	policy := Policy{MaxLifetime: 24 * time.Hour, Backdate: MaxBackdate}
+	issued, err := Sign(&CA{Cert: ca.Cert, Key: ca.Key}, Request{Namespace: "n", ServiceAccountName: "s", PodUID: "u", StubPKCS10Request: stub}, policy, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode([]byte(issued.Chain))
+	leaf, _ := x509.ParseCertificate(block.Bytes)
+	if leaf.NotBefore.Before(ca.Cert.NotBefore) || leaf.NotAfter.After(ca.Cert.NotAfter) {
+		t.Errorf("leaf valid %v–%v outside its CA's %v–%v", leaf.NotBefore, leaf.NotAfter, ca.Cert.NotBefore, ca.Cert.NotAfter)
+	}
+	if !issued.NotBefore.Equal(ca.Cert.NotBefore) || !issued.NotAfter.Equal(ca.Cert.NotAfter) {
+		t.Errorf("notBefore %v notAfter %v, want the CA's %v and %v", issued.NotBefore, issued.NotAfter, ca.Cert.NotBefore, ca.Cert.NotAfter)
+	}
+}
+
 func TestOptionsValidateRefreshAndBackdate(t *testing.T) {
 	for name, mutate := range map[string]func(*Options){
 		"fraction 0":        func(o *Options) { o.RefreshFraction = 0 },
