@@ -19,6 +19,7 @@ import (
 	certificatesv1ac "k8s.io/client-go/applyconfigurations/certificates/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -76,13 +77,19 @@ func (r *Reconciler) setupCA(mgr ctrl.Manager) error {
 		Complete(reconcile.Func(r.watchCA)); err != nil {
 		return err
 	}
-	bundleName := BundleName(r.opts.SignerName)
-	ours := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == bundleName })
-	return ctrl.NewControllerManagedBy(mgr).Named(Name + "-ca").
+	bundleName, previewName := BundleName(r.opts.SignerName), PreviewBundleName(r.opts.SignerName)
+	ours := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == bundleName || o.GetName() == previewName })
+	b := ctrl.NewControllerManagedBy(mgr).Named(Name + "-ca").
 		WatchesRawSource(source.Kind(secrets, client.Object(&corev1.Secret{}), toKey)).
 		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&certificatesv1.ClusterTrustBundle{}), toKey, ours)).
-		WatchesRawSource(source.Channel(kicked(), toKey)).
-		Complete(reconcile.Func(r.reconcileCA))
+		WatchesRawSource(source.Channel(kicked(), toKey))
+	if r.opts.CanaryObservation > 0 {
+		// A namespace or node that becomes a canary, or stops being one, moves the
+		// observation (it begins, or begins again).
+		b = b.WatchesMetadata(&corev1.Namespace{}, toKey, builder.WithPredicates(selectionChanged(r.opts.canaryNamespaces))).
+			WatchesMetadata(&corev1.Node{}, toKey, builder.WithPredicates(selectionChanged(r.opts.canaryNodes)))
+	}
+	return b.Complete(reconcile.Func(r.reconcileCA))
 }
 
 // kicked is a source that fires once at start: the Secret may not exist yet.
@@ -142,23 +149,31 @@ func (r *Reconciler) reconcileCA(ctx context.Context, _ reconcile.Request) (reco
 		return reconcile.Result{RequeueAfter: recheckRefused}, nil
 	}
 	now := r.opts.Clock.Now()
-	next := rot.Clone()
-	changed, err := next.Advance(now, r.opts.rotationPolicy(), r.generateCA)
+	step, err := r.stepRotationLocked(ctx, rot, now)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if changed {
-		if err := r.persistLocked(ctx, next); err != nil {
+	if step.changed {
+		if err := r.persistLocked(ctx, step.rot, step.annotations); err != nil {
 			return reconcile.Result{}, err
 		}
-		log.FromContext(ctx).Info("CA rotation moved", "signing", next.Current.Fingerprint()[:16], "next", next.Next != nil, "previous", len(next.Previous))
-		rot = next
+		log.FromContext(ctx).Info("CA rotation moved", "signing", short(step.rot.Current), "next", short(step.rot.Next),
+			"stage", stageName(step.rot), "previous", len(step.rot.Previous))
+		for _, e := range step.events { // recorded once the step is written: a restart never repeats one
+			r.Recorder.Eventf(r.secret, nil, e.eventType, e.reason, "RotateCA", "%s", e.message)
+		}
+		rot = step.rot
 	}
 	observeCA(r.opts.SignerName, rot)
+	observeRotationState(r.opts.SignerName, step.state)
 	if err := r.publishLocked(ctx, rot); err != nil {
 		return reconcile.Result{}, err
 	}
-	if at := rot.NextChange(r.opts.rotationPolicy()); !at.IsZero() {
+	at := rot.NextChange(r.opts.rotationPolicy())
+	if !step.wakeAt.IsZero() && (at.IsZero() || step.wakeAt.Before(at)) {
+		at = step.wakeAt
+	}
+	if !at.IsZero() {
 		return reconcile.Result{RequeueAfter: max(at.Sub(now), time.Second)}, nil
 	}
 	return reconcile.Result{}, nil
@@ -263,7 +278,7 @@ func (r *Reconciler) bootstrapLocked(ctx context.Context) (*podcert.Rotation, er
 
 // persistLocked writes rot into the CA Secret (optimistic concurrency on the version it
 // was read at) and makes it the rotation in use. On any error the next use reads again.
-func (r *Reconciler) persistLocked(ctx context.Context, rot *podcert.Rotation) error {
+func (r *Reconciler) persistLocked(ctx context.Context, rot *podcert.Rotation, extra map[string]string) error {
 	secret := r.secret.DeepCopy()
 	data, annotations := rot.ToSecret()
 	for _, k := range []string{podcert.NextCertKey, podcert.NextKeyKey, podcert.PreviousCertKey} {
@@ -280,6 +295,13 @@ func (r *Reconciler) persistLocked(ctx context.Context, rot *podcert.Rotation) e
 	}
 	maps.Copy(secret.Data, data)
 	maps.Copy(secret.Annotations, annotations)
+	for k, v := range extra {
+		if v == "" {
+			delete(secret.Annotations, k)
+		} else {
+			secret.Annotations[k] = v
+		}
+	}
 	if err := r.Client.Update(ctx, secret); err != nil {
 		// Read again before the next use; until a good one is read the last good CA stays.
 		r.stale = true
@@ -298,8 +320,23 @@ func (r *Reconciler) publishLocked(ctx context.Context, rot *podcert.Rotation) e
 	if err := r.Client.Apply(ctx, ctb, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying ClusterTrustBundle: %w", err)
 	}
+	if r.opts.CanaryObservation > 0 {
+		// The canaries load the preview bundle alone, so it always holds every CA.
+		preview := certificatesv1ac.ClusterTrustBundle(PreviewBundleName(r.opts.SignerName)).
+			WithLabels(r.bundleLabels(certificates.LabelCanaryingPreview)).
+			WithAnnotations(map[string]string{AnnotationCanaryNamespaceSelector: r.opts.CanaryNamespaceSelector, AnnotationCanaryNodeSelector: r.opts.CanaryNodeSelector}).
+			WithSpec(certificatesv1ac.ClusterTrustBundleSpec().WithSignerName(r.opts.SignerName).WithTrustBundle(rot.PreviewBundle()))
+		if err := r.Client.Apply(ctx, preview, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+			return fmt.Errorf("applying the preview ClusterTrustBundle: %w", err)
+		}
+	}
+	// Only what every workload trusts may sign: the live bundle's CAs.
+	live := []*podcert.CAEntry{rot.Current}
+	if rot.Canary.Stage != podcert.StagePreview {
+		live = append(live, rot.Next)
+	}
 	r.published = map[string]bool{}
-	for _, e := range append([]*podcert.CAEntry{rot.Current, rot.Next}, rot.Previous...) {
+	for _, e := range append(live, rot.Previous...) {
 		if e != nil {
 			r.published[e.Fingerprint()] = true
 		}
@@ -360,7 +397,7 @@ func (r *Reconciler) reserve(ctx context.Context, notAfter func(*CA) (time.Time,
 	}
 	next := rot.Clone()
 	if next.Reserve(r.opts.Clock.Now(), until, r.opts.rotationPolicy()) {
-		if err := r.persistLocked(ctx, next); err != nil {
+		if err := r.persistLocked(ctx, next, nil); err != nil {
 			return nil, &waitingForCA{fmt.Errorf("reserving the leaf's lifetime: %w", err)}
 		}
 	}

@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/trustplane/trustplane/api/certificates"
 	"github.com/trustplane/trustplane/internal/podcert"
@@ -242,6 +244,17 @@ func verifyChain(chainPEM string, roots *x509.CertPool, now time.Time) error {
 	}
 	_, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: intermediates, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
 	return err
+}
+
+// selectionChanged passes the events of objects selector selects, before or after.
+func selectionChanged(selector labels.Selector) predicate.Funcs {
+	selects := func(o client.Object) bool { return selector.Matches(labels.Set(o.GetLabels())) }
+	return predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return selects(e.Object) },
+		DeleteFunc:  func(e event.DeleteEvent) bool { return selects(e.Object) },
+		UpdateFunc:  func(e event.UpdateEvent) bool { return selects(e.ObjectOld) != selects(e.ObjectNew) },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
 }
 
 // parseSelector is a label selector flag.

@@ -85,6 +85,10 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	opts, err := opts.withSelectors()
+	if err != nil {
+		return nil, err
+	}
 	initMetrics(opts.SignerName)
 	policy := opts.Policy()
 	cached, err := podsAndNodes(mgr)
