@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trustplane/trustplane/api/certificates"
+	"github.com/trustplane/trustplane/internal/podcert"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
 
@@ -266,4 +267,100 @@ func TestCanariedRotationTimeline(t *testing.T) {
 		}
 	}
 	stop()
+}
+
+// TestCanaryJudgesEachSignal: the judge fails a canary for each of the signals —
+// a kubelet's CertificateOverdueForRefresh on a canary pod (by namespace, or by node for a
+// pod elsewhere), a refusal of this signer on a canary's request, and a leaf of the next
+// CA that the preview bundle as published does not verify — and passes one with none.
+// What happened before the observation, or to pods that are not canaries, counts for
+// nothing.
+func TestCanaryJudgesEachSignal(t *testing.T) {
+	opts := DefaultOptions()
+	opts.SignerName = "judge.example.com/pods"
+	opts.CANamespace, opts.CASecretName = "default", "judge-ca"
+	opts.CanaryObservation = time.Hour
+	opts, err := opts.withSelectors()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{Client: env.Client, APIReader: env.Client, opts: opts, policy: opts.Policy()}
+	const ns = "signer-judge"
+	_, pod := world(t, ns) // node signer-judge-node; the namespace is no canary
+	now := time.Now()
+	current, _ := podcert.NewCA("current", now, 24*time.Hour)
+	next, _ := podcert.NewCA("next", now, 24*time.Hour)
+	rot := &podcert.Rotation{Current: current, Next: next, Canary: podcert.Canary{Stage: podcert.StagePreview}}
+	publish := func(bundle string) {
+		ctb := &certificatesv1.ClusterTrustBundle{TypeMeta: metav1.TypeMeta{APIVersion: "certificates.k8s.io/v1", Kind: "ClusterTrustBundle"},
+			ObjectMeta: metav1.ObjectMeta{Name: PreviewBundleName(opts.SignerName)},
+			Spec: certificatesv1.ClusterTrustBundleSpec{SignerName: opts.SignerName, TrustBundle: bundle}}
+		if err := env.Client.Patch(ctx, ctb, client.Apply, client.FieldOwner("test"), client.ForceOwnership); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish(rot.PreviewBundle())
+	since := now.Add(-time.Minute)
+	byNamespace := canaries{namespaces: map[string]bool{ns: true}, nodes: map[string]bool{}}
+	byNode := canaries{namespaces: map[string]bool{}, nodes: map[string]bool{ns + "-node": true}}
+	neither := canaries{namespaces: map[string]bool{"elsewhere": true}, nodes: map[string]bool{"other-node": true}}
+	judge := func(who canaries) string {
+		t.Helper()
+		why, err := r.judgeCanary(ctx, rot, who, since, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return why
+	}
+	if why := judge(byNamespace); why != "" {
+		t.Fatalf("a clean canary failed: %s", why)
+	}
+
+	event := func(reason, controller string, at time.Time, kind, name string) *corev1.Event {
+		e := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "judge-"}, Reason: reason, Type: corev1.EventTypeWarning,
+			InvolvedObject: corev1.ObjectReference{Kind: kind, Namespace: ns, Name: name}, Message: reason,
+			FirstTimestamp: metav1.NewTime(at), LastTimestamp: metav1.NewTime(at), Source: corev1.EventSource{Component: "kubelet"}, ReportingController: controller}
+		if controller != "" {
+			e.ReportingInstance, e.Source = controller+"-x", corev1.EventSource{}
+		}
+		if err := env.Client.Create(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	// Before the observation: nothing.
+	old := event(certificates.ReasonOverdueForRefresh, "", since.Add(-time.Hour), "Pod", pod.Name)
+	if why := judge(byNamespace); why != "" {
+		t.Fatalf("an event from before the observation failed the canary: %s", why)
+	}
+	_ = env.Client.Delete(ctx, old)
+
+	overdue := event(certificates.ReasonOverdueForRefresh, "", now, "Pod", pod.Name)
+	for name, who := range map[string]canaries{"by namespace": byNamespace, "by node": byNode} {
+		if why := judge(who); !strings.Contains(why, certificates.ReasonOverdueForRefresh) || !strings.Contains(why, ns+"/"+pod.Name) {
+			t.Errorf("overdue pod, canary %s: %q", name, why)
+		}
+	}
+	if why := judge(neither); why != "" {
+		t.Errorf("a pod that is no canary failed the canary: %s", why)
+	}
+	_ = env.Client.Delete(ctx, overdue)
+
+	refused := event(certificatesv1.PodCertificateRequestConditionTypeDenied, "trustplane-"+Name, now, "PodCertificateRequest", "req-x")
+	if why := judge(byNamespace); !strings.Contains(why, "the signer refused "+ns+"/req-x") {
+		t.Errorf("a refusal: %q", why)
+	}
+	_ = env.Client.Delete(ctx, refused)
+	// Another controller's Denied is not this signer's refusal.
+	other := event(certificatesv1.PodCertificateRequestConditionTypeDenied, "example.com-other-signer", now, "PodCertificateRequest", "req-y")
+	if why := judge(byNamespace); why != "" {
+		t.Errorf("another signer's refusal failed the canary: %s", why)
+	}
+	_ = env.Client.Delete(ctx, other)
+
+	// The preview bundle as published lacks the next CA (edited by hand, say).
+	publish(string(current.CertPEM))
+	if why := judge(byNamespace); !strings.Contains(why, "a leaf of the next CA does not verify against the preview bundle") {
+		t.Errorf("a preview bundle without the next CA: %q", why)
+	}
 }
