@@ -2,7 +2,8 @@
 // node, as a DaemonSet. It follows the pods bound to its node that ask for pod
 // certificates, runs the podcert manager for each projection and writes each credential
 // bundle atomically under <root>/<namespace>/<pod>/<volume>-<source>/credentialbundle.pem
-// (and the projection's credentialBundlePath, keyPath and certificateChainPath beside it).
+// (and the projection's credentialBundlePath, keyPath and certificateChainPath beside it),
+// or, with --layout=spiffe, as a SPIFFE Filesystem Delivery credential folder (spiffe.go).
 //
 // Which pods it serves (kubelet 1.35+ runs the same manager itself for every podCertificate
 // projected volume, so serving those too would double every request and warning):
