@@ -25,8 +25,8 @@ type file struct {
 // writeBundle writes, in the projection's directory, the projection's credentialBundlePath
 // (the PKCS#8 key then the chain, leaf first), keyPath (the key) and
 // certificateChainPath (the chain), and the files of the --layout: credentialbundle.pem,
-// or the SPIFFE credential folder's (spiffeFiles), whose trust bundle files no longer
-// written are removed; nothing before issuance. Denied or failed, the files of the last
+// or the SPIFFE credential folder's (spiffeFiles); trust bundle files no longer written,
+// and the other layout's bundle, are removed; nothing before issuance. Denied or failed, the files of the last
 // issued credential stay.
 func (a *Agent) writeBundle(ctx context.Context, pod *corev1.Pod, key podcert.Key, src *corev1.PodCertificateProjection) error {
 	privateKey, chain, err := a.manager.Bundle(key)
@@ -38,13 +38,16 @@ func (a *Agent) writeBundle(ctx context.Context, pod *corev1.Pod, key podcert.Ke
 	// each atomically, in this order: the key and chain files first, the layout's bundle
 	// last, so that its presence says the others are there.
 	files := []file{{src.KeyPath, privateKey}, {src.CertificateChainPath, chain}, {src.CredentialBundlePath, bundle}}
-	var stale func(name string) bool
+	// The other layout's files are stale too: after --layout changed, a bundle no longer
+	// refreshed must not stay beside the current one for a workload to read.
+	stale := func(name string) bool { return isTrustBundleFile(name) || name == SPIFFECredentialBundleFile }
 	if a.opts.Layout == LayoutSPIFFE {
 		spiffe, err := a.spiffeFiles(ctx, pod, key, src.SignerName, privateKey, chain)
 		if err != nil {
 			return err
 		}
-		files, stale = append(files, spiffe...), isTrustBundleFile
+		files = append(files, spiffe...)
+		stale = func(name string) bool { return isTrustBundleFile(name) || name == BundleFile }
 	} else {
 		files = append(files, file{BundleFile, bundle})
 	}

@@ -378,3 +378,34 @@ func TestBundleChangeRequeuesThePodsOfItsSigner(t *testing.T) {
 		t.Errorf("requeued %v, want the pods of the signer a and c", got)
 	}
 }
+
+// TestChangingTheLayoutRemovesTheOtherLayoutsFiles: after --layout changes, the other
+// layout's bundle (no longer refreshed) does not stay beside the current one; the
+// projection's own paths stay.
+func TestChangingTheLayoutRemovesTheOtherLayoutsFiles(t *testing.T) {
+	root := newTestCert(t, "root", nil, true)
+	ia, _ := spiffeAgent(t, bundleObject("own", "example.com/s", spiffeLabels(certificates.LabelCanaryingLive, "cluster.local", "cluster.local"), root))
+	ia.issueChain(t, "ED25519", certsPEM(newTestCert(t, "web", root, false, "spiffe://cluster.local/ns/apps/sa/web"), root))
+	ctx := context.Background()
+	ia.opts.Layout = LayoutKubernetes
+	if err := ia.writeBundle(ctx, ia.pod, ia.key(), ia.src()); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ia.folder(t), []string{"bundle.pem", BundleFile, "tls"}; !slices.Equal(got, want) {
+		t.Fatalf("kubernetes layout: folder %v, want %v", got, want)
+	}
+	ia.opts.Layout = LayoutSPIFFE
+	if err := ia.writeBundle(ctx, ia.pod, ia.key(), ia.src()); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ia.folder(t), []string{"bundle.pem", "cluster.local.trust-bundle.pem", SPIFFECredentialBundleFile, "tls"}; !slices.Equal(got, want) {
+		t.Errorf("switched to spiffe: folder %v, want %v", got, want)
+	}
+	ia.opts.Layout = LayoutKubernetes
+	if err := ia.writeBundle(ctx, ia.pod, ia.key(), ia.src()); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ia.folder(t), []string{"bundle.pem", BundleFile, "tls"}; !slices.Equal(got, want) {
+		t.Errorf("switched back to kubernetes: folder %v, want %v", got, want)
+	}
+}
