@@ -39,6 +39,12 @@ const (
 	// directory's filesystem full, a failing device); the last written bundle stays in
 	// place and the write is retried. Sent once until a write of the projection succeeds.
 	ReasonBundleWriteFailed = "BundleWriteFailed"
+	// ReasonNoSPIFFEID: the node agent writes the SPIFFE Filesystem Delivery layout
+	// (--layout=spiffe) but the pod's certificate carries no valid SPIFFE ID (exactly one
+	// spiffe:// URI SAN), so the agent cannot tell which trust domain's bundles the pod
+	// loads: its credentials are written, no trust bundle file is. Sent once per
+	// projection until a certificate with a SPIFFE ID is written.
+	ReasonNoSPIFFEID = "NoSPIFFEID"
 )
 
 // Reasons of the Denied condition (and Warning event) the pod certificate signer sets on

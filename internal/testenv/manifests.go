@@ -22,8 +22,8 @@ import (
 // decoded.
 func Rendered(tb testing.TB, dir string) []*unstructured.Unstructured {
 	tb.Helper()
-	kubectl := filepath.Join(RepoRoot(), "bin", "k8s", "kubectl")
-	cmd := exec.Command(kubectl, "kustomize", filepath.Join(RepoRoot(), dir))
+	// Through Tool: $TRUSTPLANE_BIN when set (a worktree borrows another's bin/).
+	cmd := exec.Command(Tool(tb, "k8s/kubectl"), "kustomize", filepath.Join(RepoRoot(), dir))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

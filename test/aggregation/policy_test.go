@@ -25,7 +25,7 @@ import (
 func shippedPolicy(t *testing.T) []client.Object {
 	t.Helper()
 	var stderr bytes.Buffer
-	cmd := exec.Command(filepath.Join(testenv.RepoRoot(), "bin", "k8s", "kubectl"), "kustomize", filepath.Join(testenv.RepoRoot(), "config/default"))
+	cmd := exec.Command(testenv.Tool(t, "k8s/kubectl"), "kustomize", filepath.Join(testenv.RepoRoot(), "config/default"))
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {

@@ -102,6 +102,7 @@ func TestBadInput(t *testing.T) {
 			`--podcertificate-signer-trust-domain "spiffe://cluster.local" is not a SPIFFE trust domain: write the name alone, such as cluster.local`},
 		{[]string{"manager", "--podcertificate-signer-trust-domain", "Cluster.Local", "--kubeconfig", nowhere},
 			`--podcertificate-signer-trust-domain "Cluster.Local" is not a SPIFFE trust domain: trust domain characters are limited to lowercase letters, numbers, dots, dashes, and underscores; such as cluster.local`},
+		{[]string{"node-agent", "--node-name", "n", "--layout", "spire", "--kubeconfig", nowhere}, `--layout "spire": one of kubernetes, spiffe`},
 		// Tokens and PEM files.
 		{[]string{"jwks", "verify", "not-a-jwt", "--issuer", "https://127.0.0.1:1"}, "connection refused"},
 		{[]string{"jwks", "verify", "not-a-jwt", "--jwksconfig", "nosuch", "-n", "default", "--kubeconfig", admin(t)}, `jwksconfig "nosuch" not found`},

@@ -33,17 +33,17 @@ func plugin(t *testing.T) string {
 	return dir
 }
 
-// kubectl runs bin/k8s/kubectl with PATH starting at dir.
+// kubectl runs bin/k8s/kubectl (or $TRUSTPLANE_BIN's) with PATH starting at dir.
 func kubectl(t *testing.T, dir string, args ...string) result {
 	t.Helper()
 	return kubectlWith(t, dir, nil, nil, args...)
 }
 
-// kubectlWith runs bin/k8s/kubectl with PATH starting at dir, env added to the
+// kubectlWith runs bin/k8s/kubectl (or $TRUSTPLANE_BIN's) with PATH starting at dir, env added to the
 // environment and stdin from in.
 func kubectlWith(t *testing.T, dir string, env []string, in []byte, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(testenv.RepoRoot(), "bin", "k8s", "kubectl"), args...)
+	cmd := exec.Command(testenv.Tool(t, "k8s/kubectl"), args...)
 	cmd.Env = append(append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH")), env...)
 	cmd.Stdin = bytes.NewReader(in)
 	var stdout, stderr strings.Builder

@@ -62,7 +62,7 @@ func TestPolicyEnforced(t *testing.T) {
 // renderedPolicy is config/policy as `kubectl kustomize` renders it: the objects shipped.
 func renderedPolicy(t *testing.T) []client.Object {
 	t.Helper()
-	kubectl := filepath.Join(testenv.RepoRoot(), "bin", "k8s", "kubectl")
+	kubectl := testenv.Tool(t, "k8s/kubectl")
 	var stderr bytes.Buffer
 	cmd := exec.Command(kubectl, "kustomize", filepath.Join(testenv.RepoRoot(), "config/policy"))
 	cmd.Stderr = &stderr

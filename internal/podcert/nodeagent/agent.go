@@ -2,7 +2,8 @@
 // node, as a DaemonSet. It follows the pods bound to its node that ask for pod
 // certificates, runs the podcert manager for each projection and writes each credential
 // bundle atomically under <root>/<namespace>/<pod>/<volume>-<source>/credentialbundle.pem
-// (and the projection's credentialBundlePath, keyPath and certificateChainPath beside it).
+// (and the projection's credentialBundlePath, keyPath and certificateChainPath beside it),
+// or, with --layout=spiffe, as a SPIFFE Filesystem Delivery credential folder (spiffe.go).
 //
 // Which pods it serves (kubelet 1.35+ runs the same manager itself for every podCertificate
 // projected volume, so serving those too would double every request and warning):
@@ -71,6 +72,9 @@ type Agent struct {
 	problems map[podcert.Key]string                   // the problem last reported of each projection
 	// writeFailed are the projections whose last write failed and was reported.
 	writeFailed map[podcert.Key]bool
+	// noSPIFFEID is the problem last reported of each projection whose certificate has no
+	// SPIFFE ID (--layout=spiffe).
+	noSPIFFEID map[podcert.Key]string
 }
 
 // Run serves until ctx ends.
@@ -85,6 +89,9 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 			&corev1.Pod{}:                           {Field: onNode},
 			&certificatesv1.PodCertificateRequest{}: {Field: onNode},
 			&corev1.Node{}:                          {Field: fields.OneTermEqualSelector("metadata.name", opts.NodeName)},
+			// Only bundles of a rotation stage can be selected (selectTrustBundles); the
+			// cache holds no others. (Watched only with --layout=spiffe.)
+			&certificatesv1.ClusterTrustBundle{}: {Label: canaryingBundles},
 		}},
 		Metrics:                metricsserver.Options{BindAddress: opts.MetricsBindAddress},
 		HealthProbeBindAddress: opts.HealthProbeBindAddress,
@@ -103,7 +110,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	recorder := mgr.GetEventRecorder("trustplane-podcertificate-manager")
 	a := &Agent{opts: opts, reader: mgr.GetCache(), files: newFiles(opts.Dir, opts.BundleMode, opts.BundleGID), recorder: recorder,
 		uids: map[types.NamespacedName]types.UID{}, reported: map[types.NamespacedName]map[string]bool{}, problems: map[podcert.Key]string{},
-		writeFailed: map[podcert.Key]bool{}}
+		writeFailed: map[podcert.Key]bool{}, noSPIFFEID: map[podcert.Key]string{}}
 	api := &clusterAPI{client: mgr.GetClient(), cache: mgr.GetCache(), apiReader: mgr.GetAPIReader(), nodeName: opts.NodeName}
 	a.manager = podcert.NewManager(api, recorder, opts.Clock, types.NodeName(opts.NodeName))
 	if opts.Jitter != nil {
@@ -116,11 +123,15 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		pcr := o.(*certificatesv1.PodCertificateRequest)
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: pcr.Namespace, Name: pcr.Spec.PodName}}}
 	})
-	err = ctrl.NewControllerManagedBy(mgr).Named("podcertificate-manager").
+	b := ctrl.NewControllerManagedBy(mgr).Named("podcertificate-manager").
 		For(&corev1.Pod{}).
-		Watches(&certificatesv1.PodCertificateRequest{}, podOfRequest).
-		Complete(a)
-	if err != nil {
+		Watches(&certificatesv1.PodCertificateRequest{}, podOfRequest)
+	if opts.Layout == LayoutSPIFFE {
+		// A changed trust bundle is written again to the folder of every pod served for
+		// its signer, from the cache's watch: no polling.
+		b = b.Watches(&certificatesv1.ClusterTrustBundle{}, handler.EnqueueRequestsFromMapFunc(a.podsOfSigner))
+	}
+	if err := b.Complete(a); err != nil {
 		return err
 	}
 	return manager.Run(ctx, mgr)
@@ -177,7 +188,7 @@ func (a *Agent) handleProjections(ctx context.Context, pod *corev1.Pod, projecti
 			errs = append(errs, err)
 		}
 		var refused *refusedError
-		switch err := a.writeBundle(key, src); {
+		switch err := a.writeBundle(ctx, pod, key, src); {
 		case errors.As(err, &refused):
 			a.refuse(ctx, pod, key, refused)
 			refusedAny = true

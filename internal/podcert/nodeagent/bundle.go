@@ -16,26 +16,44 @@ import (
 	"github.com/trustplane/trustplane/internal/podcert"
 )
 
-// writeBundle writes, in the projection's directory, credentialbundle.pem and the
-// projection's credentialBundlePath (the PKCS#8 key then the chain, leaf first), keyPath
-// (the key) and certificateChainPath (the chain); nothing before issuance. Denied or
-// failed, the files of the last issued credential stay.
-func (a *Agent) writeBundle(key podcert.Key, src *corev1.PodCertificateProjection) error {
+// file is a file of a projection's directory: its name there, and what it holds.
+type file struct {
+	name    string
+	content []byte
+}
+
+// writeBundle writes, in the projection's directory, the projection's credentialBundlePath
+// (the PKCS#8 key then the chain, leaf first), keyPath (the key) and
+// certificateChainPath (the chain), and the files of the --layout: credentialbundle.pem,
+// or the SPIFFE credential folder's (spiffeFiles); trust bundle files no longer written,
+// and the other layout's bundle, are removed; nothing before issuance. Denied or failed, the files of the last
+// issued credential stay.
+func (a *Agent) writeBundle(ctx context.Context, pod *corev1.Pod, key podcert.Key, src *corev1.PodCertificateProjection) error {
 	privateKey, chain, err := a.manager.Bundle(key)
 	if err != nil {
 		return nil // not issued yet, or denied/failed: the events and metrics say so
 	}
 	bundle := append(append([]byte(nil), privateKey...), chain...)
 	// The files are replaced together or not at all (a full disk changes none of them),
-	// each atomically, in this order: the key and chain files first, credentialbundle.pem
+	// each atomically, in this order: the key and chain files first, the layout's bundle
 	// last, so that its presence says the others are there.
-	type file struct {
-		name    string
-		content []byte
+	files := []file{{src.KeyPath, privateKey}, {src.CertificateChainPath, chain}, {src.CredentialBundlePath, bundle}}
+	// The other layout's files are stale too: after --layout changed, a bundle no longer
+	// refreshed must not stay beside the current one for a workload to read.
+	stale := func(name string) bool { return isTrustBundleFile(name) || name == SPIFFECredentialBundleFile }
+	if a.opts.Layout == LayoutSPIFFE {
+		spiffe, err := a.spiffeFiles(ctx, pod, key, src.SignerName, privateKey, chain)
+		if err != nil {
+			return err
+		}
+		files = append(files, spiffe...)
+		stale = func(name string) bool { return isTrustBundleFile(name) || name == BundleFile }
+	} else {
+		files = append(files, file{BundleFile, bundle})
 	}
 	dir := filepath.Join(key.Namespace, key.PodName, key.VolumeName+"-"+strconv.Itoa(key.SourceIndex))
 	var set []fileContent
-	for _, f := range []file{{src.KeyPath, privateKey}, {src.CertificateChainPath, chain}, {src.CredentialBundlePath, bundle}, {BundleFile, bundle}} {
+	for _, f := range files {
 		if f.name == "" {
 			continue
 		}
@@ -44,7 +62,7 @@ func (a *Agent) writeBundle(key podcert.Key, src *corev1.PodCertificateProjectio
 		}
 		set = append(set, fileContent{filepath.Join(dir, filepath.Clean(f.name)), f.content})
 	}
-	return a.files.writeSet(set)
+	return a.files.replaceSet(dir, set, stale)
 }
 
 // refuse reports, once per pod and path, a bundle path the agent does not write through

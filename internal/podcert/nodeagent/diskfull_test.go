@@ -41,7 +41,7 @@ func newIssuingAgent(t *testing.T) *issuingAgent {
 	manager := podcert.NewManager(api, recorder, clock.RealClock{}, "node")
 	manager.SetJitter(func() time.Duration { return 0 })
 	a := &Agent{opts: DefaultOptions(), recorder: recorder, manager: manager, files: f, problems: map[podcert.Key]string{},
-		reported: map[types.NamespacedName]map[string]bool{}, uids: map[types.NamespacedName]types.UID{}, writeFailed: map[podcert.Key]bool{}}
+		reported: map[types.NamespacedName]map[string]bool{}, uids: map[types.NamespacedName]types.UID{}, writeFailed: map[podcert.Key]bool{}, noSPIFFEID: map[podcert.Key]string{}}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web", UID: "u"}, Spec: corev1.PodSpec{
 		ServiceAccountName: "web",
 		Volumes: []corev1.Volume{{Name: "id", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
@@ -56,13 +56,18 @@ func newIssuingAgent(t *testing.T) *issuingAgent {
 // pod (a new request), issues the request, and handles it again.
 func (ia *issuingAgent) issue(t *testing.T, keyType, label string) {
 	t.Helper()
+	ia.issueChain(t, keyType, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte(label + " leaf")}))
+}
+
+// issueChain is issue with the certificate chain the signer returns.
+func (ia *issuingAgent) issueChain(t *testing.T, keyType string, chain []byte) {
+	t.Helper()
 	ia.pod.Spec.Volumes[0].Projected.Sources[0].PodCertificate.KeyType = keyType
 	key := ia.key()
 	if err := ia.manager.Handle(context.Background(), ia.pod, key); err != nil {
 		t.Fatal(err)
 	}
 	pcr := ia.api.pcrs[fmt.Sprintf("req-%d", ia.api.created)]
-	chain := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte(label + " leaf")})
 	pcr.Status = certificatesv1.PodCertificateRequestStatus{
 		Conditions:       []metav1.Condition{{Type: certificatesv1.PodCertificateRequestConditionTypeIssued, Status: metav1.ConditionTrue}},
 		CertificateChain: string(chain), BeginRefreshAt: &metav1.Time{Time: time.Now().Add(time.Hour)}, NotAfter: &metav1.Time{Time: time.Now().Add(2 * time.Hour)},
@@ -118,14 +123,14 @@ func failing(suffix string) func(*os.File, string, []byte) error {
 func TestAFailedWriteLeavesTheFilesAsTheyWere(t *testing.T) {
 	ia := newIssuingAgent(t)
 	ia.issue(t, "ED25519", "first")
-	if err := ia.writeBundle(ia.key(), ia.src()); err != nil {
+	if err := ia.writeBundle(context.Background(), ia.pod, ia.key(), ia.src()); err != nil {
 		t.Fatal(err)
 	}
 	before := ia.files(t)
 
 	ia.issue(t, "ECDSAP256", "second")
 	ia.Agent.files.writeTemp = failing("tls/chain.pem")
-	err := ia.writeBundle(ia.key(), ia.src())
+	err := ia.writeBundle(context.Background(), ia.pod, ia.key(), ia.src())
 	if !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("writing on a full disk: %v, want ENOSPC", err)
 	}
@@ -137,7 +142,7 @@ func TestAFailedWriteLeavesTheFilesAsTheyWere(t *testing.T) {
 	assertNoTemporaryFiles(t, ia.dir)
 
 	ia.Agent.files.writeTemp = writeAll // space freed
-	if err := ia.writeBundle(ia.key(), ia.src()); err != nil {
+	if err := ia.writeBundle(context.Background(), ia.pod, ia.key(), ia.src()); err != nil {
 		t.Fatal(err)
 	}
 	after := ia.files(t)

@@ -142,6 +142,67 @@ func (f *files) writeSet(set []fileContent) error {
 	return nil
 }
 
+// replaceSet writes set as writeSet does, then removes, from the directory dirRel, every
+// entry whose name stale says may go and that set did not just write (a trust bundle of a
+// trust domain no longer configured): removed only once the set is in place, each
+// without following it (a link is removed as a link, never its target). A directory of
+// that name is refused, not emptied. A nil stale removes nothing.
+func (f *files) replaceSet(dirRel string, set []fileContent, stale func(name string) bool) error {
+	if err := f.writeSet(set); err != nil {
+		return err
+	}
+	if stale == nil {
+		return nil
+	}
+	written := map[string]bool{}
+	for _, c := range set {
+		if filepath.Dir(filepath.Clean(c.rel)) == filepath.Clean(dirRel) {
+			written[filepath.Base(c.rel)] = true
+		}
+	}
+	root, err := f.current()
+	if err != nil {
+		return err
+	}
+	dir, err := f.enterAll(root, dirRel, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	h, err := dir.Open(".")
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", dirRel, err)
+	}
+	entries, err := h.ReadDir(-1)
+	_ = h.Close()
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", dirRel, err)
+	}
+	removed := false
+	for _, e := range entries {
+		if !stale(e.Name()) || written[e.Name()] {
+			continue
+		}
+		rel := filepath.Join(dirRel, e.Name())
+		if e.IsDir() {
+			return &refusedError{Path: rel, Why: "it is a directory where the agent removes a stale file"}
+		}
+		if err := dir.Remove(e.Name()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("removing %s: %w", rel, err)
+		}
+		removed = true
+	}
+	if removed {
+		if err := syncDir(dir); err != nil {
+			return fmt.Errorf("removing from %s: %w", dirRel, err)
+		}
+	}
+	return nil
+}
+
 // stagedFile is new content written in full to tmp in dir, to be renamed over name.
 type stagedFile struct {
 	dir            *os.Root

@@ -85,8 +85,8 @@ func projectionName(key podcert.Key) string {
 	return fmt.Sprintf("pod certificate of volume %s source %d", key.VolumeName, key.SourceIndex)
 }
 
-// forgetProblems drops what was reported of a pod's projections (their mistakes and
-// failed writes).
+// forgetProblems drops what was reported of a pod's projections (their mistakes, failed
+// writes and certificates without a SPIFFE ID).
 func (a *Agent) forgetProblems(pod types.NamespacedName) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -98,6 +98,11 @@ func (a *Agent) forgetProblems(pod types.NamespacedName) {
 	for key := range a.writeFailed {
 		if key.Namespace == pod.Namespace && key.PodName == pod.Name {
 			delete(a.writeFailed, key)
+		}
+	}
+	for key := range a.noSPIFFEID {
+		if key.Namespace == pod.Namespace && key.PodName == pod.Name {
+			delete(a.noSPIFFEID, key)
 		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/utils/clock"
+
+	"github.com/trustplane/trustplane/api/certificates"
 )
 
 // Options are the agent's flags.
@@ -25,6 +27,11 @@ type Options struct {
 	// search (x) bits. BundleGID, when not -1, is the group of files and directories.
 	BundleMode os.FileMode
 	BundleGID  int
+	// Layout names the files of a projection's directory: LayoutKubernetes (kubelet's
+	// credentialbundle.pem) or LayoutSPIFFE (a SPIFFE Filesystem Delivery credential
+	// folder: credential-bundle.pem and one <trust domain>.trust-bundle.pem per peer
+	// trust domain).
+	Layout string
 	// Clock and Jitter are injected by tests.
 	Clock  clock.PassiveClock
 	Jitter func() time.Duration
@@ -38,7 +45,7 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{Dir: "/var/run/trustplane/podcerts", RefreshInterval: time.Minute,
 		MetricsBindAddress: ":8080", HealthProbeBindAddress: ":8081", Clock: clock.RealClock{},
-		BundleMode: 0o600, BundleGID: -1}
+		BundleMode: 0o600, BundleGID: -1, Layout: LayoutKubernetes}
 }
 
 // AddFlags registers the options as flags.
@@ -53,6 +60,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"and warn twice. Without it, only pods annotated "+ServeAnnotation+"="+ServeAgent+" (volumes) or "+SignerAnnotation+" (no volume needed) are served.")
 	fs.Var((*fileMode)(&o.BundleMode), "bundle-mode", "Mode of the credential files, octal (e.g. 0640 lets the --bundle-gid group read them); directories get the matching x bits.")
 	fs.IntVar(&o.BundleGID, "bundle-gid", o.BundleGID, "Group of the credential files and their directories (-1: the agent's own); give pods this gid (runAsGroup or supplementalGroups) to read them as non-root.")
+	fs.StringVar(&o.Layout, "layout", o.Layout, "Files of each projection's directory: "+LayoutKubernetes+" ("+BundleFile+"), or "+LayoutSPIFFE+
+		" (the SPIFFE Filesystem Delivery layout: "+SPIFFECredentialBundleFile+" without the trust anchor, and <trust domain>"+TrustBundleSuffix+
+		" for each ClusterTrustBundle of the projection's signer labelled "+certificates.LabelCanarying+"="+certificates.LabelCanaryingLive+
+		" whose "+certificates.LabelWorkloadTrustDomain+" is the trust domain of the certificate's SPIFFE ID). The projection's keyPath, certificateChainPath and credentialBundlePath are written in both.")
 	fs.StringVar(&o.ClockOffsetFile, "testing-clock-offset-file", o.ClockOffsetFile, "Test hook, never for production: a file holding a Go duration (10m, -10m; missing or empty: 0) "+
 		"added to the agent's clock, read again every 250ms, so that a test can jump the clock of a running agent (faketime cannot move a Go process's clock). Logged at start and at every change.")
 	// Hidden: not a setting (no field of the configuration file, no chart value).
@@ -73,6 +84,9 @@ func (o *Options) Validate() error {
 	}
 	if o.BundleGID < -1 {
 		return fmt.Errorf("--bundle-gid %d: a group id, or -1", o.BundleGID)
+	}
+	if o.Layout != LayoutKubernetes && o.Layout != LayoutSPIFFE {
+		return fmt.Errorf("--layout %q: one of %s, %s", o.Layout, LayoutKubernetes, LayoutSPIFFE)
 	}
 	return nil
 }
