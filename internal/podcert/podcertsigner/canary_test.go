@@ -11,6 +11,7 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	certificatesv1ac "k8s.io/client-go/applyconfigurations/certificates/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -292,10 +293,9 @@ func TestCanaryJudgesEachSignal(t *testing.T) {
 	next, _ := podcert.NewCA("next", now, 24*time.Hour)
 	rot := &podcert.Rotation{Current: current, Next: next, Canary: podcert.Canary{Stage: podcert.StagePreview}}
 	publish := func(bundle string) {
-		ctb := &certificatesv1.ClusterTrustBundle{TypeMeta: metav1.TypeMeta{APIVersion: "certificates.k8s.io/v1", Kind: "ClusterTrustBundle"},
-			ObjectMeta: metav1.ObjectMeta{Name: PreviewBundleName(opts.SignerName)},
-			Spec: certificatesv1.ClusterTrustBundleSpec{SignerName: opts.SignerName, TrustBundle: bundle}}
-		if err := env.Client.Patch(ctx, ctb, client.Apply, client.FieldOwner("test"), client.ForceOwnership); err != nil {
+		ctb := certificatesv1ac.ClusterTrustBundle(PreviewBundleName(opts.SignerName)).
+			WithSpec(certificatesv1ac.ClusterTrustBundleSpec().WithSignerName(opts.SignerName).WithTrustBundle(bundle))
+		if err := env.Client.Apply(ctx, ctb, client.FieldOwner("test"), client.ForceOwnership); err != nil {
 			t.Fatal(err)
 		}
 	}
