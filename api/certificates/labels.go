@@ -85,6 +85,12 @@ const (
 	AnnotationCARollback = "podcert.trustplane.io/ca-rollback"
 	// AnnotationCARollbackHandled is the last AnnotationCARollback value the signer acted on.
 	AnnotationCARollbackHandled = "podcert.trustplane.io/ca-rollback-handled"
+	// AnnotationCanaryNamespaceSelector and AnnotationCanaryNodeSelector, on the preview
+	// bundle, are the label selectors of the canary namespaces and nodes: whoever delivers
+	// bundles (the node agent's SPIFFE layout) hands the preview bundle to the pods they
+	// select.
+	AnnotationCanaryNamespaceSelector = "podcert.trustplane.io/canary-namespace-selector"
+	AnnotationCanaryNodeSelector      = "podcert.trustplane.io/canary-node-selector"
 	// LabelCanary is the default label that makes a namespace or node a canary of CA
 	// rotations (--podcertificate-signer-canary-namespace-selector and -node-selector).
 	LabelCanary = "podcert.trustplane.io/ca-canary"

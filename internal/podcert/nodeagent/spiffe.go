@@ -110,21 +110,58 @@ func isSelfSigned(c *x509.Certificate) bool {
 
 // selectTrustBundles is the ClusterTrustBundles a workload of trustDomain, issued by
 // signerName, loads: the signer's own (spec.signerName: a bundle of another signer says
-// nothing of this one's leaves), live (label canarying=live; a later change adds the
-// preview bundles for canary pods here), for that workload trust domain, sorted by name
-// so that the files are written the same way every time. Pure: its caller lists.
-func selectTrustBundles(all []certificatesv1.ClusterTrustBundle, signerName string, trustDomain spiffeid.TrustDomain) []certificatesv1.ClusterTrustBundle {
-	var selected []certificatesv1.ClusterTrustBundle
+// nothing of this one's leaves), for that workload trust domain, and of one rotation
+// stage per peer trust domain — the preview bundles (canarying=preview) of a peer trust
+// domain when the workload is one of their canaries (canary says so; a preview bundle is
+// complete on its own), else its live ones — sorted by name so that the files are written
+// the same way every time. Pure: its caller lists, and decides who is a canary.
+func selectTrustBundles(all []certificatesv1.ClusterTrustBundle, signerName string, trustDomain spiffeid.TrustDomain,
+	canary func(certificatesv1.ClusterTrustBundle) bool) []certificatesv1.ClusterTrustBundle {
+	byPeer := map[string]map[string][]certificatesv1.ClusterTrustBundle{} // peer → stage → bundles
 	for _, b := range all {
-		if b.Spec.SignerName == signerName && signerName != "" &&
-			b.Labels[certificates.LabelCanarying] == certificates.LabelCanaryingLive &&
-			b.Labels[certificates.LabelWorkloadTrustDomain] == trustDomain.Name() {
-			selected = append(selected, b)
+		stage := b.Labels[certificates.LabelCanarying]
+		if b.Spec.SignerName != signerName || signerName == "" || b.Labels[certificates.LabelWorkloadTrustDomain] != trustDomain.Name() ||
+			(stage != certificates.LabelCanaryingLive && stage != certificates.LabelCanaryingPreview) {
+			continue
+		}
+		peer := b.Labels[certificates.LabelPeerTrustDomain]
+		if byPeer[peer] == nil {
+			byPeer[peer] = map[string][]certificatesv1.ClusterTrustBundle{}
+		}
+		byPeer[peer][stage] = append(byPeer[peer][stage], b)
+	}
+	var selected []certificatesv1.ClusterTrustBundle
+	for _, stages := range byPeer {
+		previews := stages[certificates.LabelCanaryingPreview]
+		if len(previews) > 0 && canary != nil && slices.ContainsFunc(previews, canary) {
+			selected = append(selected, previews...)
+		} else {
+			selected = append(selected, stages[certificates.LabelCanaryingLive]...)
 		}
 	}
 	slices.SortFunc(selected, func(a, b certificatesv1.ClusterTrustBundle) int { return strings.Compare(a.Name, b.Name) })
 	return selected
 }
+
+// canaryOf says whether pod is a canary of a preview bundle: its namespace or this node
+// matches the selectors the signer wrote on the bundle
+// (podcert.trustplane.io/canary-namespace-selector, …-node-selector). A selector that does
+// not parse selects nothing; a namespace or node the agent cannot read is no canary.
+func (a *Agent) canaryOf(ctx context.Context, pod *corev1.Pod) func(certificatesv1.ClusterTrustBundle) bool {
+	return func(b certificatesv1.ClusterTrustBundle) bool {
+		matches := func(annotation string, obj client.Object, key client.ObjectKey) bool {
+			raw := b.Annotations[annotation]
+			sel, err := labels.Parse(raw)
+			if raw == "" || err != nil || sel.Empty() {
+				return false
+			}
+			return a.reader.Get(ctx, key, obj) == nil && sel.Matches(labels.Set(obj.GetLabels()))
+		}
+		return matches(certificates.AnnotationCanaryNamespaceSelector, &corev1.Namespace{}, client.ObjectKey{Name: pod.Namespace}) ||
+			matches(certificates.AnnotationCanaryNodeSelector, &corev1.Node{}, client.ObjectKey{Name: pod.Spec.NodeName})
+	}
+}
+
 
 // trustBundleFiles are the trust bundle files of the selected bundles, by file name: one
 // per peer trust domain (label peer-trust-domain), holding the CERTIFICATE blocks of
@@ -190,7 +227,7 @@ func (a *Agent) spiffeFiles(ctx context.Context, pod *corev1.Pod, key podcert.Ke
 	if err := a.reader.List(ctx, &all); err != nil {
 		return nil, fmt.Errorf("listing ClusterTrustBundles for the trust bundles of %s: %w", id, err)
 	}
-	bundles, skipped := trustBundleFiles(selectTrustBundles(all.Items, signerName, id.TrustDomain()))
+	bundles, skipped := trustBundleFiles(selectTrustBundles(all.Items, signerName, id.TrustDomain(), a.canaryOf(ctx, pod)))
 	for _, s := range skipped {
 		log.FromContext(ctx).Info("not writing a trust bundle file", "volume", key.VolumeName, "problem", s)
 	}

@@ -179,7 +179,7 @@ func TestTrustBundlesAreSelectedBySignerAndLabels(t *testing.T) {
 		bundleObject("unlabelled", signerName, nil, federated),
 		bundleObject("bad-peer", signerName, spiffeLabels(live, "cluster.local", "Not_A.Domain"), federated),
 	}
-	selected := selectTrustBundles(all, signerName, spiffeid.RequireTrustDomainFromString("cluster.local"))
+	selected := selectTrustBundles(all, signerName, spiffeid.RequireTrustDomainFromString("cluster.local"), nil)
 	var names []string
 	for _, b := range selected {
 		names = append(names, b.Name)
@@ -187,7 +187,7 @@ func TestTrustBundlesAreSelectedBySignerAndLabels(t *testing.T) {
 	if want := []string{"a-own-again", "bad-peer", "federated", "z-own"}; !slices.Equal(names, want) {
 		t.Fatalf("selected %v, want %v", names, want)
 	}
-	if got := selectTrustBundles(all, "", spiffeid.RequireTrustDomainFromString("cluster.local")); len(got) != 0 {
+	if got := selectTrustBundles(all, "", spiffeid.RequireTrustDomainFromString("cluster.local"), nil); len(got) != 0 {
 		t.Errorf("a projection without a signer selected %d bundles", len(got))
 	}
 
@@ -407,5 +407,34 @@ func TestChangingTheLayoutRemovesTheOtherLayoutsFiles(t *testing.T) {
 	}
 	if got, want := ia.folder(t), []string{"bundle.pem", BundleFile, "tls"}; !slices.Equal(got, want) {
 		t.Errorf("switched back to kubernetes: folder %v, want %v", got, want)
+	}
+}
+
+// TestCanariesSelectThePreviewBundle: a workload that is a canary of a peer trust domain's
+// preview bundle loads the preview bundles of that domain instead of its live ones (a
+// preview bundle is complete on its own); everyone else, and every domain without a
+// preview, loads the live ones.
+func TestCanariesSelectThePreviewBundle(t *testing.T) {
+	const signerName = "example.com/pods"
+	own, next, federated := newTestCert(t, "own", nil, true), newTestCert(t, "next", nil, true), newTestCert(t, "federated", nil, true)
+	live, preview := certificates.LabelCanaryingLive, certificates.LabelCanaryingPreview
+	all := []certificatesv1.ClusterTrustBundle{
+		bundleObject("live", signerName, spiffeLabels(live, "cluster.local", "cluster.local"), own),
+		bundleObject("preview", signerName, spiffeLabels(preview, "cluster.local", "cluster.local"), own, next),
+		bundleObject("federated", signerName, spiffeLabels(live, "cluster.local", "other.example"), federated),
+	}
+	td := spiffeid.RequireTrustDomainFromString("cluster.local")
+	names := func(canary func(certificatesv1.ClusterTrustBundle) bool) []string {
+		var out []string
+		for _, b := range selectTrustBundles(all, signerName, td, canary) {
+			out = append(out, b.Name)
+		}
+		return out
+	}
+	if got := names(func(certificatesv1.ClusterTrustBundle) bool { return true }); !slices.Equal(got, []string{"federated", "preview"}) {
+		t.Errorf("a canary selected %v, want the preview bundle and the federated live one", got)
+	}
+	if got := names(func(certificatesv1.ClusterTrustBundle) bool { return false }); !slices.Equal(got, []string{"federated", "live"}) {
+		t.Errorf("a pod that is no canary selected %v, want the live bundles", got)
 	}
 }

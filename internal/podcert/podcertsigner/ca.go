@@ -324,7 +324,7 @@ func (r *Reconciler) publishLocked(ctx context.Context, rot *podcert.Rotation) e
 		// The canaries load the preview bundle alone, so it always holds every CA.
 		preview := certificatesv1ac.ClusterTrustBundle(PreviewBundleName(r.opts.SignerName)).
 			WithLabels(r.bundleLabels(certificates.LabelCanaryingPreview)).
-			WithAnnotations(map[string]string{AnnotationCanaryNamespaceSelector: r.opts.CanaryNamespaceSelector, AnnotationCanaryNodeSelector: r.opts.CanaryNodeSelector}).
+			WithAnnotations(map[string]string{certificates.AnnotationCanaryNamespaceSelector: r.opts.CanaryNamespaceSelector, certificates.AnnotationCanaryNodeSelector: r.opts.CanaryNodeSelector}).
 			WithSpec(certificatesv1ac.ClusterTrustBundleSpec().WithSignerName(r.opts.SignerName).WithTrustBundle(rot.PreviewBundle()))
 		if err := r.Client.Apply(ctx, preview, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 			return fmt.Errorf("applying the preview ClusterTrustBundle: %w", err)

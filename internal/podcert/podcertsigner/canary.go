@@ -36,12 +36,6 @@ func PreviewBundleName(signerName string) string {
 	return strings.Replace(signerName, "/", ":", 1) + ":preview-bundle"
 }
 
-// Annotations of the preview bundle that say who the canaries are, so that whoever
-// delivers bundles (the node agent) hands it to the canary pods it serves.
-const (
-	AnnotationCanaryNamespaceSelector = "podcert.trustplane.io/canary-namespace-selector"
-	AnnotationCanaryNodeSelector      = "podcert.trustplane.io/canary-node-selector"
-)
 
 // canaries are the namespaces and nodes the canary selectors select now.
 type canaries struct {
