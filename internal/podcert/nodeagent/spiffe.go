@@ -162,7 +162,6 @@ func (a *Agent) canaryOf(ctx context.Context, pod *corev1.Pod) func(certificates
 	}
 }
 
-
 // trustBundleFiles are the trust bundle files of the selected bundles, by file name: one
 // per peer trust domain (label peer-trust-domain), holding the CERTIFICATE blocks of
 // every bundle of that domain, each certificate once. A bundle whose peer trust domain is

@@ -36,7 +36,6 @@ func PreviewBundleName(signerName string) string {
 	return strings.Replace(signerName, "/", ":", 1) + ":preview-bundle"
 }
 
-
 // canaries are the namespaces and nodes the canary selectors select now.
 type canaries struct {
 	namespaces, nodes map[string]bool
