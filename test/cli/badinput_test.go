@@ -102,6 +102,10 @@ func TestBadInput(t *testing.T) {
 			`--podcertificate-signer-trust-domain "spiffe://cluster.local" is not a SPIFFE trust domain: write the name alone, such as cluster.local`},
 		{[]string{"manager", "--podcertificate-signer-trust-domain", "Cluster.Local", "--kubeconfig", nowhere},
 			`--podcertificate-signer-trust-domain "Cluster.Local" is not a SPIFFE trust domain: trust domain characters are limited to lowercase letters, numbers, dots, dashes, and underscores; such as cluster.local`},
+		{[]string{"manager", "--podcertificate-signer-canary-namespace-selector", "team in (a,b", "--kubeconfig", nowhere},
+			`--podcertificate-signer-canary-namespace-selector "team in (a,b":`},
+		{[]string{"manager", "--podcertificate-signer-ca-rotation", "3h", "--podcertificate-signer-ca-overlap", "1h", "--podcertificate-signer-canary-observation", "2h", "--kubeconfig", nowhere},
+			`--podcertificate-signer-ca-rotation (3h0m0s) must be longer than --podcertificate-signer-ca-overlap (1h0m0s) plus --podcertificate-signer-canary-observation (2h0m0s)`},
 		{[]string{"node-agent", "--node-name", "n", "--layout", "spire", "--kubeconfig", nowhere}, `--layout "spire": one of kubernetes, spiffe`},
 		// Tokens and PEM files.
 		{[]string{"jwks", "verify", "not-a-jwt", "--issuer", "https://127.0.0.1:1"}, "connection refused"},
