@@ -19,10 +19,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/trustplane/trustplane/api/certificates"
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
 	"github.com/trustplane/trustplane/internal/checksum"
 	"github.com/trustplane/trustplane/internal/jwks/jwkset"
+	"github.com/trustplane/trustplane/internal/podcert"
 	"github.com/trustplane/trustplane/internal/podcert/nodeagent"
+	"github.com/trustplane/trustplane/internal/podcert/podcertsigner"
 	"github.com/trustplane/trustplane/internal/testcerts"
 	"github.com/trustplane/trustplane/internal/testenv"
 )
@@ -73,6 +76,8 @@ func TestProcessesAsDeployed(t *testing.T) {
 		"--garden-kubeconfig="+gardenKubeconfig, "--garden-namespace="+gardenNamespace,
 		"--cluster-landscape-namespace="+managerNamespace, "--subscription-pool=secrets",
 		"--metrics-bind-address="+managerMetrics, "--health-probe-bind-address="+managerProbes, "--jwks-server-bind-address="+managerJWKSServer,
+		// A CA rotation canaried for seconds, so that testCanariedRotation sees it judged.
+		"--podcertificate-signer-canary-observation=3s",
 	)...)
 	mgr.WaitHTTP200(t, urlOf(managerProbes, "/readyz"), 60*time.Second)
 
@@ -110,6 +115,8 @@ func TestProcessesAsDeployed(t *testing.T) {
 			testOperatorsReport(t)
 		})
 	})
+	// After the node agent's pod has its certificate: that pod is the canary.
+	t.Run("a canaried CA rotation under the manager's token", testCanariedRotation)
 	// Alone: a hold holds every request of the pool, testOperatorsReport's too.
 	t.Run("the pool held, lifted and counted", func(t *testing.T) { testPoolHeld(t, managerMetrics) })
 	// After the others: by then the manager has published checksums, and every object
@@ -285,6 +292,64 @@ func testOldObjectReported(t *testing.T, mgr *testenv.Process) {
 		}
 	}
 
+}
+
+// testCanariedRotation: the manager, with its own ServiceAccount's rights, takes a next CA
+// an operator supplies into the preview bundle only, says that no canary is selected
+// (listing namespaces and nodes), observes the namespace labelled a canary, judges it
+// (listing events and requests) and puts the CA live; a rollback drops it.
+func testCanariedRotation(t *testing.T) {
+	key := client.ObjectKey{Namespace: managerNamespace, Name: "trustplane-pod-identity-ca"}
+	secret := &corev1.Secret{}
+	if err := env.Client.Get(ctx, key, secret); err != nil {
+		t.Fatalf("the signer's CA: %v", err)
+	}
+	next, err := podcert.NewCA("e2e next", time.Now(), 48*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret.Data[podcert.NextCertKey], secret.Data[podcert.NextKeyKey] = next.CertPEM, next.KeyPEM
+	if err := env.Client.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	bundleHolds := func(name string) bool {
+		ctb := &certificatesv1.ClusterTrustBundle{}
+		return env.Client.Get(ctx, client.ObjectKey{Name: name}, ctb) == nil && strings.Contains(ctb.Spec.TrustBundle, string(next.CertPEM))
+	}
+	status := func(reason string) func() bool {
+		return func() bool {
+			s := &corev1.Secret{}
+			return env.Client.Get(ctx, key, s) == nil && strings.HasPrefix(s.Annotations[certificates.AnnotationCARotationStatus], reason)
+		}
+	}
+	live, preview := podcertsigner.BundleName(podSigner), podcertsigner.PreviewBundleName(podSigner)
+	testenv.Eventually(t, "the next CA in the preview bundle only, no canary selected", 30*time.Second, func() bool {
+		return bundleHolds(preview) && !bundleHolds(live) && status(certificates.ReasonCanaryTargetsNothing)()
+	})
+	ns := &corev1.Namespace{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: podsNamespace}, ns); err != nil {
+		t.Fatal(err)
+	}
+	if ns.Labels == nil {
+		ns.Labels = map[string]string{}
+	}
+	ns.Labels[certificates.LabelCanary] = "true"
+	if err := env.Client.Update(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the canary judged and the next CA live", 30*time.Second, func() bool {
+		return status(certificates.ReasonCALive)() && bundleHolds(live)
+	})
+	if err := env.Client.Get(ctx, key, secret); err != nil {
+		t.Fatal(err)
+	}
+	secret.Annotations[certificates.AnnotationCARollback] = "e2e"
+	if err := env.Client.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the rolled back CA gone from both bundles", 30*time.Second, func() bool {
+		return !bundleHolds(live) && !bundleHolds(preview)
+	})
 }
 
 func testNodeAgent(t *testing.T, bin string, daemonSet corev1.PodSpec) {
