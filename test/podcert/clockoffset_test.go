@@ -46,7 +46,7 @@ func TestClockOffsetFileMovesTheShippedAgentsClock(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	dir, probes := t.TempDir(), testenv.FreeAddr(t)
+	dir := t.TempDir()
 	offsetFile := filepath.Join(t.TempDir(), "offset")
 	setOffset := func(offset string) {
 		t.Helper()
@@ -58,12 +58,7 @@ func TestClockOffsetFileMovesTheShippedAgentsClock(t *testing.T) {
 		}
 	}
 	setOffset("0s")
-	p := testenv.StartProcess(t, testenv.Binary(t), testenv.ArgsOf(t, testenv.ContainerOf(t, testenv.PodSpecOf(t, agent, "DaemonSet", "trustplane-node-agent"), "node-agent"),
-		map[string]string{"spec.nodeName": node},
-		"--kubeconfig="+env.PodServiceAccountKubeconfig(t, "trustplane-node-agent", "trustplane-node-agent", node),
-		"--dir="+dir, "--metrics-bind-address=0", "--health-probe-bind-address="+probes,
-		"--refresh-interval=200ms", "--testing-clock-offset-file="+offsetFile)...)
-	p.WaitHTTP200(t, "http://"+probes+"/readyz", 60*time.Second)
+	p := startShippedAgent(t, agent, node, dir, "--refresh-interval=200ms", "--testing-clock-offset-file="+offsetFile)
 	if !strings.Contains(p.Output(), "TEST HOOK: --testing-clock-offset-file is set") {
 		t.Errorf("the agent does not say at start that its clock is a test's:\n%s", p.Output())
 	}

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -56,14 +57,10 @@ func TestMistakesAreReportedOnce(t *testing.T) {
 		}
 	}
 
-	dir, probes := t.TempDir(), testenv.FreeAddr(t)
-	p := testenv.StartProcess(t, testenv.Binary(t), testenv.ArgsOf(t, testenv.ContainerOf(t, testenv.PodSpecOf(t, agent, "DaemonSet", "trustplane-node-agent"), "node-agent"),
-		map[string]string{"spec.nodeName": node},
-		"--kubeconfig="+env.PodServiceAccountKubeconfig(t, "trustplane-node-agent", "trustplane-node-agent", node),
-		"--dir="+dir, "--metrics-bind-address=0", "--health-probe-bind-address="+probes,
+	dir := t.TempDir()
+	p := startShippedAgent(t, agent, node, dir,
 		// Many refresh passes, each a chance to report a mistake again.
-		"--refresh-interval=200ms")...)
-	p.WaitHTTP200(t, "http://"+probes+"/readyz", 60*time.Second)
+		"--refresh-interval=200ms")
 	waitBundle(t, dir, ns, good.Name)
 
 	supported := `supported values: "RSA3072", "RSA4096", "ECDSAP256", "ECDSAP384", "ECDSAP521", "ED25519"`
@@ -189,4 +186,18 @@ func checkLoggedOnce(t *testing.T, output string, about map[string]string) {
 			t.Errorf("pod %s: %d log lines saying %q, want one; output:\n%s", pod, n, what, output)
 		}
 	}
+}
+
+// startShippedAgent runs the node agent as shipped for node: the built binary with the
+// DaemonSet's args (agent, config/node-agent rendered), under its own pod-bound token,
+// writing into dir, with extra flags after; it returns once the agent is ready.
+func startShippedAgent(t *testing.T, agent []*unstructured.Unstructured, node, dir string, extra ...string) *testenv.Process {
+	t.Helper()
+	probes := testenv.FreeAddr(t)
+	args := append([]string{"--kubeconfig=" + env.PodServiceAccountKubeconfig(t, "trustplane-node-agent", "trustplane-node-agent", node),
+		"--dir=" + dir, "--metrics-bind-address=0", "--health-probe-bind-address=" + probes}, extra...)
+	p := testenv.StartProcess(t, testenv.Binary(t), testenv.ArgsOf(t, testenv.ContainerOf(t, testenv.PodSpecOf(t, agent, "DaemonSet", "trustplane-node-agent"), "node-agent"),
+		map[string]string{"spec.nodeName": node}, args...)...)
+	p.WaitHTTP200(t, "http://"+probes+"/readyz", 60*time.Second)
+	return p
 }

@@ -66,15 +66,11 @@ func TestSPIFFEFolderVerifiesWithGoSPIFFE(t *testing.T) {
 	signerOpts.CANamespace = ns
 	env.RunManager(t, func(mgr ctrl.Manager) error { _, err := podcertsigner.Setup(mgr, signerOpts); return err })
 
-	dir, probes := t.TempDir(), testenv.FreeAddr(t)
-	p := testenv.StartProcess(t, testenv.Binary(t), testenv.ArgsOf(t, testenv.ContainerOf(t, testenv.PodSpecOf(t, agent, "DaemonSet", "trustplane-node-agent"), "node-agent"),
-		map[string]string{"spec.nodeName": node},
-		"--kubeconfig="+env.PodServiceAccountKubeconfig(t, "trustplane-node-agent", "trustplane-node-agent", node),
-		"--dir="+dir, "--metrics-bind-address=0", "--health-probe-bind-address="+probes,
+	dir := t.TempDir()
+	startShippedAgent(t, agent, node, dir,
 		"--layout="+nodeagent.LayoutSPIFFE,
 		// No refresh pass during the test: a changed bundle must come through the watch.
-		"--refresh-interval=1h")...)
-	p.WaitHTTP200(t, "http://"+probes+"/readyz", 60*time.Second)
+		"--refresh-interval=1h")
 
 	td := spiffeid.RequireTrustDomainFromString(signerOpts.TrustDomain)
 	trustFile := td.Name() + nodeagent.TrustBundleSuffix

@@ -52,13 +52,9 @@ func TestPreviewBundleReachesOnlyCanaries(t *testing.T) {
 	signerOpts.CANamespace, signerOpts.CanaryObservation = canaryNS, time.Hour
 	stopSigner := env.RunManager(t, func(mgr ctrl.Manager) error { _, err := podcertsigner.Setup(mgr, signerOpts); return err })
 
-	dir, probes := t.TempDir(), testenv.FreeAddr(t)
-	p := testenv.StartProcess(t, testenv.Binary(t), testenv.ArgsOf(t, testenv.ContainerOf(t, testenv.PodSpecOf(t, agent, "DaemonSet", "trustplane-node-agent"), "node-agent"),
-		map[string]string{"spec.nodeName": node},
-		"--kubeconfig="+env.PodServiceAccountKubeconfig(t, "trustplane-node-agent", "trustplane-node-agent", node),
-		"--dir="+dir, "--metrics-bind-address=0", "--health-probe-bind-address="+probes,
-		"--layout="+nodeagent.LayoutSPIFFE, "--refresh-interval=1h")...)
-	p.WaitHTTP200(t, "http://"+probes+"/readyz", 60*time.Second)
+	dir := t.TempDir()
+	startShippedAgent(t, agent, node, dir,
+		"--layout="+nodeagent.LayoutSPIFFE, "--refresh-interval=1h")
 	trustFile := spiffeid.RequireTrustDomainFromString(signerOpts.TrustDomain).Name() + nodeagent.TrustBundleSuffix
 	canaryFolder := waitSPIFFEFolder(t, dir, canaryNS, "web", trustFile)
 	plainFolder := waitSPIFFEFolder(t, dir, plainNS, "web", trustFile)
