@@ -161,7 +161,7 @@ chaos-mutants: k8s-bins aggregation-oracle ## Prove the chaos suite catches the 
 
 ##@ Benchmarks
 
-BENCHES      := kubeconfig jwks jwks-server podcert checksum aggregation memory
+BENCHES      := kubeconfig jwks jwks-server podcert podcert-propagation checksum aggregation memory
 BENCH_RUNS   ?= 3
 # BENCH_SCALES=1 runs only each bench's 1x size (no 10x, no growth rows): a quick check.
 BENCH_SCALES ?=
@@ -201,6 +201,10 @@ bench-checksum: k8s-bins ## Secret checksum: 50,000 and 500,000 Secrets in proce
 .PHONY: bench-podcert
 bench-podcert: k8s-bins ## Pod certificates: refresh pass over 5,000 projections; signer at 2,000 and 20,000 requests (throughput, p50/p99, floor, growth).
 	$(BENCH_GO) ./test/bench/podcert
+
+.PHONY: bench-podcert-propagation
+bench-podcert-propagation: k8s-bins node-test-deps ## Pod certificates on a real node (root, as test/node): a new CA from published in the ClusterTrustBundle to every pod's projected bundle file holding it, 10 and 30 pods, kubelet syncFrequency 10s and 1m (p50/max per pod and for every pod: the budget).
+	$(BENCH_GO) ./test/bench/podcertpropagation
 
 .PHONY: bench-kubeconfig
 bench-kubeconfig: k8s-bins ## Kubeconfig operator: 200 requests at once against one target, 2,000 over 20; floor, growth, API requests per request.

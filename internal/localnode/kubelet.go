@@ -21,7 +21,8 @@ const (
 // cgroup v1 hierarchy (failCgroupV1: false, the cgroupfs driver; no QoS cgroups nor
 // node-allocatable enforcement, which want more of cgroups than they give); images cannot
 // be pulled again, so image garbage collection never runs; eviction only near a full
-// disk; ConfigMap volumes sync every 10 s, so a rotated JWK Set reaches nginx quickly.
+// disk; ConfigMap volumes sync every 10 s (Config.SyncFrequency, DefaultSyncFrequency), so
+// a rotated JWK Set reaches nginx quickly.
 // The kubelet adds no iptables chains of its own (kube-proxy's are removed on Stop).
 // The API server reaches the kubelet (logs, exec) with a client certificate from
 // KubeletClientCA; everything else is authorized by the API server (webhook).
@@ -57,12 +58,20 @@ evictionHard:
   nodefs.available: "1%%"
   imagefs.available: "1%%"
   nodefs.inodesFree: "1%%"
-syncFrequency: 10s
+syncFrequency: %s
 serializeImagePulls: false
 rotateCertificates: false
 makeIPTablesUtilChains: false
 serverTLSBootstrap: false
-`, NodeIP, KubeletPort, kubeletHealthzPort, p.kubeletClientCA, p.containerdSocket)
+`, NodeIP, KubeletPort, kubeletHealthzPort, p.kubeletClientCA, p.containerdSocket, n.syncFrequency())
+}
+
+// syncFrequency is Config.SyncFrequency, or DefaultSyncFrequency when unset.
+func (n *Node) syncFrequency() time.Duration {
+	if n.cfg.SyncFrequency > 0 {
+		return n.cfg.SyncFrequency
+	}
+	return DefaultSyncFrequency
 }
 
 func (n *Node) startKubelet(ctx context.Context) error {

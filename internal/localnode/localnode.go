@@ -53,7 +53,16 @@ type Config struct {
 	KubeletClientCA []byte
 	// Log receives one line per step.
 	Log func(format string, args ...any)
+	// SyncFrequency is the kubelet's syncFrequency: how often it syncs each pod, and so
+	// refreshes its ConfigMap, Secret and projected volumes (0: DefaultSyncFrequency).
+	// make bench-podcert-propagation sets the kubelet's own default, 1m, to measure what a
+	// stock node does.
+	SyncFrequency time.Duration
 }
+
+// DefaultSyncFrequency is the node's syncFrequency unless Config says otherwise: 10 s,
+// not the kubelet's 1m, so that a rotated JWK Set reaches nginx quickly.
+const DefaultSyncFrequency = 10 * time.Second
 
 // Node is a running node.
 type Node struct {

@@ -13,11 +13,8 @@
 package node
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -27,9 +24,8 @@ import (
 
 	"github.com/trustplane/trustplane/internal/localcp"
 	"github.com/trustplane/trustplane/internal/localnode"
-	"github.com/trustplane/trustplane/internal/scheme"
+	"github.com/trustplane/trustplane/internal/localnode/localcluster"
 	"github.com/trustplane/trustplane/internal/testenv"
-	"github.com/trustplane/trustplane/internal/version"
 )
 
 // nodeName is the node's name.
@@ -65,109 +61,24 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	netnsBefore := netns()
-	stop, err := start(dir, filepath.Join(root, "bin", "k8s"), nodeBin, images)
+	netnsBefore := localcluster.NetNamespaces()
+	cluster, err := localcluster.Start(localcluster.Config{
+		Dir: dir, K8sBin: filepath.Join(root, "bin", "k8s"), NodeBin: nodeBin, Images: images, NodeName: nodeName,
+		Log: func(format string, args ...any) { fmt.Printf("node: "+format+"\n", args...) },
+	})
 	if err != nil {
-		stop()
 		fmt.Fprintln(os.Stderr, "test/node:", err)
 		return 1
 	}
+	cp, c, kubeconfig, nodeDir = cluster.CP, cluster.Client, cluster.CP.KubeconfigPath, cluster.NodeDir
 	code := m.Run()
-	stop()
+	cluster.Stop()
 	// What make run's Ctrl-C promises: nothing of the node stays behind.
-	if left := leftovers(dir, netnsBefore); len(left) > 0 {
+	if left := localcluster.Leftovers(dir, netnsBefore); len(left) > 0 {
 		fmt.Fprintln(os.Stderr, "test/node: the stopped node left behind:", strings.Join(left, "; "))
 		return 1
 	}
 	return code
-}
-
-// leftovers are what a stopped node in dir left: processes naming dir, mounts under it,
-// network namespaces that were not there before, the bridge, the forwarding chain.
-func leftovers(dir string, netnsBefore map[string]bool) []string {
-	var left []string
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range procs {
-		if cmdline, err := os.ReadFile(p); err == nil && bytes.Contains(cmdline, []byte(dir)) && !bytes.Contains(cmdline, []byte("node.test")) {
-			left = append(left, "process "+strings.ReplaceAll(string(bytes.TrimRight(cmdline, "\x00")), "\x00", " "))
-		}
-	}
-	if mounts, err := os.ReadFile("/proc/self/mountinfo"); err == nil && bytes.Contains(mounts, []byte(" "+dir+"/")) {
-		left = append(left, "mounts under "+dir)
-	}
-	for ns := range netns() {
-		if !netnsBefore[ns] {
-			left = append(left, "network namespace "+ns)
-		}
-	}
-	if _, err := os.Stat(filepath.Join("/sys/class/net", localnode.BridgeName)); err == nil {
-		left = append(left, "bridge "+localnode.BridgeName)
-	}
-	if out, err := exec.Command("iptables", "-w", "-S").Output(); err == nil && bytes.Contains(out, []byte("TRUSTPLANE-NODE")) {
-		left = append(left, "iptables chain TRUSTPLANE-NODE")
-	}
-	return left
-}
-
-// netns are the named network namespaces of pods (containerd's CRI pins them there as
-// cni-<id>); others are not the node's: the chaos suite, which make test runs beside this
-// one, puts each manager replica in a namespace of its own.
-func netns() map[string]bool {
-	names := map[string]bool{}
-	entries, _ := os.ReadDir("/var/run/netns")
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), "cni-") {
-			names[e.Name()] = true
-		}
-	}
-	return names
-}
-
-// start brings up the control plane and the node; stop takes down what was started.
-func start(dir, k8sBin, nodeBin, images string) (stop func(), err error) {
-	var stops []func()
-	stop = func() {
-		for i := len(stops) - 1; i >= 0; i-- {
-			stops[i]()
-		}
-	}
-	log := func(format string, args ...any) { fmt.Printf("node: "+format+"\n", args...) }
-	reservation, err := localnode.Reserve(log)
-	if err != nil {
-		return stop, err
-	}
-	stops = append(stops, func() { _ = reservation.Release() })
-	if cp, err = localcp.Start(filepath.Join(dir, "cp"), k8sBin, localcp.Options{Node: true, BindAddress: localnode.NodeIP}); err != nil {
-		return stop, err
-	}
-	stops = append(stops, func() { _ = cp.Stop() })
-	kubeconfig = cp.KubeconfigPath
-	if c, err = client.New(cp.Config, client.Options{Scheme: scheme.New()}); err != nil {
-		return stop, err
-	}
-	kubelet, proxy, scheduler, err := cp.NodeKubeconfigs(nodeName)
-	if err != nil {
-		return stop, err
-	}
-	ca, err := localcp.KubeletClientCA(filepath.Join(dir, "cp"))
-	if err != nil {
-		return stop, err
-	}
-	nodeDir = filepath.Join(dir, "node")
-	node, err := localnode.Start(context.Background(), reservation, localnode.Config{
-		Dir: nodeDir, Name: nodeName, NodeBinDir: nodeBin, ImagesDir: images, SandboxImage: version.Image("pause"),
-		KubeletKubeconfig: kubelet, ProxyKubeconfig: proxy, SchedulerKubeconfig: scheduler, KubeletClientCA: ca,
-		Log: log,
-	})
-	if err != nil {
-		return stop, err
-	}
-	stops = append(stops, func() {
-		if err := node.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the node:", err)
-		}
-	})
-	return stop, nil
 }
 
 // needNode skips t where no node can run.
