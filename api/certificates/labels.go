@@ -51,9 +51,14 @@ const (
 // podcertificate-signer reads: a comma-separated list of DNS names the pod asks for, each
 // of which a PodIdentityPolicy of its namespace must allow its ServiceAccount. Without it
 // the pod gets every allowed name; with it, only those (an empty value: none). It can
-// narrow the allowed names, never widen them; any other key is denied, as the API asks
-// of signers.
-const DNSNamesAnnotation = "podcert.trustplane.io/dns-names"
+// narrow the allowed names, never widen them. Any other key of UserAnnotationPrefix is
+// denied, as the API asks of signers; keys of other domains are ignored (they never reach
+// a certificate).
+const DNSNamesAnnotation = UserAnnotationPrefix + "dns-names"
+
+// UserAnnotationPrefix is the domain of the unverifiedUserAnnotations keys the
+// podcertificate-signer reads.
+const UserAnnotationPrefix = "podcert.trustplane.io/"
 
 // Annotations of the CA Secret that carry a canaried CA rotation (docs/podcert.md, "Canaried
 // CA rotation"): the signer writes the stage and its times; the operator writes

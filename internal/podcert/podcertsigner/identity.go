@@ -31,11 +31,15 @@ var defaultExtKeyUsages = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.Ex
 // and the extended key usages of the first policy (by name) that sets them. A policy of
 // another namespace or signer counts for nothing, and neither does a name outside the
 // namespace that got past admission. A request asking for a name no policy allows, or
-// carrying an annotation the signer does not know, is a *Denial: a pod can narrow what
-// the operator allowed, never widen it.
+// carrying a podcert.trustplane.io/ annotation the signer does not know, is a *Denial: a
+// pod can narrow what the operator allowed, never widen it.
 func IdentityOf(policies []podcertv1alpha1.PodIdentityPolicy, signerName, namespace, serviceAccount string, annotations map[string]string) (Identity, *Denial) {
+	// A key of this signer's own domain that it does not read is a mistake the pod's author
+	// must hear of (the API asks signers to deny those); keys of other domains are for
+	// others (a pod's tooling, an audit) and never reach a certificate, so they are
+	// ignored: denying them would break pods that carried them before.
 	for key := range annotations {
-		if key != certificates.DNSNamesAnnotation {
+		if strings.HasPrefix(key, certificates.UserAnnotationPrefix) && key != certificates.DNSNamesAnnotation {
 			return Identity{}, &Denial{certificatesv1.PodCertificateRequestConditionInvalidUserConfig,
 				fmt.Sprintf("unverifiedUserAnnotations key %q is not one this signer reads (only %s)", key, certificates.DNSNamesAnnotation)}
 		}

@@ -55,8 +55,10 @@ func TestIdentityOf(t *testing.T) {
 			denied: `DNS name "admin.shop.svc"`},
 		{name: "another ServiceAccount's name", serviceAccount: "db", annotations: map[string]string{certificates.DNSNamesAnnotation: "web.shop.svc"},
 			denied: "ServiceAccount db"},
-		{name: "an annotation the signer does not read", serviceAccount: "web", annotations: map[string]string{"example.com/uri-sans": "spiffe://x"},
-			denied: `"example.com/uri-sans" is not one this signer reads`},
+		{name: "a key of the signer's domain it does not read", serviceAccount: "web", annotations: map[string]string{"podcert.trustplane.io/uri-sans": "spiffe://x"},
+			denied: `"podcert.trustplane.io/uri-sans" is not one this signer reads`},
+		{name: "another domain's key: ignored, never in the certificate", serviceAccount: "web", annotations: map[string]string{"example.com/uri-sans": "spiffe://x"},
+			dnsNames: []string{"web-0.web.shop.svc.cluster.local", "web.shop.svc"}, ekus: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id, denial := IdentityOf(policies, signer, "shop", tc.serviceAccount, tc.annotations)
