@@ -214,6 +214,12 @@ func TestPodCertificateRows(t *testing.T) {
 	if r := signerCARow(bundle([]byte("junk")), now); r.ready() || r.Reason != certificates.ReasonInvalidCA {
 		t.Errorf("empty bundle: %+v", r)
 	}
+	// A canaried rotation that failed: the bundle is fine, the rotation says why it holds.
+	failed := bundle(ca.PEM())
+	failed.Annotations = map[string]string{certificates.AnnotationCARotationStatus: certificates.ReasonCanaryFailed + ": CertificateOverdueForRefresh on apps/web"}
+	if r := signerCARow(failed, now); !r.ready() || r.Reason != certificates.ReasonCanaryFailed || !strings.HasPrefix(r.Message, "CertificateOverdueForRefresh on apps/web (2 CAs") {
+		t.Errorf("bundle of a failed canary: %+v", r)
+	}
 }
 
 func TestPrintRows(t *testing.T) {

@@ -491,6 +491,11 @@ func signerCARow(b *certificatesv1.ClusterTrustBundle, now time.Time) row {
 	default:
 		r.Ready, r.Reason = metav1.ConditionTrue, certificates.ReasonBundlePublished
 		r.Message = fmt.Sprintf("%d CAs; %q signs until %s", len(cas), first.Subject.CommonName, first.NotAfter.UTC().Format(time.RFC3339))
+		// A CA rotation in progress: its condition, as the signer wrote it on the bundle,
+		// says where it stands (CAPreview, CanaryFailed, CALive, …); the bundle itself is fine.
+		if reason, message, ok := strings.Cut(b.Annotations[certificates.AnnotationCARotationStatus], ": "); ok && reason != "" {
+			r.Reason, r.Message = reason, message+" ("+r.Message+")"
+		}
 	}
 	return r
 }

@@ -314,8 +314,14 @@ func (r *Reconciler) persistLocked(ctx context.Context, rot *podcert.Rotation, e
 // publishLocked server-side applies the signer's ClusterTrustBundle with rot's CAs and
 // records them as published. r.mu is held.
 func (r *Reconciler) publishLocked(ctx context.Context, rot *podcert.Rotation) error {
+	// The rotation's condition is on the bundles too, where `trustplane get signerca` and
+	// anyone who may read bundles (not the CA Secret) sees it.
+	status := map[string]string{}
+	if reason, message := r.rotationStatus(rot); reason != "" {
+		status[certificates.AnnotationCARotationStatus] = reason + ": " + message
+	}
 	ctb := certificatesv1ac.ClusterTrustBundle(BundleName(r.opts.SignerName)).
-		WithLabels(r.bundleLabels(certificates.LabelCanaryingLive)).
+		WithLabels(r.bundleLabels(certificates.LabelCanaryingLive)).WithAnnotations(status).
 		WithSpec(certificatesv1ac.ClusterTrustBundleSpec().WithSignerName(r.opts.SignerName).WithTrustBundle(rot.Bundle()))
 	if err := r.Client.Apply(ctx, ctb, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying ClusterTrustBundle: %w", err)
@@ -325,6 +331,7 @@ func (r *Reconciler) publishLocked(ctx context.Context, rot *podcert.Rotation) e
 		preview := certificatesv1ac.ClusterTrustBundle(PreviewBundleName(r.opts.SignerName)).
 			WithLabels(r.bundleLabels(certificates.LabelCanaryingPreview)).
 			WithAnnotations(map[string]string{certificates.AnnotationCanaryNamespaceSelector: r.opts.CanaryNamespaceSelector, certificates.AnnotationCanaryNodeSelector: r.opts.CanaryNodeSelector}).
+			WithAnnotations(status).
 			WithSpec(certificatesv1ac.ClusterTrustBundleSpec().WithSignerName(r.opts.SignerName).WithTrustBundle(rot.PreviewBundle()))
 		if err := r.Client.Apply(ctx, preview, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 			return fmt.Errorf("applying the preview ClusterTrustBundle: %w", err)

@@ -207,6 +207,12 @@ func TestCanariedRotationTimeline(t *testing.T) {
 	if count(c.bundle(live)) != 1 {
 		t.Fatal("a failed canary's CA reached the live bundle")
 	}
+	// The condition is on the bundles too, for whoever may read them but not the Secret.
+	testenv.Eventually(t, "the rotation's condition on the live bundle", 20*time.Second, func() bool {
+		ctb := &certificatesv1.ClusterTrustBundle{}
+		return env.Client.Get(ctx, client.ObjectKey{Name: live}, ctb) == nil &&
+			ctb.Annotations[certificates.AnnotationCARotationStatus] == s.Annotations[certificates.AnnotationCARotationStatus]
+	})
 	c.tick(3 * time.Hour)
 	c.waitStatus(certificates.ReasonCanaryFailed, "still held")
 
