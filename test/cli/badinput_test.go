@@ -102,6 +102,8 @@ func TestBadInput(t *testing.T) {
 			`--podcertificate-signer-trust-domain "spiffe://cluster.local" is not a SPIFFE trust domain: write the name alone, such as cluster.local`},
 		{[]string{"manager", "--podcertificate-signer-trust-domain", "Cluster.Local", "--kubeconfig", nowhere},
 			`--podcertificate-signer-trust-domain "Cluster.Local" is not a SPIFFE trust domain: trust domain characters are limited to lowercase letters, numbers, dots, dashes, and underscores; such as cluster.local`},
+		{[]string{"manager", "--podcertificate-signer-cluster-domain", "Cluster.Local", "--kubeconfig", nowhere},
+			`--podcertificate-signer-cluster-domain "Cluster.Local": a lowercase RFC 1123 subdomain`},
 		{[]string{"manager", "--podcertificate-signer-canary-namespace-selector", "team in (a,b", "--kubeconfig", nowhere},
 			`--podcertificate-signer-canary-namespace-selector "team in (a,b":`},
 		{[]string{"manager", "--podcertificate-signer-ca-rotation", "3h", "--podcertificate-signer-ca-overlap", "1h", "--podcertificate-signer-canary-observation", "2h", "--kubeconfig", nowhere},

@@ -53,8 +53,9 @@ type ServiceAccountIdentity struct {
 
 	// dnsNames are the DNS names (exact, in lower case: no wildcards) the pods may carry as DNS SANs:
 	// names of this namespace's Services only, `<service>.<namespace>.svc` or
-	// `<service>.<namespace>.svc.cluster.local` (a headless Service's pod names,
-	// `<hostname>.<service>.<namespace>.svc…`, too). The trustplane-pod-identity-policies
+	// `<service>.<namespace>.svc.<cluster domain>` (a headless Service's pod names,
+	// `<hostname>.<service>.<namespace>.svc…`, too; the cluster domain is the signer's
+	// --podcertificate-signer-cluster-domain, default cluster.local). The trustplane-pod-identity-policies
 	// admission policy refuses any other name, and the signer ignores one that got in
 	// without it. A pod gets all of them unless its PodCertificateRequest's
 	// unverifiedUserAnnotations ask for fewer (podcert.trustplane.io/dns-names); it can

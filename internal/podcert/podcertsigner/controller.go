@@ -231,7 +231,7 @@ func (r *Reconciler) identity(ctx context.Context, pcr *certificatesv1.PodCertif
 	if err := r.Client.List(ctx, policies, client.InNamespace(pcr.Namespace)); err != nil && !meta.IsNoMatchError(err) {
 		return Identity{}, nil, fmt.Errorf("listing the PodIdentityPolicies of namespace %s: %w", pcr.Namespace, err)
 	}
-	id, denial := IdentityOf(policies.Items, r.opts.SignerName, pcr.Namespace, pcr.Spec.ServiceAccountName, pcr.Spec.UnverifiedUserAnnotations)
+	id, denial := IdentityOf(policies.Items, r.opts.SignerName, r.opts.ClusterDomain, pcr.Namespace, pcr.Spec.ServiceAccountName, pcr.Spec.UnverifiedUserAnnotations)
 	return id, denial, nil
 }
 

@@ -33,7 +33,7 @@ var defaultExtKeyUsages = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.Ex
 // namespace that got past admission. A request asking for a name no policy allows, or
 // carrying a podcert.trustplane.io/ annotation the signer does not know, is a *Denial: a
 // pod can narrow what the operator allowed, never widen it.
-func IdentityOf(policies []podcertv1alpha1.PodIdentityPolicy, signerName, namespace, serviceAccount string, annotations map[string]string) (Identity, *Denial) {
+func IdentityOf(policies []podcertv1alpha1.PodIdentityPolicy, signerName, clusterDomain, namespace, serviceAccount string, annotations map[string]string) (Identity, *Denial) {
 	// A key of this signer's own domain that it does not read is a mistake the pod's author
 	// must hear of (the API asks signers to deny those); keys of other domains are for
 	// others (a pod's tooling, an audit) and never reach a certificate, so they are
@@ -44,7 +44,7 @@ func IdentityOf(policies []podcertv1alpha1.PodIdentityPolicy, signerName, namesp
 				fmt.Sprintf("unverifiedUserAnnotations key %q is not one this signer reads (only %s)", key, certificates.DNSNamesAnnotation)}
 		}
 	}
-	allowed, ekus := allowedFor(policies, signerName, namespace, serviceAccount)
+	allowed, ekus := allowedFor(policies, signerName, clusterDomain, namespace, serviceAccount)
 	id := Identity{DNSNames: allowed, ExtKeyUsages: defaultExtKeyUsages}
 	if ekus != nil {
 		id.ExtKeyUsages = ekus
@@ -73,7 +73,7 @@ func IdentityOf(policies []podcertv1alpha1.PodIdentityPolicy, signerName, namesp
 
 // allowedFor is the union of the DNS names the policies allow serviceAccount, sorted, and
 // the extended key usages of the first policy by name that sets them (nil: none does).
-func allowedFor(policies []podcertv1alpha1.PodIdentityPolicy, signerName, namespace, serviceAccount string) ([]string, []x509.ExtKeyUsage) {
+func allowedFor(policies []podcertv1alpha1.PodIdentityPolicy, signerName, clusterDomain, namespace, serviceAccount string) ([]string, []x509.ExtKeyUsage) {
 	sorted := slices.Clone(policies)
 	slices.SortFunc(sorted, func(a, b podcertv1alpha1.PodIdentityPolicy) int { return strings.Compare(a.Name, b.Name) })
 	var names []string
@@ -91,7 +91,7 @@ func allowedFor(policies []podcertv1alpha1.PodIdentityPolicy, signerName, namesp
 				continue
 			}
 			for _, name := range sa.DNSNames {
-				if ServiceNameOf(name, namespace) && !slices.Contains(names, name) {
+				if ServiceNameOf(name, namespace, clusterDomain) && !slices.Contains(names, name) {
 					names = append(names, name)
 				}
 			}
@@ -105,10 +105,11 @@ func allowedFor(policies []podcertv1alpha1.PodIdentityPolicy, signerName, namesp
 }
 
 // ServiceNameOf says whether name is a DNS name of a Service of namespace (or of a pod
-// behind a headless one): <...>.<namespace>.svc, or the same in the cluster.local domain.
-// The trustplane-pod-identity-policies admission policy applies the same rule.
-func ServiceNameOf(name, namespace string) bool {
-	for _, suffix := range []string{"." + namespace + ".svc", "." + namespace + ".svc.cluster.local"} {
+// behind a headless one): <...>.<namespace>.svc, or the same in clusterDomain. The
+// trustplane-pod-identity-policies admission policy, which cannot know the cluster
+// domain, admits <...>.<namespace>.svc.<any domain>; this is the exact rule.
+func ServiceNameOf(name, namespace, clusterDomain string) bool {
+	for _, suffix := range []string{"." + namespace + ".svc", "." + namespace + ".svc." + clusterDomain} {
 		if prefix, ok := strings.CutSuffix(name, suffix); ok && prefix != "" && !strings.HasPrefix(prefix, ".") && !strings.Contains(prefix, "*") {
 			return true
 		}

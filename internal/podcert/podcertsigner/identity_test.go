@@ -61,7 +61,7 @@ func TestIdentityOf(t *testing.T) {
 			dnsNames: []string{"web-0.web.shop.svc.cluster.local", "web.shop.svc"}, ekus: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			id, denial := IdentityOf(policies, signer, "shop", tc.serviceAccount, tc.annotations)
+			id, denial := IdentityOf(policies, signer, "cluster.local", "shop", tc.serviceAccount, tc.annotations)
 			if tc.denied != "" {
 				if denial == nil || denial.Reason != certificatesv1.PodCertificateRequestConditionInvalidUserConfig || !strings.Contains(denial.Message, tc.denied) {
 					t.Fatalf("want a denial saying %q, got %+v (identity %+v)", tc.denied, denial, id)
@@ -82,10 +82,16 @@ func TestServiceNameOf(t *testing.T) {
 	for name, want := range map[string]bool{
 		"web.shop.svc": true, "web.shop.svc.cluster.local": true, "web-0.web.shop.svc.cluster.local": true,
 		"shop.svc": false, ".shop.svc": false, "web.bank.svc": false, "web.shop.svc.example.com": false,
-		"web.shop": false, "*.shop.svc": false, "web.xshop.svc": false,
+		"web.shop": false, "*.shop.svc": false, "web.xshop.svc": false, "web.shop.svc.corp.internal": false,
 	} {
-		if got := ServiceNameOf(name, "shop"); got != want {
-			t.Errorf("ServiceNameOf(%q, shop) = %v, want %v", name, got, want)
+		if got := ServiceNameOf(name, "shop", "cluster.local"); got != want {
+			t.Errorf("ServiceNameOf(%q, shop, cluster.local) = %v, want %v", name, got, want)
+		}
+	}
+	// Another cluster domain: its names, not cluster.local's.
+	for name, want := range map[string]bool{"web.shop.svc.corp.internal": true, "web.shop.svc.cluster.local": false, "web.shop.svc": true} {
+		if got := ServiceNameOf(name, "shop", "corp.internal"); got != want {
+			t.Errorf("ServiceNameOf(%q, shop, corp.internal) = %v, want %v", name, got, want)
 		}
 	}
 }

@@ -37,6 +37,9 @@ type Options struct {
 	KeyTypes []string
 	// TrustDomain is the trust domain of the SPIFFE ID URI SAN.
 	TrustDomain string
+	// ClusterDomain is the cluster's DNS domain (kubelet's clusterDomain): a
+	// PodIdentityPolicy's DNS names are <...>.<namespace>.svc or the same in it.
+	ClusterDomain string
 	// Workers is the number of concurrent signings.
 	Workers int
 	// CARotation generates a new CA this often (0: only supplied CAs rotate in).
@@ -69,7 +72,7 @@ func DefaultOptions() Options {
 	return Options{
 		SignerName: "trustplane.io/pod-identity", CANamespace: manager.OwnNamespace(), CASecretName: "trustplane-pod-identity-ca",
 		MaxLifetime: 24 * time.Hour, KeyTypes: []string{"RSA3072", "RSA4096", "ECDSAP256", "ECDSAP384", "ECDSAP521", "ED25519"},
-		TrustDomain: "cluster.local", Workers: 16, CAOverlap: time.Hour, RefreshFraction: 2.0 / 3, Backdate: time.Minute,
+		TrustDomain: "cluster.local", ClusterDomain: "cluster.local", Workers: 16, CAOverlap: time.Hour, RefreshFraction: 2.0 / 3, Backdate: time.Minute,
 		CanaryNamespaceSelector: certificates.LabelCanary + "=true", CanaryNodeSelector: certificates.LabelCanary + "=true",
 		Clock: clock.RealClock{},
 	}
@@ -83,6 +86,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.MaxLifetime, "podcertificate-signer-max-lifetime", o.MaxLifetime, "Longest certificate lifetime issued (at least 1h, as the API requires).")
 	fs.StringSliceVar(&o.KeyTypes, "podcertificate-signer-key-types", o.KeyTypes, "Key types issued; others are denied UnsupportedKeyType.")
 	fs.StringVar(&o.TrustDomain, "podcertificate-signer-trust-domain", o.TrustDomain, "Trust domain of the SPIFFE ID URI SAN (spiffe://<domain>/ns/<ns>/sa/<sa>): the name alone, in lower-case letters, digits, '.', '-' and '_' (SPIFFE's rule); anything else is refused at start.")
+	fs.StringVar(&o.ClusterDomain, "podcertificate-signer-cluster-domain", o.ClusterDomain, "The cluster's DNS domain (kubelet's clusterDomain): a PodIdentityPolicy may allow <service>.<namespace>.svc and the same in this domain.")
 	fs.IntVar(&o.Workers, "podcertificate-signer-signer-workers", o.Workers, "Concurrent signings.")
 	fs.DurationVar(&o.CARotation, "podcertificate-signer-ca-rotation", o.CARotation, "Generate a new CA this often (0: never; a CA written to the Secret's next.crt/next.key still rotates in).")
 	fs.DurationVar(&o.CAOverlap, "podcertificate-signer-ca-overlap", o.CAOverlap, "How long a new CA is published in the ClusterTrustBundle before it signs.")
@@ -119,6 +123,9 @@ func (o Options) Validate() error {
 	}
 	if err := validTrustDomain(o.TrustDomain); err != nil {
 		return fmt.Errorf("--podcertificate-signer-trust-domain %q is not a SPIFFE trust domain: %w", o.TrustDomain, err)
+	}
+	if errs := validation.IsDNS1123Subdomain(o.ClusterDomain); len(errs) > 0 {
+		return fmt.Errorf("--podcertificate-signer-cluster-domain %q: %s", o.ClusterDomain, strings.Join(errs, "; "))
 	}
 	if _, err := o.withSelectors(); err != nil {
 		return err
