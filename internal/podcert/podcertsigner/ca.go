@@ -88,6 +88,9 @@ func (r *Reconciler) setupCA(mgr ctrl.Manager) error {
 		// observation (it begins, or begins again).
 		b = b.WatchesMetadata(&corev1.Namespace{}, toKey, builder.WithPredicates(selectionChanged(r.opts.canaryNamespaces))).
 			WatchesMetadata(&corev1.Node{}, toKey, builder.WithPredicates(selectionChanged(r.opts.canaryNodes)))
+		if b, err = watchCanaryTroubles(mgr, b, toKey); err != nil {
+			return err
+		}
 	}
 	return b.Complete(reconcile.Func(r.reconcileCA))
 }

@@ -17,18 +17,24 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/trustplane/trustplane/api/certificates"
+	"github.com/trustplane/trustplane/internal/manager"
 	"github.com/trustplane/trustplane/internal/podcert"
 )
 
 // The canary reads what it judges by: namespaces and nodes by label, the Events of
 // kubelets and of this signer, and the issued requests of the canaries.
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=events,verbs=list
+// +kubebuilder:rbac:groups="",resources=events,verbs=list;watch
 
 // PreviewBundleName is the ClusterTrustBundle the canaries load while a next CA is
 // previewed: every CA, the next one included, labelled canarying=preview.
@@ -84,19 +90,8 @@ func (r *Reconciler) selectCanaries(ctx context.Context) (canaries, error) {
 // canaries' issued ones and a probe the next CA signs — that does not verify against the
 // preview bundle as published.
 func (r *Reconciler) judgeCanary(ctx context.Context, rot *podcert.Rotation, who canaries, since, now time.Time) (string, error) {
-	overdue, err := r.canaryEvents(ctx, who, since, certificates.ReasonOverdueForRefresh, "")
-	if err != nil {
-		return "", err
-	}
-	if len(overdue) > 0 {
-		return fmt.Sprintf("%s on %s", certificates.ReasonOverdueForRefresh, strings.Join(overdue, ", ")), nil
-	}
-	refused, err := r.canaryEvents(ctx, who, since, certificatesv1.PodCertificateRequestConditionTypeDenied, "trustplane-"+Name)
-	if err != nil {
-		return "", err
-	}
-	if len(refused) > 0 {
-		return fmt.Sprintf("the signer refused %s", strings.Join(refused, ", ")), nil
+	if why, err := r.canaryTroubles(ctx, who, since); why != "" || err != nil {
+		return why, err
 	}
 	roots, err := r.publishedPreview(ctx)
 	if err != nil {
@@ -106,6 +101,28 @@ func (r *Reconciler) judgeCanary(ctx context.Context, rot *podcert.Rotation, who
 		return "a leaf of the next CA does not verify against the preview bundle: " + err.Error(), nil
 	}
 	return r.canaryLeavesVerify(ctx, who, roots, now)
+}
+
+// canaryTroubles says what went wrong with the canaries since then (empty: nothing): a
+// kubelet's CertificateOverdueForRefresh on a canary pod, or a refusal of this signer on a
+// canary's request. It is judged whenever such an Event appears, not only at the end of
+// the observation, so that a failing canary holds the rotation (and alerts) at once.
+func (r *Reconciler) canaryTroubles(ctx context.Context, who canaries, since time.Time) (string, error) {
+	overdue, err := r.canaryEvents(ctx, who, since, certificates.ReasonOverdueForRefresh, "")
+	if err != nil {
+		return "", err
+	}
+	if len(overdue) > 0 {
+		return fmt.Sprintf("%s on %s", certificates.ReasonOverdueForRefresh, strings.Join(overdue, ", ")), nil
+	}
+	refused, err := r.canaryEvents(ctx, who, since, certificatesv1.PodCertificateRequestConditionTypeDenied, recorderName)
+	if err != nil {
+		return "", err
+	}
+	if len(refused) > 0 {
+		return fmt.Sprintf("the signer refused %s", strings.Join(refused, ", ")), nil
+	}
+	return "", nil
 }
 
 // canaryEvents names the objects (namespace/name) of the Events with reason, from
@@ -237,6 +254,41 @@ func verifyChain(chainPEM string, roots *x509.CertPool, now time.Time) error {
 	}
 	_, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: intermediates, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
 	return err
+}
+
+// watchCanaryTroubles makes the CA controller look at once when a kubelet reports a
+// certificate overdue for refresh, or this signer refuses a request, anywhere: during an
+// observation the rotation then judges at once what went wrong (canaryTroubles). Each is
+// a cache of its own (one field selector each), holding only what the judge reads.
+func watchCanaryTroubles(mgr ctrl.Manager, b *builder.Builder, toKey handler.EventHandler) (*builder.Builder, error) {
+	for _, selector := range []fields.Selector{
+		fields.OneTermEqualSelector("reason", certificates.ReasonOverdueForRefresh),
+		fields.AndSelectors(fields.OneTermEqualSelector("reason", certificatesv1.PodCertificateRequestConditionTypeDenied),
+			fields.OneTermEqualSelector("reportingComponent", recorderName)),
+	} {
+		c, err := cache.New(mgr.GetConfig(), cache.Options{
+			HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+			ByObject: map[client.Object]cache.ByObject{&corev1.Event{}: {Field: selector, Transform: stripEvent}},
+		})
+		if err != nil {
+			return nil, err
+		}
+		if err := manager.AddCache(mgr, c); err != nil {
+			return nil, err
+		}
+		b = b.WatchesRawSource(source.Kind(c, client.Object(&corev1.Event{}), toKey))
+	}
+	return b, nil
+}
+
+// stripEvent keeps of an Event what says which object it is about.
+func stripEvent(obj any) (any, error) {
+	e, ok := obj.(*corev1.Event)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: e.Name, ResourceVersion: e.ResourceVersion},
+		InvolvedObject: e.InvolvedObject, Reason: e.Reason}, nil
 }
 
 // selectionChanged passes the events of objects selector selects, before or after.

@@ -131,9 +131,9 @@ func certsIn(t *testing.T, bundle string) map[string]bool {
 // operator's hold stops the rotation and a rollback drops a next CA.
 func TestCanariedRotationTimeline(t *testing.T) {
 	// The API server refuses an issued certificate whose notBefore is more than 5 minutes
-	// from its own clock, so the fake clock starts 33h back: it reaches the present when
-	// the next CA goes live, the one moment a leaf is requested.
-	start := time.Now().Add(-33 * time.Hour).Truncate(time.Second)
+	// from its own clock, so the fake clock starts 31h30m back: it reaches the present
+	// when the next CA goes live, the one moment a leaf is requested.
+	start := time.Now().Add(-(31*time.Hour + 30*time.Minute)).Truncate(time.Second)
 	opts := DefaultOptions()
 	opts.SignerName = "canary.example.com/pods"
 	opts.CANamespace, opts.CASecretName = "default", "canary-ca"
@@ -189,8 +189,8 @@ func TestCanariedRotationTimeline(t *testing.T) {
 		t.Fatalf("after a restart the observation began again: since %s, want %s", got, observedAt.UTC().Format(time.RFC3339))
 	}
 
-	// A kubelet reports a canary pod's certificate overdue: at the end of the observation
-	// the canary fails and holds.
+	// A kubelet reports a canary pod's certificate overdue: the canary fails and holds at
+	// once (the signer watches such Events), not only at the end of the observation.
 	overdue := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "overdue-"},
 		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: pod.Name, UID: pod.UID},
 		Reason:         certificates.ReasonOverdueForRefresh, Message: "PodCertificate refresh overdue", Type: corev1.EventTypeWarning,
@@ -198,7 +198,6 @@ func TestCanariedRotationTimeline(t *testing.T) {
 	if err := env.Client.Create(ctx, overdue); err != nil {
 		t.Fatal(err)
 	}
-	c.tick(90 * time.Minute)
 	s = c.waitStatus(certificates.ReasonCanaryFailed, "canary failed")
 	c.waitEvent(certificates.ReasonCanaryFailed)
 	if why := s.Annotations[certificates.AnnotationCanaryFailed]; !strings.Contains(why, certificates.ReasonOverdueForRefresh) || !strings.Contains(why, ns+"/"+pod.Name) {

@@ -34,6 +34,9 @@ import (
 	"github.com/trustplane/trustplane/internal/podcert"
 )
 
+// recorderName is the signer's Events' reporting controller.
+const recorderName = "trustplane-" + Name
+
 // Reconciler signs PodCertificateRequests.
 type Reconciler struct {
 	Client    client.Client
@@ -95,7 +98,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Cached: cached, Recorder: mgr.GetEventRecorder("trustplane-" + Name), opts: opts, policy: policy,
+	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Cached: cached, Recorder: mgr.GetEventRecorder(recorderName), opts: opts, policy: policy,
 		wake: make(chan event.GenericEvent, 1)}
 	ours := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		pcr, ok := o.(*certificatesv1.PodCertificateRequest)

@@ -83,12 +83,14 @@ func (r *Reconciler) stepCanaryLocked(ctx context.Context, step *rotationStep, n
 	if ends.IsZero() {
 		return nil
 	}
+	var why string
 	if now.Before(ends) {
-		step.wakeAt = ends
-		return nil
-	}
-	why, err := r.judgeCanary(ctx, rot, who, rot.Canary.ObservedSince, now)
-	if err != nil {
+		// Before the end only what went wrong so far (the Events that woke this reconcile).
+		if why, err = r.canaryTroubles(ctx, who, rot.Canary.ObservedSince); err != nil || why == "" {
+			step.wakeAt = ends
+			return err
+		}
+	} else if why, err = r.judgeCanary(ctx, rot, who, rot.Canary.ObservedSince, now); err != nil {
 		return err
 	}
 	step.changed = true
