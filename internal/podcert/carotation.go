@@ -174,23 +174,9 @@ func parseKey(keyPEM []byte) (crypto.Signer, error) {
 // and that each certificate is signed by the next: a chain that does not link would hand
 // relying parties who trust its root leaves they cannot verify.
 func parseCAChain(crtPEM []byte) ([]*x509.Certificate, error) {
-	var chain []*x509.Certificate
-	for rest := crtPEM; ; {
-		var b *pem.Block
-		if b, rest = pem.Decode(rest); b == nil {
-			break
-		}
-		if b.Type != "CERTIFICATE" {
-			return nil, fmt.Errorf("certificate %d of the chain is a PEM %s block, not CERTIFICATE", len(chain)+1, b.Type)
-		}
-		cert, err := x509.ParseCertificate(b.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("certificate %d of the chain: %w", len(chain)+1, err)
-		}
-		chain = append(chain, cert)
-	}
-	if len(chain) == 0 {
-		return nil, errors.New("the certificate holds no PEM CERTIFICATE block")
+	chain, err := ParseCertificates(crtPEM)
+	if err != nil {
+		return nil, fmt.Errorf("the certificate: %w", err)
 	}
 	ca := chain[0]
 	if !ca.IsCA || !ca.BasicConstraintsValid {
@@ -206,6 +192,30 @@ func parseCAChain(crtPEM []byte) ([]*x509.Certificate, error) {
 		}
 	}
 	return chain, nil
+}
+
+// ParseCertificates parses PEM that holds CERTIFICATE blocks only (text between them is
+// passed over), in their order: a chain, leaf first, or a bundle.
+func ParseCertificates(raw []byte) ([]*x509.Certificate, error) {
+	var certs []*x509.Certificate
+	for rest := raw; ; {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			return nil, fmt.Errorf("certificate %d is a PEM %s block, not CERTIFICATE", len(certs)+1, b.Type)
+		}
+		cert, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("certificate %d: %w", len(certs)+1, err)
+		}
+		certs = append(certs, cert)
+	}
+	if len(certs) == 0 {
+		return nil, errors.New("no PEM CERTIFICATE block")
+	}
+	return certs, nil
 }
 
 // CheckValidAt says why the CA cannot sign at now: not valid yet (beyond CAClockSkew),
@@ -323,17 +333,13 @@ func RotationFromSecret(data map[string][]byte, annotations map[string]string, n
 			}
 		}
 	}
-	rest := data[PreviousCertKey]
-	for {
-		var b *pem.Block
-		b, rest = pem.Decode(rest)
-		if b == nil {
-			break
-		}
-		cert, err := x509.ParseCertificate(b.Bytes)
-		if err != nil {
+	var previous []*x509.Certificate
+	if len(data[PreviousCertKey]) != 0 {
+		if previous, err = ParseCertificates(data[PreviousCertKey]); err != nil {
 			return nil, fmt.Errorf("%s: %w", PreviousCertKey, err)
 		}
+	}
+	for _, cert := range previous {
 		e, err := withReservation(&CAEntry{Cert: cert, CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw})})
 		if err != nil {
 			return nil, err

@@ -62,7 +62,7 @@ func spiffeCredentialBundle(privateKey, chain []byte) ([]byte, *x509.Certificate
 	if keyBlock == nil || keyBlock.Type != "PRIVATE KEY" {
 		return nil, nil, errors.New("the private key is not one PEM PRIVATE KEY (PKCS#8) block")
 	}
-	certs, err := parseCertificates(chain)
+	certs, err := podcert.ParseCertificates(chain)
 	if err != nil {
 		return nil, nil, fmt.Errorf("the certificate chain: %w", err)
 	}
@@ -74,33 +74,6 @@ func spiffeCredentialBundle(privateKey, chain []byte) ([]byte, *x509.Certificate
 		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})...)
 	}
 	return out, certs[0], nil
-}
-
-// parseCertificates parses PEM that holds CERTIFICATE blocks and nothing else.
-func parseCertificates(raw []byte) ([]*x509.Certificate, error) {
-	var certs []*x509.Certificate
-	for rest := raw; ; {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			if len(bytes.TrimSpace(rest)) > 0 {
-				return nil, errors.New("data that is not a PEM block")
-			}
-			break
-		}
-		if block.Type != "CERTIFICATE" {
-			return nil, fmt.Errorf("a PEM block of type %q, not CERTIFICATE", block.Type)
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return nil, err
-		}
-		certs = append(certs, c)
-	}
-	if len(certs) == 0 {
-		return nil, errors.New("no certificate")
-	}
-	return certs, nil
 }
 
 // isSelfSigned says whether c is its own issuer, signature included.

@@ -88,7 +88,7 @@ func (r *Reconciler) setupCA(mgr ctrl.Manager) error {
 		// observation (it begins, or begins again).
 		b = b.WatchesMetadata(&corev1.Namespace{}, toKey, builder.WithPredicates(selectionChanged(r.opts.canaryNamespaces))).
 			WatchesMetadata(&corev1.Node{}, toKey, builder.WithPredicates(selectionChanged(r.opts.canaryNodes)))
-		if b, err = watchCanaryTroubles(mgr, b, toKey); err != nil {
+		if b, err = r.watchCanaryTroubles(mgr, b, toKey); err != nil {
 			return err
 		}
 	}
@@ -169,6 +169,7 @@ func (r *Reconciler) reconcileCA(ctx context.Context, _ reconcile.Request) (reco
 	}
 	observeCA(r.opts.SignerName, rot)
 	observeRotationState(r.opts.SignerName, step.state)
+	r.observing.Store(step.state == stateObserving)
 	if err := r.publishLocked(ctx, rot); err != nil {
 		return reconcile.Result{}, err
 	}

@@ -6,7 +6,6 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"sort"
 	"strings"
@@ -62,24 +61,23 @@ func (c canaries) String() string {
 }
 
 // selectCanaries lists the namespaces and nodes the canary selectors match, live from the
-// API server (the rotation moves on what it reads, not on a cache that may lag).
+// API server (the rotation moves on what it reads, not on a cache that may lag; a change
+// of their labels wakes the CA controller through its metadata watches).
 func (r *Reconciler) selectCanaries(ctx context.Context) (canaries, error) {
 	c := canaries{namespaces: map[string]bool{}, nodes: map[string]bool{}}
-	namespaces := &metav1.PartialObjectMetadataList{}
-	namespaces.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
-	if err := r.APIReader.List(ctx, namespaces, client.MatchingLabelsSelector{Selector: r.opts.canaryNamespaces}); err != nil {
-		return c, fmt.Errorf("listing canary namespaces: %w", err)
-	}
-	for _, ns := range namespaces.Items {
-		c.namespaces[ns.Name] = true
-	}
-	nodes := &metav1.PartialObjectMetadataList{}
-	nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
-	if err := r.APIReader.List(ctx, nodes, client.MatchingLabelsSelector{Selector: r.opts.canaryNodes}); err != nil {
-		return c, fmt.Errorf("listing canary nodes: %w", err)
-	}
-	for _, n := range nodes.Items {
-		c.nodes[n.Name] = true
+	for _, of := range []struct {
+		kind     string
+		selector labels.Selector
+		into     map[string]bool
+	}{{"NamespaceList", r.opts.canaryNamespaces, c.namespaces}, {"NodeList", r.opts.canaryNodes, c.nodes}} {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(of.kind))
+		if err := r.APIReader.List(ctx, list, client.MatchingLabelsSelector{Selector: of.selector}); err != nil {
+			return c, fmt.Errorf("listing the canaries (%s): %w", of.kind, err)
+		}
+		for _, o := range list.Items {
+			of.into[o.Name] = true
+		}
 	}
 	return c, nil
 }
@@ -128,13 +126,21 @@ func (r *Reconciler) canaryTroubles(ctx context.Context, who canaries, since tim
 // canaryEvents names the objects (namespace/name) of the Events with reason, from
 // reportingController when it is set, about a canary since then.
 func (r *Reconciler) canaryEvents(ctx context.Context, who canaries, since time.Time, reason, reportingController string) ([]string, error) {
+	// The caches of watchCanaryTroubles hold exactly these Events; without them (a
+	// Reconciler not set up by Setup), the API server is asked.
+	// Reasons are checked below either way: the cache was filled by that field selector,
+	// and a cache lists by field only through an index.
+	reader, opts := r.troubles[reason], []client.ListOption(nil)
+	if reader == nil {
+		reader, opts = r.APIReader, []client.ListOption{client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("reason", reason)}}
+	}
 	list := &corev1.EventList{}
-	if err := r.APIReader.List(ctx, list, client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("reason", reason)}); err != nil {
+	if err := reader.List(ctx, list, opts...); err != nil {
 		return nil, fmt.Errorf("listing %s events: %w", reason, err)
 	}
 	var about []string
 	for _, e := range list.Items {
-		if reportingController != "" && e.ReportingController != reportingController {
+		if e.Reason != reason || reportingController != "" && e.ReportingController != reportingController {
 			continue
 		}
 		if eventTime(e).Before(since) || !r.isCanary(ctx, who, e.InvolvedObject) {
@@ -172,11 +178,15 @@ func (r *Reconciler) isCanary(ctx context.Context, who canaries, obj corev1.Obje
 	key := client.ObjectKey{Namespace: obj.Namespace, Name: obj.Name}
 	switch obj.Kind {
 	case "Pod":
+		pods := r.Cached // the signer's own cache of pods (their node kept)
+		if pods == nil {
+			pods = r.APIReader
+		}
 		pod := &corev1.Pod{}
-		return r.APIReader.Get(ctx, key, pod) == nil && who.nodes[pod.Spec.NodeName]
+		return pods.Get(ctx, key, pod) == nil && who.nodes[pod.Spec.NodeName]
 	case "PodCertificateRequest":
-		pcr := &certificatesv1.PodCertificateRequest{}
-		return r.APIReader.Get(ctx, key, pcr) == nil && who.nodes[string(pcr.Spec.NodeName)]
+		pcr := &certificatesv1.PodCertificateRequest{} // the manager's cache: the signer watches them
+		return r.Client.Get(ctx, key, pcr) == nil && who.nodes[string(pcr.Spec.NodeName)]
 	}
 	return false
 }
@@ -232,38 +242,30 @@ func (r *Reconciler) canaryLeavesVerify(ctx context.Context, who canaries, roots
 
 // verifyChain verifies the leaf of a PEM chain (leaf first) against roots at now.
 func verifyChain(chainPEM string, roots *x509.CertPool, now time.Time) error {
-	var certs []*x509.Certificate
-	rest := []byte(chainPEM)
-	for {
-		var b *pem.Block
-		if b, rest = pem.Decode(rest); b == nil {
-			break
-		}
-		cert, err := x509.ParseCertificate(b.Bytes)
-		if err != nil {
-			return err
-		}
-		certs = append(certs, cert)
-	}
-	if len(certs) == 0 {
-		return fmt.Errorf("no certificate")
+	certs, err := podcert.ParseCertificates([]byte(chainPEM))
+	if err != nil {
+		return err
 	}
 	intermediates := x509.NewCertPool()
 	for _, c := range certs[1:] {
 		intermediates.AddCert(c)
 	}
-	_, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: intermediates, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+	_, err = certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: intermediates, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
 	return err
 }
 
-// watchCanaryTroubles makes the CA controller look at once when a kubelet reports a
-// certificate overdue for refresh, or this signer refuses a request, anywhere: during an
-// observation the rotation then judges at once what went wrong (canaryTroubles). Each is
-// a cache of its own (one field selector each), holding only what the judge reads.
-func watchCanaryTroubles(mgr ctrl.Manager, b *builder.Builder, toKey handler.EventHandler) (*builder.Builder, error) {
-	for _, selector := range []fields.Selector{
-		fields.OneTermEqualSelector("reason", certificates.ReasonOverdueForRefresh),
-		fields.AndSelectors(fields.OneTermEqualSelector("reason", certificatesv1.PodCertificateRequestConditionTypeDenied),
+// watchCanaryTroubles makes the CA controller look at once, while canaries are observed,
+// when a kubelet reports a certificate overdue for refresh or this signer refuses a
+// request: the rotation then judges what went wrong (canaryTroubles), reading these same
+// caches. Each is a cache of its own (one field selector each), holding only what the
+// judge reads.
+func (r *Reconciler) watchCanaryTroubles(mgr ctrl.Manager, b *builder.Builder, toKey handler.EventHandler) (*builder.Builder, error) {
+	r.troubles = map[string]client.Reader{}
+	observing := predicate.NewPredicateFuncs(func(client.Object) bool { return r.observing.Load() })
+	for reason, selector := range map[string]fields.Selector{
+		certificates.ReasonOverdueForRefresh: fields.OneTermEqualSelector("reason", certificates.ReasonOverdueForRefresh),
+		certificatesv1.PodCertificateRequestConditionTypeDenied: fields.AndSelectors(
+			fields.OneTermEqualSelector("reason", certificatesv1.PodCertificateRequestConditionTypeDenied),
 			fields.OneTermEqualSelector("reportingComponent", recorderName)),
 	} {
 		c, err := cache.New(mgr.GetConfig(), cache.Options{
@@ -276,19 +278,21 @@ func watchCanaryTroubles(mgr ctrl.Manager, b *builder.Builder, toKey handler.Eve
 		if err := manager.AddCache(mgr, c); err != nil {
 			return nil, err
 		}
-		b = b.WatchesRawSource(source.Kind(c, client.Object(&corev1.Event{}), toKey))
+		r.troubles[reason] = c
+		b = b.WatchesRawSource(source.Kind(c, client.Object(&corev1.Event{}), toKey, observing))
 	}
 	return b, nil
 }
 
-// stripEvent keeps of an Event what says which object it is about.
+// stripEvent keeps of an Event what the judge reads: what it is about, by whom, and when.
 func stripEvent(obj any) (any, error) {
 	e, ok := obj.(*corev1.Event)
 	if !ok {
 		return obj, nil
 	}
 	return &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: e.Name, ResourceVersion: e.ResourceVersion},
-		InvolvedObject: e.InvolvedObject, Reason: e.Reason}, nil
+		InvolvedObject: e.InvolvedObject, Reason: e.Reason, ReportingController: e.ReportingController,
+		EventTime: e.EventTime, FirstTimestamp: e.FirstTimestamp, LastTimestamp: e.LastTimestamp, Series: e.Series}, nil
 }
 
 // selectionChanged passes the events of objects selector selects, before or after.

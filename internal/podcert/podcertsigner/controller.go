@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -61,6 +62,10 @@ type Reconciler struct {
 	// published are the fingerprints of the CAs in the ClusterTrustBundle this signer
 	// last applied: a CA signs only once it is among them.
 	published map[string]bool
+	// observing says that canaries are under observation: only then do the Events of
+	// troubles wake the CA controller. troubles are their caches, by reason (canaries on).
+	observing atomic.Bool
+	troubles  map[string]client.Reader
 
 	// waiting are the requests that wait for a usable CA and were told so (noteWaiting);
 	// wake queues them again once one is loaded.

@@ -46,7 +46,7 @@ func (r *Reconciler) stepRotationLocked(ctx context.Context, rot *podcert.Rotati
 		step.changed = true
 	}
 	if operator[certificates.AnnotationCARotationHold] == "true" {
-		return r.concludeStep(step)
+		return r.concludeStep(step), nil
 	}
 	before := step.rot.Clone()
 	changed, err := step.rot.Advance(now, p, r.generateCA)
@@ -58,7 +58,7 @@ func (r *Reconciler) stepRotationLocked(ctx context.Context, rot *podcert.Rotati
 	if err := r.stepCanaryLocked(ctx, step, now); err != nil {
 		return nil, err
 	}
-	return r.concludeStep(step)
+	return r.concludeStep(step), nil
 }
 
 // stepCanaryLocked observes the canaries of a previewed next CA and, once they have been
@@ -139,10 +139,10 @@ func recordScheduleMoves(step *rotationStep, before *podcert.Rotation, p podcert
 }
 
 // concludeStep sets the step's state and the status annotation that says it, recording
-// a Warning when the rotation comes to wait for canaries that nothing selects.
-func (r *Reconciler) concludeStep(step *rotationStep) (*rotationStep, error) {
+// a Warning when the rotation comes to wait for canaries that nothing selects, or is held.
+func (r *Reconciler) concludeStep(step *rotationStep) *rotationStep {
 	reason, message := r.rotationStatus(step.rot)
-	step.state = stateOf(step.rot, r.secret.Annotations[certificates.AnnotationCARotationHold] == "true")
+	step.state = stateByReason[reason]
 	status := ""
 	if reason != "" {
 		status = reason + ": " + message
@@ -154,7 +154,18 @@ func (r *Reconciler) concludeStep(step *rotationStep) (*rotationStep, error) {
 			step.record(corev1.EventTypeWarning, reason, "%s", message)
 		}
 	}
-	return step, nil
+	return step
+}
+
+// stateByReason is the state in trustplane_podcertificate_signer_ca_rotation_state of
+// each reason of the rotation's condition ("": no next CA).
+var stateByReason = map[string]string{
+	"":                                      stateIdle,
+	certificates.ReasonCARotationHeld:       stateHeld,
+	certificates.ReasonCanaryFailed:         stateFailed,
+	certificates.ReasonCanaryTargetsNothing: statePreview,
+	certificates.ReasonCAPreview:            stateObserving,
+	certificates.ReasonCALive:               stateLive,
 }
 
 // rotationStatus is the rotation's condition: the reason and message of
@@ -178,23 +189,6 @@ func (r *Reconciler) rotationStatus(rot *podcert.Rotation) (string, string) {
 	default:
 		return certificates.ReasonCALive, fmt.Sprintf("next CA %s in the live bundle since %s; it signs at %s", short(rot.Next), stamp(rot.Canary.LiveSince), stamp(rot.NextSignsAt))
 	}
-}
-
-// stateOf is the rotation's state in trustplane_podcertificate_signer_ca_rotation_state.
-func stateOf(rot *podcert.Rotation, held bool) string {
-	switch {
-	case held:
-		return stateHeld
-	case rot.Next == nil:
-		return stateIdle
-	case rot.Canary.Stage == podcert.StagePreview && rot.Canary.Failed != "":
-		return stateFailed
-	case rot.Canary.Stage == podcert.StagePreview && rot.Canary.ObservedSince.IsZero():
-		return statePreview
-	case rot.Canary.Stage == podcert.StagePreview:
-		return stateObserving
-	}
-	return stateLive
 }
 
 func stageName(rot *podcert.Rotation) string {
