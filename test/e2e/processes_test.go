@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/trustplane/trustplane/api/certificates"
 	jwksv1alpha1 "github.com/trustplane/trustplane/api/jwks/v1alpha1"
+	podcertv1alpha1 "github.com/trustplane/trustplane/api/podcert/v1alpha1"
 	"github.com/trustplane/trustplane/internal/checksum"
 	"github.com/trustplane/trustplane/internal/jwks/jwkset"
 	"github.com/trustplane/trustplane/internal/podcert"
@@ -355,6 +357,11 @@ func testCanariedRotation(t *testing.T) {
 func testNodeAgent(t *testing.T, bin string, daemonSet corev1.PodSpec) {
 	create(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}})
 	create(t, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: podsNamespace, Name: "web"}})
+	// The manager reads the namespace's PodIdentityPolicies with its own ServiceAccount's
+	// rights, through the admission policy config/default installs.
+	serviceName := "web." + podsNamespace + ".svc"
+	create(t, &podcertv1alpha1.PodIdentityPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: podsNamespace, Name: "web"},
+		Spec: podcertv1alpha1.PodIdentityPolicySpec{ServiceAccounts: []podcertv1alpha1.ServiceAccountIdentity{{Name: "web", DNSNames: []string{serviceName}}}}})
 	create(t, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: podsNamespace, Name: "web", Annotations: map[string]string{
 			nodeagent.SignerAnnotation: podSigner, nodeagent.KeyTypeAnnotation: "ECDSAP256"}},
@@ -380,7 +387,9 @@ func testNodeAgent(t *testing.T, bin string, daemonSet corev1.PodSpec) {
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: managerNamespace, Name: "trustplane-pod-identity-ca"}, caSecret); err != nil {
 		t.Fatalf("the signer's CA: %v", err)
 	}
-	verifyBundle(t, bundle, caSecret.Data[corev1.TLSCertKey])
+	if leaf := verifyBundle(t, bundle, caSecret.Data[corev1.TLSCertKey]); leaf != nil && !slices.Equal(leaf.DNSNames, []string{serviceName}) {
+		t.Errorf("the leaf's DNS names %q, want the policy's %s", leaf.DNSNames, serviceName)
+	}
 
 	// Relying parties get the CA from the ClusterTrustBundle the manager publishes under
 	// its own ServiceAccount (the attest permission included), listed by signer name as
@@ -401,7 +410,9 @@ func testNodeAgent(t *testing.T, bin string, daemonSet corev1.PodSpec) {
 }
 
 // verifyBundle checks the bundle is a private key and its certificate, issued by the CA.
-func verifyBundle(t *testing.T, path string, caPEM []byte) {
+// verifyBundle checks the credential bundle at path against the CA and returns its leaf
+// (nil when it does not verify).
+func verifyBundle(t *testing.T, path string, caPEM []byte) *x509.Certificate {
 	t.Helper()
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -411,9 +422,11 @@ func verifyBundle(t *testing.T, path string, caPEM []byte) {
 	if !roots.AppendCertsFromPEM(caPEM) {
 		t.Fatal("the CA Secret holds no certificate")
 	}
-	if _, err := testcerts.CheckBundle(raw, roots); err != nil {
+	leaf, err := testcerts.CheckBundle(raw, roots)
+	if err != nil {
 		t.Error(err)
 	}
+	return leaf
 }
 
 func testDataplane(t *testing.T, bin string, gatewayPod corev1.PodSpec) {

@@ -53,6 +53,11 @@ func TestIdentityOf(t *testing.T) {
 			denied: `DNS name "web.bank.svc"`},
 		{name: "a name no policy lists", serviceAccount: "web", annotations: map[string]string{certificates.DNSNamesAnnotation: "web.shop.svc,admin.shop.svc"},
 			denied: `DNS name "admin.shop.svc"`},
+		// Second spellings of an allowed name are other names: refused, never matched.
+		{name: "the allowed name in capitals", serviceAccount: "web", annotations: map[string]string{certificates.DNSNamesAnnotation: "WEB.shop.svc"},
+			denied: `DNS name "WEB.shop.svc"`},
+		{name: "the allowed name with a trailing dot", serviceAccount: "web", annotations: map[string]string{certificates.DNSNamesAnnotation: "web.shop.svc."},
+			denied: `DNS name "web.shop.svc."`},
 		{name: "another ServiceAccount's name", serviceAccount: "db", annotations: map[string]string{certificates.DNSNamesAnnotation: "web.shop.svc"},
 			denied: "ServiceAccount db"},
 		{name: "a key of the signer's domain it does not read", serviceAccount: "web", annotations: map[string]string{"podcert.trustplane.io/uri-sans": "spiffe://x"},
