@@ -142,7 +142,7 @@ func recordScheduleMoves(step *rotationStep, before *podcert.Rotation, p podcert
 // a Warning when the rotation comes to wait for canaries that nothing selects, or is held.
 func (r *Reconciler) concludeStep(step *rotationStep) *rotationStep {
 	reason, message := r.rotationStatus(step.rot)
-	step.state = stateByReason[reason]
+	step.state = stateOf(reason)
 	status := ""
 	if reason != "" {
 		status = reason + ": " + message
@@ -157,38 +157,22 @@ func (r *Reconciler) concludeStep(step *rotationStep) *rotationStep {
 	return step
 }
 
-// stateByReason is the state in trustplane_podcertificate_signer_ca_rotation_state of
-// each reason of the rotation's condition ("": no next CA).
-var stateByReason = map[string]string{
-	"":                                      stateIdle,
-	certificates.ReasonCARotationHeld:       stateHeld,
-	certificates.ReasonCanaryFailed:         stateFailed,
-	certificates.ReasonCanaryTargetsNothing: statePreview,
-	certificates.ReasonCAPreview:            stateObserving,
-	certificates.ReasonCALive:               stateLive,
-}
-
-// rotationStatus is the rotation's condition: the reason and message of
-// AnnotationCARotationStatus (no reason: nothing in progress).
-func (r *Reconciler) rotationStatus(rot *podcert.Rotation) (string, string) {
-	p := r.opts.rotationPolicy()
-	if r.secret.Annotations[certificates.AnnotationCARotationHold] == "true" {
-		return certificates.ReasonCARotationHeld, fmt.Sprintf("held by %s=true at stage %q; remove it to go on", certificates.AnnotationCARotationHold, stageName(rot))
+// stateOf is the state in trustplane_podcertificate_signer_ca_rotation_state of each
+// reason of the rotation's condition ("": no next CA).
+func stateOf(reason string) string {
+	switch reason {
+	case certificates.ReasonCARotationHeld:
+		return stateHeld
+	case certificates.ReasonCanaryFailed:
+		return stateFailed
+	case certificates.ReasonCanaryTargetsNothing:
+		return statePreview
+	case certificates.ReasonCAPreview:
+		return stateObserving
+	case certificates.ReasonCALive:
+		return stateLive
 	}
-	switch {
-	case rot.Next == nil:
-		return "", ""
-	case rot.Canary.Stage == podcert.StagePreview && rot.Canary.Failed != "":
-		return certificates.ReasonCanaryFailed, rot.Canary.Failed
-	case rot.Canary.Stage == podcert.StagePreview && rot.Canary.ObservedSince.IsZero():
-		return certificates.ReasonCanaryTargetsNothing, fmt.Sprintf("next CA %s waits in the preview bundle: no namespace matches %q and no node matches %q",
-			short(rot.Next), r.opts.CanaryNamespaceSelector, r.opts.CanaryNodeSelector)
-	case rot.Canary.Stage == podcert.StagePreview:
-		return certificates.ReasonCAPreview, fmt.Sprintf("next CA %s in the preview bundle since %s; canaries observed since %s, live at %s if they pass",
-			short(rot.Next), stamp(rot.Canary.PreviewSince), stamp(rot.Canary.ObservedSince), stamp(rot.ObservationEnds(p)))
-	default:
-		return certificates.ReasonCALive, fmt.Sprintf("next CA %s in the live bundle since %s; it signs at %s", short(rot.Next), stamp(rot.Canary.LiveSince), stamp(rot.NextSignsAt))
-	}
+	return stateIdle
 }
 
 func stageName(rot *podcert.Rotation) string {
