@@ -175,6 +175,29 @@ func stateOf(reason string) string {
 	return stateIdle
 }
 
+// rotationStatus is the rotation's condition: the reason and message of
+// AnnotationCARotationStatus (no reason: nothing in progress).
+func (r *Reconciler) rotationStatus(rot *podcert.Rotation) (string, string) {
+	p := r.opts.rotationPolicy()
+	if r.secret.Annotations[certificates.AnnotationCARotationHold] == "true" {
+		return certificates.ReasonCARotationHeld, fmt.Sprintf("held by %s=true at stage %q; remove it to go on", certificates.AnnotationCARotationHold, stageName(rot))
+	}
+	switch {
+	case rot.Next == nil:
+		return "", ""
+	case rot.Canary.Stage == podcert.StagePreview && rot.Canary.Failed != "":
+		return certificates.ReasonCanaryFailed, rot.Canary.Failed
+	case rot.Canary.Stage == podcert.StagePreview && rot.Canary.ObservedSince.IsZero():
+		return certificates.ReasonCanaryTargetsNothing, fmt.Sprintf("next CA %s waits in the preview bundle: no namespace matches %q and no node matches %q",
+			short(rot.Next), r.opts.CanaryNamespaceSelector, r.opts.CanaryNodeSelector)
+	case rot.Canary.Stage == podcert.StagePreview:
+		return certificates.ReasonCAPreview, fmt.Sprintf("next CA %s in the preview bundle since %s; canaries observed since %s, live at %s if they pass",
+			short(rot.Next), stamp(rot.Canary.PreviewSince), stamp(rot.Canary.ObservedSince), stamp(rot.ObservationEnds(p)))
+	default:
+		return certificates.ReasonCALive, fmt.Sprintf("next CA %s in the live bundle since %s; it signs at %s", short(rot.Next), stamp(rot.Canary.LiveSince), stamp(rot.NextSignsAt))
+	}
+}
+
 func stageName(rot *podcert.Rotation) string {
 	if rot.Next == nil {
 		return "idle"
