@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -135,6 +137,9 @@ func (p *Patcher) Patch(ctx context.Context, c client.Client) error {
 	if err != nil || !changed {
 		return err
 	}
+	if !conditionsEqual(p.before.GetConditions(), p.obj.GetConditions()) {
+		return p.patchConditionsOntoStored(ctx, c, patch)
+	}
 	// The answer is asked for as metadata only: nothing here reads the object as stored
 	// (its spec may be newer than the one this reconcile acts on, and must not change what
 	// the rest of it does), and decoding a whole custom resource, JSON, for every status
@@ -150,6 +155,80 @@ func (p *Patcher) Patch(ctx context.Context, c client.Client) error {
 	p.wrote(answered)
 	return nil
 }
+
+// patchConditionsOntoStored sends patch (statusMergePatch's) with the conditions this
+// reconcile changed applied to the object's conditions as stored now, not as read. A JSON
+// merge patch replaces a list whole, and the read may be older than the stored object: a
+// cache that has not shown this process's last write yet. Sent as read, a condition that
+// write set and this reconcile left alone went back to what the read showed (a
+// JWKSConfig's RelyingParties condition, set when its key was promoted, back to
+// KeyNotFetched by the reconcile that came a millisecond later). As Cluster API's patch
+// helper does: the stored conditions are read from the API server, this reconcile's
+// changes are applied to them by type, and the patch is sent at the version read, again
+// on a conflict.
+func (p *Patcher) patchConditionsOntoStored(ctx context.Context, c client.Client, patch []byte) error {
+	var body struct {
+		Status map[string]json.RawMessage `json:"status"`
+	}
+	if err := json.Unmarshal(patch, &body); err != nil {
+		return fmt.Errorf("patching the status of %s: %w", p.obj.GetName(), err)
+	}
+	answered, err := metadataOf(c, p.obj)
+	if err != nil {
+		return err
+	}
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		stored := reflect.New(reflect.TypeOf(p.obj).Elem()).Interface().(conditions.Object)
+		// The status subresource is read from the API server: the cache may be the stale one.
+		if err := c.SubResource("status").Get(ctx, p.obj, stored); err != nil {
+			return err
+		}
+		merged, err := json.Marshal(conditionsOnto(stored.GetConditions(), p.before.GetConditions(), p.obj.GetConditions()))
+		if err != nil {
+			return err
+		}
+		body.Status["conditions"] = merged
+		send, err := json.Marshal(map[string]any{
+			"metadata": map[string]string{"resourceVersion": stored.GetResourceVersion()},
+			"status":   body.Status,
+		})
+		if err != nil {
+			return err
+		}
+		return c.Status().Patch(ctx, answered, client.RawPatch(types.MergePatchType, send))
+	})
+	if err != nil {
+		return client.IgnoreNotFound(WriteFailed("patch status of", p.obj, err))
+	}
+	p.wrote(answered)
+	return nil
+}
+
+// conditionsOnto is stored with what changed from before to after applied by type: a
+// condition after holds otherwise than before replaces (or joins) the stored one of its
+// type, one before held and after does not is removed, and every other stored condition
+// stays as it is.
+func conditionsOnto(stored, before, after []metav1.Condition) []metav1.Condition {
+	out := slices.Clone(stored)
+	for _, b := range before {
+		if meta.FindStatusCondition(after, b.Type) == nil {
+			out = slices.DeleteFunc(out, func(c metav1.Condition) bool { return c.Type == b.Type })
+		}
+	}
+	for _, a := range after {
+		if b := meta.FindStatusCondition(before, a.Type); b != nil && equality.Semantic.DeepEqual(*b, a) {
+			continue
+		}
+		if i := slices.IndexFunc(out, func(c metav1.Condition) bool { return c.Type == a.Type }); i >= 0 {
+			out[i] = a
+		} else {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func conditionsEqual(a, b []metav1.Condition) bool { return equality.Semantic.DeepEqual(a, b) }
 
 // wrote records a status write answered with the object's metadata: the status written,
 // which a later write of this reconcile is compared with, and the version written, which

@@ -226,3 +226,94 @@ func TestAPatchMidwayKeepsTheSpecActedOn(t *testing.T) {
 		t.Errorf("stored: generation %d, observedGeneration %d, lastKeyID %q; want 2, 1, kid-1", stored.Generation, stored.Status.ObservedGeneration, stored.Status.LastKeyID)
 	}
 }
+
+// TestAStaleReadKeepsConditionsWrittenSince: a reconcile that read the object before the
+// last status write (a cache that had not shown it yet) writes the conditions it changed
+// and leaves the ones that write set alone. Merge-patched as read, the conditions list
+// went back whole to what the read showed: a JWKSConfig's RelyingParties condition, set
+// when its key was promoted, read KeyNotFetched again (test/jwks/oidc TestPromotionOnProof
+// failed in CI for it). A writer that changes the object between the read of the stored
+// conditions and the patch makes the patch conflict, and it is sent again onto that.
+func TestAStaleReadKeepsConditionsWrittenSince(t *testing.T) {
+	ns := namespace(t)
+	key := client.ObjectKeyFromObject(newConfig(t, ns, "stale"))
+	relyingParties := func(reason string) func(*jwksv1alpha1.JWKSConfig) {
+		return func(cfg *jwksv1alpha1.JWKSConfig) {
+			s := metav1.ConditionFalse
+			if reason == jwksv1alpha1.ReasonRelyingPartiesHoldKey {
+				s = metav1.ConditionTrue
+			}
+			Set(cfg, jwksv1alpha1.ConditionRelyingParties, s, reason, "says "+reason)
+		}
+	}
+	reconcile := func(c client.Client, cfg *jwksv1alpha1.JWKSConfig, change func(*jwksv1alpha1.JWKSConfig)) {
+		t.Helper()
+		p := NewPatcher(cfg)
+		change(cfg)
+		if err := p.Patch(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reconcile(env.Client, getConfig(t, key), func(cfg *jwksv1alpha1.JWKSConfig) {
+		MarkReady(cfg, jwksv1alpha1.ReasonPublished, "published")
+		relyingParties(jwksv1alpha1.ReasonKeyNotFetched)(cfg)
+	})
+	stale := getConfig(t, key)
+	reconcile(env.Client, getConfig(t, key), relyingParties(jwksv1alpha1.ReasonRelyingPartiesHoldKey))
+
+	reconcile(env.Client, stale, func(cfg *jwksv1alpha1.JWKSConfig) {
+		MarkPending(cfg, jwksv1alpha1.ReasonUpdateThrottled, "throttled")
+	})
+	stored := getConfig(t, key)
+	if c := meta.FindStatusCondition(stored.Status.Conditions, jwksv1alpha1.ConditionRelyingParties); c == nil || c.Reason != jwksv1alpha1.ReasonRelyingPartiesHoldKey {
+		t.Errorf("after a reconcile of a stale read: RelyingParties %+v, want %s as written since the read", c, jwksv1alpha1.ReasonRelyingPartiesHoldKey)
+	}
+	if c := meta.FindStatusCondition(stored.Status.Conditions, conditions.Reconciling); c == nil || c.Reason != jwksv1alpha1.ReasonUpdateThrottled {
+		t.Errorf("after a reconcile of a stale read: Reconciling %+v, want the %s it set", c, jwksv1alpha1.ReasonUpdateThrottled)
+	}
+
+	// A condition the stale reconcile removed goes; one it changed replaces the stored one.
+	stale = getConfig(t, key)
+	reconcile(env.Client, getConfig(t, key), func(cfg *jwksv1alpha1.JWKSConfig) { cfg.Status.KeyCount = 3 })
+	reconcile(env.Client, stale, func(cfg *jwksv1alpha1.JWKSConfig) {
+		meta.RemoveStatusCondition(&cfg.Status.Conditions, conditions.Reconciling)
+		relyingParties(jwksv1alpha1.ReasonRelyingPartyUnreadable)(cfg)
+	})
+	stored = getConfig(t, key)
+	if meta.FindStatusCondition(stored.Status.Conditions, conditions.Reconciling) != nil ||
+		meta.FindStatusCondition(stored.Status.Conditions, jwksv1alpha1.ConditionRelyingParties).Reason != jwksv1alpha1.ReasonRelyingPartyUnreadable ||
+		!meta.IsStatusConditionTrue(stored.Status.Conditions, conditions.Ready) || stored.Status.KeyCount != 3 {
+		t.Errorf("after removing Reconciling and changing RelyingParties: %+v", stored.Status)
+	}
+
+	// Another writer between the read of the stored conditions and the patch: a conflict,
+	// and the patch is made again onto what that writer wrote.
+	var interleaved atomic.Bool
+	base, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme(), Mapper: env.Client.RESTMapper()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	racing := interceptor.NewClient(base, interceptor.Funcs{
+		SubResourceGet: func(ctx context.Context, c client.Client, sub string, obj, subResource client.Object, opts ...client.SubResourceGetOption) error {
+			if err := c.SubResource(sub).Get(ctx, obj, subResource, opts...); err != nil {
+				return err
+			}
+			if interleaved.CompareAndSwap(false, true) {
+				other := getConfig(t, key)
+				Set(other, "Other", metav1.ConditionTrue, "Elsewhere", "another writer")
+				if err := env.Client.Status().Update(ctx, other); err != nil {
+					t.Error(err)
+				}
+			}
+			return nil
+		},
+	})
+	stale = getConfig(t, key)
+	stale.ResourceVersion = "1" // as a cache far behind would hold it
+	reconcile(racing, stale, relyingParties(jwksv1alpha1.ReasonRelyingPartiesHoldKey))
+	stored = getConfig(t, key)
+	if meta.FindStatusCondition(stored.Status.Conditions, "Other") == nil ||
+		meta.FindStatusCondition(stored.Status.Conditions, jwksv1alpha1.ConditionRelyingParties).Reason != jwksv1alpha1.ReasonRelyingPartiesHoldKey {
+		t.Errorf("after a write that raced the patch: %+v, want the other writer's condition and RelyingParties %s", stored.Status.Conditions, jwksv1alpha1.ReasonRelyingPartiesHoldKey)
+	}
+}

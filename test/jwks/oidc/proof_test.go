@@ -71,11 +71,16 @@ func TestPromotionOnProof(t *testing.T) {
 		sent, refused, window := s.stop()
 		// The status is written after the signing Secret (awaitPromotion saw that one).
 		var cfg *jwksv1alpha1.JWKSConfig
-		testenv.Eventually(t, "the RelyingParties condition RelyingPartiesHoldKey", 10*time.Second, func() bool {
+		var c *metav1.Condition
+		deadline := time.Now().Add(10 * time.Second)
+		for c == nil || c.Reason != jwksv1alpha1.ReasonRelyingPartiesHoldKey {
+			if time.Now().After(deadline) {
+				t.Fatalf("after 10s the RelyingParties condition is %+v, want %s; status %+v", c, jwksv1alpha1.ReasonRelyingPartiesHoldKey, cfg.Status)
+			}
+			time.Sleep(20 * time.Millisecond)
 			cfg = getJWKSConfig(t, ns, "proof")
-			c := meta.FindStatusCondition(cfg.Status.Conditions, jwksv1alpha1.ConditionRelyingParties)
-			return c != nil && c.Reason == jwksv1alpha1.ReasonRelyingPartiesHoldKey
-		})
+			c = meta.FindStatusCondition(cfg.Status.Conditions, jwksv1alpha1.ConditionRelyingParties)
+		}
 		rp := cfg.Status.Promotion.RelyingParties[0]
 		t.Logf("rotated at %s; kube-apiserver last fetched at %s; promoted %v after the rotation, %v before the timer (%v after the rotation); %d tokens, %d refused (%v)",
 			rotated.Format(time.RFC3339Nano), rp.LastFetchTime, promoted.Sub(rotated).Round(time.Millisecond), timer.Sub(promoted).Round(time.Millisecond),
