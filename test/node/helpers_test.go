@@ -182,11 +182,17 @@ func createJWKSConfig(t *testing.T, ns, name, secret, issuer string, withNginx b
 }
 
 // waitReady waits for the JWKSConfig's Ready condition (with nginx: every replica
-// available).
+// available). On a timeout it tells what the JWKSConfig's conditions and the namespace's
+// pods said.
 func waitReady(t *testing.T, ns, name string) {
 	t.Helper()
-	waitFor(t, "JWKSConfig "+ns+"/"+name+" to be Ready", 3*time.Minute, func() bool {
-		cfg := &jwksv1alpha1.JWKSConfig{}
+	cfg := &jwksv1alpha1.JWKSConfig{}
+	defer func() {
+		if t.Failed() {
+			t.Logf("JWKSConfig %s/%s: conditions %+v", ns, name, cfg.Status.Conditions)
+		}
+	}()
+	waitForPods(t, "JWKSConfig "+ns+"/"+name+" to be Ready", 3*time.Minute, ns, nil, func() bool {
 		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, cfg); err != nil {
 			return false
 		}
