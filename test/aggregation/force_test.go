@@ -121,7 +121,7 @@ func converged(t *testing.T, cl client.Client, name string) *rbacv1.ClusterRole 
 // trustplane as with kube-controller-manager (both byte for byte the same); and the same
 // for an aggregated Role, under trustplane's own field manager.
 func TestForceTakesRulesFromOtherManagers(t *testing.T) {
-	kcm, err := sidebyside.StartSide("kube-controller-manager", t.TempDir(), sidebyside.KubeControllerManager(filepath.Join(testenv.RepoRoot(), "bin/k8s")))
+	kcm, err := sidebyside.StartSide("kube-controller-manager", t.TempDir(), sidebyside.KubeControllerManager(filepath.Dir(testenv.Tool(t, "k8s/kube-controller-manager"))))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func TestSideBySideWithKubeControllerManager(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", binary, filepath.Join(root, "cmd/trustplane")).CombinedOutput(); err != nil {
 		t.Fatalf("building trustplane: %v\n%s", err, out)
 	}
-	kcm, err := sidebyside.StartSide("kube-controller-manager", dir, sidebyside.KubeControllerManager(filepath.Join(root, "bin/k8s")))
+	kcm, err := sidebyside.StartSide("kube-controller-manager", dir, sidebyside.KubeControllerManager(filepath.Dir(testenv.Tool(t, "k8s/kube-controller-manager"))))
 	if err != nil {
 		t.Fatal(err)
 	}
