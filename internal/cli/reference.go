@@ -69,6 +69,14 @@ func ValuesSchema(valuesYAML []byte) ([]byte, error) {
 		}
 		parent[parts[len(parts)-1]] = s.JSONSchema()
 	}
+	// nodeAgent.layout is passed as --layout, not in the config file: its schema is the
+	// field's, with its only values.
+	layout, ok := schemas[1].FieldSchema("layout")
+	agent := props["nodeAgent"].(map[string]any)["properties"].(map[string]any)
+	if _, has := agent["layout"]; !ok || !has {
+		return nil, fmt.Errorf("values.yaml has no nodeAgent.layout, or %s has no --layout", schemas[1].Command)
+	}
+	agent["layout"] = layout
 	out, err := json.MarshalIndent(root, "", "  ")
 	return append(out, '\n'), err
 }

@@ -151,7 +151,35 @@ func fieldSchema(f *pflag.Flag) map[string]any {
 	default:
 		out["type"] = "string"
 	}
+	if values := f.Annotations[enumAnnotation]; len(values) > 0 {
+		out["enum"] = values
+	}
 	return out
+}
+
+// FieldSchema is the JSON Schema of the field behind flag, and whether s has it: for a
+// chart value that is passed as that flag rather than in the file.
+func (s *Schema) FieldSchema(flag string) (map[string]any, bool) {
+	for _, f := range s.Fields() {
+		if f.Flag != nil && f.Flag.Name == flag {
+			return fieldSchema(f.Flag), true
+		}
+	}
+	return nil, false
+}
+
+// enumAnnotation is the pflag annotation of a string flag's only values (Enum).
+const enumAnnotation = "configfile_enum" // pflag's key, as cobra's "cobra_annotation_..."
+
+// Enum declares the only values of fs's string flag name: the JSON Schema of its field
+// (and of a chart value passed as it) lists them, so a chart given another value fails
+// helm template instead of a pod at start. The command still checks the value itself.
+// It panics when fs has no such flag, as pflag does for a flag defined twice: a
+// programming error.
+func Enum(fs *pflag.FlagSet, name string, values ...string) {
+	if err := fs.SetAnnotation(name, enumAnnotation, values); err != nil {
+		panic(fmt.Sprintf("configfile.Enum: %v", err))
+	}
 }
 
 // Effective is every field's value as its flag holds it now (after the command line and

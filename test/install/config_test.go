@@ -138,7 +138,8 @@ func containerArgs(t *testing.T, objs []*unstructured.Unstructured, kind, suffix
 }
 
 // TestChartValuesAreChecked: values.schema.json refuses a misspelt value, a config field
-// that does not exist and a duration Go cannot read, at `helm template`.
+// that does not exist, a duration Go cannot read and a value a flag does not take (the
+// node agent's layout, as a chart value and as a config field), at `helm template`.
 func TestChartValuesAreChecked(t *testing.T) {
 	root := testenv.RepoRoot()
 	for set, want := range map[string]string{
@@ -147,6 +148,8 @@ func TestChartValuesAreChecked(t *testing.T) {
 		"config.jwks.retryBaseDelay=5min":       "'5min' does not match pattern",
 		"nodeAgent.config.refreshInterval=soon": "'soon' does not match pattern",
 		"config.cluster.workers=many":           "got string, want integer",
+		"nodeAgent.layout=spife":                "value must be one of 'kubernetes', 'spiffe'",
+		"nodeAgent.config.layout=SPIFFE":        "value must be one of 'kubernetes', 'spiffe'",
 	} {
 		cmd := exec.Command(testenv.Tool(t, "helm"), "template", "trustplane", filepath.Join(root, "charts/trustplane"), "--namespace", "trustplane-system", "--set", set)
 		out, err := cmd.CombinedOutput()

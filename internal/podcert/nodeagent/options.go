@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/trustplane/trustplane/api/certificates"
+	"github.com/trustplane/trustplane/internal/configfile"
 )
 
 // Options are the agent's flags.
@@ -64,6 +65,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		" (the SPIFFE Filesystem Delivery layout: "+SPIFFECredentialBundleFile+" without the trust anchor, and <trust domain>"+TrustBundleSuffix+
 		" for each ClusterTrustBundle of the projection's signer labelled "+certificates.LabelCanarying+"="+certificates.LabelCanaryingLive+
 		" whose "+certificates.LabelWorkloadTrustDomain+" is the trust domain of the certificate's SPIFFE ID). The projection's keyPath, certificateChainPath and credentialBundlePath are written in both.")
+	configfile.Enum(fs, "layout", LayoutKubernetes, LayoutSPIFFE)
 	fs.StringVar(&o.ClockOffsetFile, "testing-clock-offset-file", o.ClockOffsetFile, "Test hook, never for production: a file holding a Go duration (10m, -10m; missing or empty: 0) "+
 		"added to the agent's clock, read again every 250ms, so that a test can jump the clock of a running agent (faketime cannot move a Go process's clock). Logged at start and at every change.")
 	// Hidden: not a setting (no field of the configuration file, no chart value).
