@@ -137,7 +137,7 @@ func (p *Patcher) Patch(ctx context.Context, c client.Client) error {
 	if err != nil || !changed {
 		return err
 	}
-	if !conditionsEqual(p.before.GetConditions(), p.obj.GetConditions()) {
+	if !equality.Semantic.DeepEqual(p.before.GetConditions(), p.obj.GetConditions()) {
 		return p.patchConditionsOntoStored(ctx, c, patch)
 	}
 	// The answer is asked for as metadata only: nothing here reads the object as stored
@@ -204,31 +204,24 @@ func (p *Patcher) patchConditionsOntoStored(ctx context.Context, c client.Client
 	return nil
 }
 
-// conditionsOnto is stored with what changed from before to after applied by type: a
-// condition after holds otherwise than before replaces (or joins) the stored one of its
-// type, one before held and after does not is removed, and every other stored condition
-// stays as it is.
+// conditionsOnto is stored with what changed from before to after applied by type, with
+// apimachinery's condition helpers: a condition after holds otherwise than before is set
+// (its transition time kept when the stored one has its status already), one before held
+// and after does not is removed, and every other stored condition stays as it is.
 func conditionsOnto(stored, before, after []metav1.Condition) []metav1.Condition {
 	out := slices.Clone(stored)
 	for _, b := range before {
 		if meta.FindStatusCondition(after, b.Type) == nil {
-			out = slices.DeleteFunc(out, func(c metav1.Condition) bool { return c.Type == b.Type })
+			meta.RemoveStatusCondition(&out, b.Type)
 		}
 	}
 	for _, a := range after {
-		if b := meta.FindStatusCondition(before, a.Type); b != nil && equality.Semantic.DeepEqual(*b, a) {
-			continue
-		}
-		if i := slices.IndexFunc(out, func(c metav1.Condition) bool { return c.Type == a.Type }); i >= 0 {
-			out[i] = a
-		} else {
-			out = append(out, a)
+		if b := meta.FindStatusCondition(before, a.Type); b == nil || !equality.Semantic.DeepEqual(*b, a) {
+			meta.SetStatusCondition(&out, a)
 		}
 	}
 	return out
 }
-
-func conditionsEqual(a, b []metav1.Condition) bool { return equality.Semantic.DeepEqual(a, b) }
 
 // wrote records a status write answered with the object's metadata: the status written,
 // which a later write of this reconcile is compared with, and the version written, which

@@ -63,6 +63,10 @@ func testOperatorsReport(t *testing.T) {
 	testenv.Eventually(t, "the SubscriptionRequest waiting on the empty pool", 60*time.Second,
 		ready(&cp.SubscriptionRequest{ObjectMeta: at("waiting")}, conditions.Reconciling, cp.ReasonPoolExhausted))
 	revokeOneCredential(t, &operatorv1alpha1.KubeconfigRequest{ObjectMeta: at("reader")})
+	for _, obj := range []conditions.Object{&operatorv1alpha1.Cluster{ObjectMeta: at("target")},
+		&operatorv1alpha1.KubeconfigRequest{ObjectMeta: at("reader")}, &cp.SubscriptionRequest{ObjectMeta: at("waiting")}} {
+		writeStatusFromStaleRead(t, obj)
+	}
 }
 
 // revokeOneCredential: the issued credential is listed by the ID the API server gives its

@@ -159,6 +159,7 @@ func testManagerPublishes(t *testing.T, jwksServer string) {
 		return env.Client.Get(ctx, client.ObjectKey{Namespace: jwksNamespace, Name: "issuer"}, cfg) == nil &&
 			meta.IsStatusConditionTrue(cfg.Status.Conditions, "Ready") && cfg.Status.LastKeyID == kid
 	})
+	writeStatusFromStaleRead(t, &jwksv1alpha1.JWKSConfig{ObjectMeta: metav1.ObjectMeta{Namespace: jwksNamespace, Name: "issuer"}})
 }
 
 // named are the objects of a render with the name: what an overlay adds to config/default.

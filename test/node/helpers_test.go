@@ -187,8 +187,9 @@ func createJWKSConfig(t *testing.T, ns, name, secret, issuer string, withNginx b
 func waitReady(t *testing.T, ns, name string) {
 	t.Helper()
 	cfg := &jwksv1alpha1.JWKSConfig{}
-	defer func() {
-		if t.Failed() {
+	ready := false
+	defer func() { // also after waitForPods' t.Fatalf
+		if !ready {
 			t.Logf("JWKSConfig %s/%s: conditions %+v", ns, name, cfg.Status.Conditions)
 		}
 	}()
@@ -198,6 +199,7 @@ func waitReady(t *testing.T, ns, name string) {
 		}
 		return meta.IsStatusConditionTrue(cfg.Status.Conditions, "Ready")
 	})
+	ready = true
 }
 
 // issueKubeconfig brings this cluster along as Cluster "self" (its admin kubeconfig in a
